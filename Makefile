@@ -1,0 +1,118 @@
+# ktune. `make` builds the library and the CLI; `make test` runs the CPU
+# suite, then the same suite under AddressSanitizer and UBSan; `make gpu-test`
+# and `make bench` need a GPU (without one they say so and skip).
+VERSION := $(shell sed -n 's/^\#define KT_VERSION_STRING "\(.*\)"/\1/p' runtime/ktune.h)
+MAJOR := $(shell sed -n 's/^\#define KT_VERSION_MAJOR \([0-9]*\)/\1/p' runtime/ktune.h)
+
+CUDA_HOME ?= /usr/local/cuda
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+CFLAGS ?= -O2 -g
+LDFLAGS ?=
+
+PKGS := sqlite3 libcjson
+DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEP_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -lcjson)
+LIBS := $(DEP_LIBS) -ldl -lpthread -lm
+
+# The user's CFLAGS are never overridden; ours go beside them.
+WARN := -Wall -Wextra -Werror -Wno-format-truncation
+REAL_CFLAGS := $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC $(DEP_CFLAGS) \
+  -I$(CUDA_HOME)/include -DKT_BUILDING_LIBRARY
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+LIB_SRC := $(wildcard runtime/*.c) $(wildcard cache/*.c)
+CLI_SRC := $(wildcard tools/*.c)
+TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c
+GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c
+BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c
+
+B := build
+OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
+
+.PHONY: all deps test test-plain test-asan gpu-test bench demo install clean
+all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
+
+deps:
+	@sh tools/deps.sh "$(CC)" "$(CUDA_HOME)"
+
+$(B)/obj/%.o: %.c $(wildcard runtime/*.h cache/*.h tests/*.h) $(B)/gen/schema.h | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_CFLAGS) -fvisibility=hidden -I$(B)/gen -Iruntime -Icache -c $< -o $@
+
+$(B)/asan/obj/%.o: %.c $(wildcard runtime/*.h cache/*.h tests/*.h) $(B)/gen/schema.h | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_CFLAGS) $(SAN) -I$(B)/gen -Iruntime -Icache -c $< -o $@
+
+# The schema is compiled in, so a running ktune never reads it from disk.
+$(B)/gen/schema.h: cache/schema.sql
+	@mkdir -p $(dir $@)
+	@awk 'BEGIN { print "static const char kt__schema_sql[] =" } \
+	  { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "  \"" $$0 "\\n\"" } \
+	  END { print ";" }' $< > $@
+
+$(B)/libktune.a: $(call OBJ,$(B),$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libktune.so: $(call OBJ,$(B),$(LIB_SRC))
+	$(CC) -shared -Wl,-soname,libktune.so.$(MAJOR) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/ktune: $(call OBJ,$(B),$(CLI_SRC)) $(B)/libktune.a
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/ktune-test: $(call OBJ,$(B),$(TEST_SRC)) $(B)/libktune.a
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/ktune-gpu-test: $(call OBJ,$(B),$(GPU_SRC)) $(B)/libktune.a
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/ktune-bench: $(call OBJ,$(B),$(BENCH_SRC)) $(B)/libktune.a
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/asan/ktune-test: $(call OBJ,$(B)/asan,$(TEST_SRC) $(LIB_SRC))
+	$(CC) $(SAN) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/asan/ktune: $(call OBJ,$(B)/asan,$(CLI_SRC) $(LIB_SRC))
+	$(CC) $(SAN) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/ktune.pc: runtime/ktune.h Makefile
+	@mkdir -p $(B)
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ktune\nDescription: autotuning GPU kernel runtime\nVersion: %s\nRequires.private: sqlite3 libcjson\nLibs: -L$${libdir} -lktune\nLibs.private: -ldl -lpthread -lm\nCflags: -I$${includedir}\n' \
+	  "$(PREFIX)" "$(VERSION)" > $@
+
+# Tests run from the project root so that they find kernels_src/ and tests/.
+test: all test-plain test-asan
+
+test-plain: $(B)/ktune-test $(B)/ktune
+	KTUNE_BIN=$(B)/ktune $(B)/ktune-test
+
+test-asan: $(B)/asan/ktune-test $(B)/asan/ktune
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0:use_tls=0 \
+	UBSAN_OPTIONS=print_stacktrace=1 KTUNE_BIN=$(B)/asan/ktune $(B)/asan/ktune-test
+
+gpu-test: all $(B)/ktune-gpu-test
+	KTUNE_BIN=$(B)/ktune $(B)/ktune-gpu-test
+
+bench: all $(B)/ktune-bench
+	$(B)/ktune-bench
+
+demo: all
+	$(B)/ktune demo kernels_src/rmsnorm.json
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/share/ktune/kernels
+	install -m 644 $(B)/libktune.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/libktune.so $(DESTDIR)$(PREFIX)/lib/libktune.so.$(VERSION)
+	ln -sf libktune.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libktune.so.$(MAJOR)
+	ln -sf libktune.so.$(MAJOR) $(DESTDIR)$(PREFIX)/lib/libktune.so
+	install -m 644 runtime/ktune.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(B)/ktune $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(B)/ktune.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 kernels_src/*.json kernels_src/*.cu $(DESTDIR)$(PREFIX)/share/ktune/kernels/
+
+clean:
+	rm -rf $(B)

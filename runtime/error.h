@@ -1,0 +1,40 @@
+/* The last error message per (runtime, thread), and the log sink. */
+#ifndef KT_ERROR_H
+#define KT_ERROR_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "ktune.h"
+
+/* Bound on one error message; longer ones are cut. */
+#define KT_ERRMAX 2048
+
+/* Record a message for runtime id (0: no runtime) in the calling thread and
+** return s, so that callers can write `return kt__err(id, s, ...)`. */
+kt_status kt__err(uint64_t id, kt_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *kt__errmsg(uint64_t id);
+void kt__err_clear(uint64_t id);
+
+/* A fresh runtime id; ids are never reused within a process. */
+uint64_t kt__err_new_id(void);
+
+typedef struct kt__logger {
+  kt_log_fn fn;
+  void *user;
+  int level;
+} kt__logger;
+
+/* Default sink: one line to stderr, "ktune: warn: ...". */
+void kt__log_stderr(void *user, kt_log_level level, const char *msg);
+/* The level named by $KTUNE_LOG, or warn. */
+int kt__log_level_from_env(void);
+void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* snprintf that never overflows and returns dst; for building messages. */
+char *kt__fmt(char *dst, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

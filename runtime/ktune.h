@@ -1,0 +1,315 @@
+/* ktune: an autotuning GPU kernel runtime.
+**
+** Kernels are CUDA C++ sources described by JSON specs. ktune compiles one
+** module per combination of compile-time constants (a "variant") through
+** NVRTC, launches through the CUDA driver API, and, on the first call with a
+** tuning key it has not seen, benchmarks the candidate configs on scratch
+** copies of the caller's buffers and remembers the winner in SQLite.
+**
+** Conventions used throughout this header:
+** - Every call returns a kt_status; KT_OK is zero. Details of the last failure
+**   are in kt_errmsg(rt).
+** - Ownership is stated with three phrases: "borrowed; valid until X",
+**   "caller owns; free with kt_free()", "copied; the caller may free it at once".
+** - Destructors accept NULL and do nothing then.
+** - The library never aborts. It reports through a log callback that the
+**   embedder can replace (default: stderr, level from $KTUNE_LOG, else warn).
+*/
+#ifndef KTUNE_H
+#define KTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KT_VERSION_MAJOR 0
+#define KT_VERSION_MINOR 1
+#define KT_VERSION_PATCH 0
+#define KT_VERSION_NUMBER \
+  (KT_VERSION_MAJOR * 10000 + KT_VERSION_MINOR * 100 + KT_VERSION_PATCH)
+#define KT_VERSION_STRING "0.1.0"
+
+#if defined(KT_BUILDING_LIBRARY)
+#define KT_API __attribute__((visibility("default")))
+#else
+#define KT_API
+#endif
+
+/* Opaque handles. A runtime owns everything made through it. */
+typedef struct kt_runtime kt_runtime;
+typedef struct kt_kernel kt_kernel;
+
+/* A CUDA stream (CUstream) passed through as is; NULL is the legacy default
+** stream. ktune never creates work on a stream other than the one it is given,
+** except its own private stream during tuning. */
+typedef void *kt_stream;
+
+/* Status codes. Codes are append-only: a code keeps its number forever. */
+#define KT_STATUS_MAP(X)                                                        \
+  X(OK, 0, "success")                                                           \
+  X(ERR_INVALID, 1, "invalid argument")                                         \
+  X(ERR_NOMEM, 2, "out of memory")                                              \
+  X(ERR_IO, 3, "file I/O failed")                                               \
+  X(ERR_SPEC, 4, "invalid kernel spec")                                         \
+  X(ERR_EVAL, 5, "expression evaluation failed")                                \
+  X(ERR_NO_DRIVER, 6, "CUDA driver not available")                              \
+  X(ERR_NO_DEVICE, 7, "no CUDA device")                                         \
+  X(ERR_CUDA, 8, "CUDA driver call failed")                                     \
+  X(ERR_NO_NVRTC, 9, "NVRTC not available")                                     \
+  X(ERR_COMPILE, 10, "kernel compilation failed")                               \
+  X(ERR_ARGS, 11, "arguments do not match the kernel spec")                     \
+  X(ERR_CONSTRAINT, 12, "config violates the spec's constraints")               \
+  X(ERR_ALIAS, 13, "output aliases an input of a kernel that cannot run in place") \
+  X(ERR_DEVICE_FAULT, 14, "device fault; the CUDA context is unusable")         \
+  X(ERR_CACHE, 15, "config cache error")                                        \
+  X(ERR_NOT_FOUND, 16, "not found")                                             \
+  X(ERR_READONLY, 17, "cache is read-only")                                     \
+  X(ERR_NO_CONFIG, 18, "no valid config for this call")                         \
+  X(ERR_CAPTURING, 19, "stream is capturing")
+
+typedef enum kt_status {
+#define KT__STATUS_ENUM(name, code, text) KT_##name = code,
+  KT_STATUS_MAP(KT__STATUS_ENUM)
+#undef KT__STATUS_ENUM
+} kt_status;
+
+/* "KT_ERR_SPEC" for KT_ERR_SPEC; "KT_UNKNOWN" for a code this version does
+** not know. Static strings. */
+KT_API const char *kt_status_name(kt_status s);
+/* A sentence describing the status; "unknown status" when unknown. Static. */
+KT_API const char *kt_status_str(kt_status s);
+
+/* The library's version as "MAJOR.MINOR.PATCH" (static) and as a number. */
+KT_API const char *kt_libversion(void);
+KT_API int kt_libversion_number(void);
+
+/* Element types of pointer params. Codes are append-only. */
+typedef enum kt_dtype {
+  KT_DTYPE_NONE = 0,
+  KT_F32 = 1,
+  KT_F16 = 2,
+  KT_BF16 = 3,
+  KT_F64 = 4,
+  KT_I32 = 5,
+  KT_I64 = 6,
+  KT_U8 = 7,
+  KT_I8 = 8,
+  KT_I16 = 9,
+  KT_U32 = 10
+} kt_dtype;
+
+/* "f32", "bf16", ...; NULL for an unknown code. Static strings. */
+KT_API const char *kt_dtype_name(kt_dtype t);
+/* Size in bytes of one element; 0 for an unknown code. */
+KT_API size_t kt_dtype_size(kt_dtype t);
+/* Parse "f32", "bf16", ... Returns KT_OK or KT_ERR_INVALID. */
+KT_API kt_status kt_dtype_parse(const char *name, kt_dtype *out /* OUT */);
+
+/* One launch argument. Arguments are passed as an array in the spec's param
+** order. Pointer arguments carry their element type so that the variant and
+** the tuning key can depend on it; an optional pointer may be 0. */
+typedef enum kt_arg_kind {
+  KT_ARG_PTR = 1,
+  KT_ARG_I32 = 2,
+  KT_ARG_I64 = 3,
+  KT_ARG_F32 = 4
+} kt_arg_kind;
+
+typedef struct kt_arg {
+  kt_arg_kind kind;
+  kt_dtype dtype; /* element type, for KT_ARG_PTR only */
+  union {
+    uint64_t ptr; /* a CUdeviceptr */
+    int32_t i32;
+    int64_t i64;
+    float f32;
+  } v;
+} kt_arg;
+
+static inline kt_arg kt_arg_ptr(uint64_t devptr, kt_dtype dtype) {
+  kt_arg a;
+  a.kind = KT_ARG_PTR;
+  a.dtype = dtype;
+  a.v.ptr = devptr;
+  return a;
+}
+static inline kt_arg kt_arg_i32(int32_t x) {
+  kt_arg a;
+  a.kind = KT_ARG_I32;
+  a.dtype = KT_DTYPE_NONE;
+  a.v.i64 = 0;
+  a.v.i32 = x;
+  return a;
+}
+static inline kt_arg kt_arg_i64(int64_t x) {
+  kt_arg a;
+  a.kind = KT_ARG_I64;
+  a.dtype = KT_DTYPE_NONE;
+  a.v.i64 = x;
+  return a;
+}
+static inline kt_arg kt_arg_f32(float x) {
+  kt_arg a;
+  a.kind = KT_ARG_F32;
+  a.dtype = KT_DTYPE_NONE;
+  a.v.i64 = 0;
+  a.v.f32 = x;
+  return a;
+}
+
+typedef enum kt_log_level {
+  KT_LOG_ERROR = 0,
+  KT_LOG_WARN = 1,
+  KT_LOG_INFO = 2,
+  KT_LOG_DEBUG = 3
+} kt_log_level;
+
+/* A log sink. msg is borrowed; valid until the callback returns. Called from
+** any thread that uses the runtime, so it must be thread-safe. */
+typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
+
+/* What a launch does on a tuning key it has never seen. */
+typedef enum kt_mode {
+  KT_MODE_DEFAULT = 0,    /* $KTUNE_MODE if set, else KT_MODE_TUNE */
+  KT_MODE_TUNE = 1,       /* tune, store the winner, launch it */
+  KT_MODE_CACHE_ONLY = 2, /* use a cached config, else the default config */
+  KT_MODE_OFF = 3         /* always the default config; the cache is not read */
+} kt_mode;
+
+/* Options for kt_runtime_open(). Initialise with kt_options_init() so that
+** fields added later get their defaults. */
+typedef struct kt_options {
+  size_t size;            /* sizeof(kt_options), set by kt_options_init() */
+  int device;             /* CUDA device ordinal; default 0 */
+  int no_device;          /* nonzero: never load the CUDA driver (compile and
+                             cache work only; arch must then be given) */
+  const char *arch;       /* "sm_90"; NULL: from the device. Copied. */
+  const char *cuda_home;  /* toolkit root for NVRTC includes; NULL:
+                             $CUDA_HOME, else /usr/local/cuda. Copied. */
+  const char *cache_path; /* config cache file; NULL: $KTUNE_CACHE, else
+                             $XDG_CACHE_HOME/ktune/ktune.db, else
+                             ~/.cache/ktune/ktune.db. Copied. */
+  int no_cache;           /* nonzero: keep tunings in memory only */
+  kt_mode mode;           /* see kt_mode */
+  kt_log_fn log;          /* NULL: the default stderr sink */
+  void *log_user;         /* passed to log */
+  int log_level;          /* messages above this level are dropped; -1: from
+                             $KTUNE_LOG (error|warn|info|debug), else warn */
+} kt_options;
+
+/* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */
+KT_API kt_status kt_options_init(kt_options *o);
+
+/* Open a runtime for one device. On failure *out is still set when a handle
+** could be made, so that kt_errmsg() can say why; close it in any case.
+** Returns KT_OK, KT_ERR_NO_DRIVER (libcuda.so.1 missing), KT_ERR_NO_DEVICE,
+** KT_ERR_CUDA, KT_ERR_INVALID or KT_ERR_NOMEM.
+** Thread-safe. Caller owns *out; free with kt_runtime_close(). */
+KT_API kt_status kt_runtime_open(kt_runtime **out /* OUT */,
+                                 const kt_options *opts /* NULL: defaults */);
+
+/* Free a runtime and every kernel loaded through it. Work already queued on
+** streams is not waited for; the caller synchronises first. Accepts NULL. */
+KT_API kt_status kt_runtime_close(kt_runtime *rt);
+
+/* The last error message of this runtime in the calling thread: "" when
+** none. Borrowed; valid until the next call on rt from this thread. Never
+** NULL; kt_errmsg(NULL) explains why a runtime could not be made. */
+KT_API const char *kt_errmsg(const kt_runtime *rt);
+
+/* The device this runtime targets, as "sm_90", and its name ("NVIDIA H100
+** 80GB HBM3", or "" when no device is used). Borrowed; valid until
+** kt_runtime_close(). */
+KT_API const char *kt_runtime_arch(const kt_runtime *rt);
+KT_API const char *kt_runtime_device_name(const kt_runtime *rt);
+
+/* Load a kernel spec and prepare it for launching. The spec file and its
+** source are read and parsed now; variants are compiled on first use.
+** Loading the same path twice gives two independent kernels.
+** Returns KT_OK, KT_ERR_SPEC (message names file, field and column),
+** KT_ERR_IO or KT_ERR_NOMEM. Thread-safe. The kernel is borrowed; valid until
+** kt_runtime_close(). */
+KT_API kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path,
+                                kt_kernel **out /* OUT */);
+
+/* The spec's kernel name. Borrowed; valid until kt_runtime_close(). */
+KT_API const char *kt_kernel_name(const kt_kernel *k);
+
+/* Launch with the config chosen for this call's tuning key (tuned, cached or
+** the default, as the runtime's mode says). args follow the spec's param
+** order; nargs must equal the number of params.
+** Returns KT_OK, KT_ERR_ARGS, KT_ERR_EVAL, KT_ERR_COMPILE, KT_ERR_CUDA,
+** KT_ERR_NO_CONFIG, KT_ERR_ALIAS, KT_ERR_DEVICE_FAULT.
+** Thread-safe; args is borrowed for the call only. */
+KT_API kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args,
+                           int nargs);
+
+/* Launch with a config forced by the caller, as "BLOCK=256,VEC=4": every
+** tunable field of the spec, each once. The config must lie in the spec's
+** space and satisfy its constraints for this call (KT_ERR_CONSTRAINT names
+** the first one violated). The string is parsed on every call.
+** Thread-safe; args and config are borrowed for the call only. */
+KT_API kt_status kt_launch_config(kt_kernel *k, kt_stream stream,
+                                  const kt_arg *args, int nargs,
+                                  const char *config);
+
+/* The config kt_launch would use for these args, written as
+** "BLOCK=256,VEC=4" into buf (bufsize bytes, always NUL-terminated). Like
+** kt_launch it may tune first, as the runtime's mode says, but it launches
+** nothing on the caller's buffers. Returns what kt_launch returns. */
+KT_API kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args,
+                                      int nargs, char *buf, size_t bufsize);
+
+/* Called once per variant by kt_kernel_compile_all(). name is the variant's
+** file stem ("rmsnorm_fwd.T=bf16.BLOCK=256.VEC=4.HAS_RES=1"), status its
+** compile result, cubin_bytes its size, ms the compile time, errmsg the
+** reason when status is not KT_OK. All borrowed; valid until it returns. */
+typedef void (*kt_variant_fn)(void *user, const char *name, kt_status status,
+                              size_t cubin_bytes, double ms,
+                              const char *errmsg);
+
+/* Compile every variant the spec's space allows (every type, config and
+** derived-constant value, less those a constraint on these alone excludes)
+** for the runtime's arch, without a GPU. Each cubin is written to
+** out_dir/<name>.cubin when out_dir is not NULL. fn may be NULL.
+** Returns KT_OK when every variant compiled, else KT_ERR_COMPILE (the
+** message names the first failure) or KT_ERR_IO. Not thread-safe for k. */
+KT_API kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
+                                       kt_variant_fn fn, void *user);
+
+
+/* Device memory helpers, for programs that do not link the CUDA runtime
+** (the CLI, tests, simple embedders). They use the runtime's device and
+** context. kt_device_alloc: caller owns *out; free with kt_device_free().
+** Copies are synchronous. Returns KT_OK, KT_ERR_NO_DEVICE, KT_ERR_NOMEM or
+** KT_ERR_CUDA. Thread-safe. */
+KT_API kt_status kt_device_alloc(kt_runtime *rt, size_t bytes,
+                                 uint64_t *out /* OUT */);
+KT_API kt_status kt_device_free(kt_runtime *rt, uint64_t devptr);
+KT_API kt_status kt_device_upload(kt_runtime *rt, uint64_t dst,
+                                  const void *src, size_t bytes);
+KT_API kt_status kt_device_download(kt_runtime *rt, void *dst, uint64_t src,
+                                    size_t bytes);
+/* Fill bytes of device memory with one byte value (e.g. 0xFF to poison). */
+KT_API kt_status kt_device_fill(kt_runtime *rt, uint64_t dst, uint8_t byte,
+                                size_t bytes);
+/* Wait for all work queued on stream (NULL: the legacy default stream). */
+KT_API kt_status kt_stream_sync(kt_runtime *rt, kt_stream stream);
+
+/* Time the launch of k with args: warm-up, then repetitions of the launch
+** on a private stream between CUDA events until both 20 repetitions and
+** 100 ms are reached; the median and the spread (max - min) in
+** microseconds. config may be NULL (the launch kt_launch would make).
+** The args' buffers are written by the kernel as in a real call.
+** Returns what kt_launch returns, or KT_ERR_CUDA. */
+KT_API kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs,
+                                const char *config, double *median_us /* OUT */,
+                                double *spread_us /* OUT */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,12 @@
+/* Run fn(user, i) for i in [0, n) on up to nthreads threads (the caller's
+** among them). Used to compile variants in parallel: NVRTC is thread-safe
+** and a compile is CPU-bound. */
+#ifndef KT_POOL_H
+#define KT_POOL_H
+
+void kt__parallel_for(int n, int nthreads, void (*fn)(void *user, int i),
+                      void *user);
+/* Online CPUs, at least 1. */
+int kt__ncpus(void);
+
+#endif

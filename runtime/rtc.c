@@ -1,0 +1,151 @@
+#include "rtc.h"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+
+#define KT__NVRTC_FUNCS(X)  \
+  X(nvrtcVersion)           \
+  X(nvrtcGetErrorString)    \
+  X(nvrtcCreateProgram)     \
+  X(nvrtcDestroyProgram)    \
+  X(nvrtcAddNameExpression) \
+  X(nvrtcCompileProgram)    \
+  X(nvrtcGetProgramLogSize) \
+  X(nvrtcGetProgramLog)     \
+  X(nvrtcGetLoweredName)    \
+  X(nvrtcGetCUBINSize)      \
+  X(nvrtcGetCUBIN)
+
+#define KT__FIELD(name) __typeof__(&name) name;
+static struct {
+  KT__NVRTC_FUNCS(KT__FIELD)
+} nv;
+#undef KT__FIELD
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int loaded;  /* 1 ok, -1 failed */
+static int version;
+static char load_err[512];
+
+kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen) {
+  pthread_mutex_lock(&lock);
+  if (!loaded) {
+    char alt[1024];
+    snprintf(alt, sizeof alt, "%s/lib64/libnvrtc.so.13", cuda_home ? cuda_home : "/usr/local/cuda");
+    const char *names[] = {"libnvrtc.so.13", alt, "libnvrtc.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < 3 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      snprintf(load_err, sizeof load_err,
+               "cannot load NVRTC (libnvrtc.so.13, also tried %s): install the "
+               "CUDA toolkit or set CUDA_HOME",
+               alt);
+      loaded = -1;
+    } else {
+      loaded = 1;
+#define KT__SYM(name)                                                      \
+  if (loaded == 1 && !(*(void **)&nv.name = dlsym(h, #name))) {            \
+    snprintf(load_err, sizeof load_err, "NVRTC lacks %s", #name);          \
+    loaded = -1;                                                           \
+  }
+      KT__NVRTC_FUNCS(KT__SYM)
+#undef KT__SYM
+      int ma = 0, mi = 0;
+      if (loaded == 1 && nv.nvrtcVersion(&ma, &mi) == NVRTC_SUCCESS) version = ma * 1000 + mi * 10;
+    }
+  }
+  kt_status st = loaded == 1 ? KT_OK : KT_ERR_NO_NVRTC;
+  if (st) snprintf(err, errlen, "%s", load_err);
+  pthread_mutex_unlock(&lock);
+  return st;
+}
+
+int kt__nvrtc_version(void) { return version; }
+
+/* The log's error lines joined by " | " and cut to fit; all of it when no
+** line says "error" (PCH notes and warnings would bury the cause). */
+static void append_log(nvrtcProgram p, char *err, size_t errlen) {
+  size_t n = 0;
+  if (nv.nvrtcGetProgramLogSize(p, &n) != NVRTC_SUCCESS || n <= 1) return;
+  char *log = kt__malloc(n);
+  if (!log) return;
+  if (nv.nvrtcGetProgramLog(p, log) == NVRTC_SUCCESS) {
+    int any = strstr(log, "error") != NULL;
+    size_t used = strlen(err);
+    for (char *save = NULL, *line = strtok_r(log, "\n", &save); line && used + 4 < errlen;
+         line = strtok_r(NULL, "\n", &save)) {
+      if (!*line || (any && !strstr(line, "error"))) continue;
+      int w = snprintf(err + used, errlen - used, "%s%s", used > 6 ? " | " : " ", line);
+      if (w < 0) break;
+      used += (size_t)w;
+      if (used >= errlen) used = errlen - 1;
+    }
+  }
+  kt__free(log);
+}
+
+#define NVCHECK(call, expr)                                                 \
+  do {                                                                      \
+    nvrtcResult r_ = (expr);                                                \
+    if (r_ != NVRTC_SUCCESS) {                                              \
+      snprintf(err, errlen, "NVRTC: %s: %s", call, nv.nvrtcGetErrorString(r_)); \
+      st = r_ == NVRTC_ERROR_OUT_OF_MEMORY ? KT_ERR_NOMEM : KT_ERR_COMPILE; \
+      goto done;                                                            \
+    }                                                                       \
+  } while (0)
+
+kt_status kt__nvrtc_compile(const char *src, const char *prog_name,
+                            const char *name_expr, const char *const *opts,
+                            int nopts, void **cubin, size_t *size,
+                            char **lowered, char *err, size_t errlen) {
+  *cubin = NULL;
+  *lowered = NULL;
+  kt_status st = kt__nvrtc_load(NULL, err, errlen);
+  if (st) return st;
+  nvrtcProgram p = NULL;
+  const char *low = NULL;
+  char *bin = NULL;
+  nvrtcResult r = nv.nvrtcCreateProgram(&p, src, prog_name, 0, NULL, NULL);
+  if (r != NVRTC_SUCCESS) {
+    snprintf(err, errlen, "NVRTC: nvrtcCreateProgram: %s", nv.nvrtcGetErrorString(r));
+    return r == NVRTC_ERROR_OUT_OF_MEMORY ? KT_ERR_NOMEM : KT_ERR_COMPILE;
+  }
+  NVCHECK("nvrtcAddNameExpression", nv.nvrtcAddNameExpression(p, name_expr));
+  r = nv.nvrtcCompileProgram(p, nopts, opts);
+  if (r != NVRTC_SUCCESS) {
+    snprintf(err, errlen, "NVRTC:");
+    append_log(p, err, errlen);
+    if (!strcmp(err, "NVRTC:"))
+      snprintf(err, errlen, "NVRTC: %s", nv.nvrtcGetErrorString(r));
+    st = KT_ERR_COMPILE;
+    goto done;
+  }
+  NVCHECK("nvrtcGetLoweredName", nv.nvrtcGetLoweredName(p, name_expr, &low));
+  NVCHECK("nvrtcGetCUBINSize", nv.nvrtcGetCUBINSize(p, size));
+  if (*size == 0) {
+    snprintf(err, errlen, "NVRTC: no cubin produced (is the architecture a real sm_XY?)");
+    st = KT_ERR_COMPILE;
+    goto done;
+  }
+  if (!(bin = kt__malloc(*size)) || !(*lowered = kt__strdup(low))) {
+    snprintf(err, errlen, "out of memory");
+    st = KT_ERR_NOMEM;
+    goto done;
+  }
+  NVCHECK("nvrtcGetCUBIN", nv.nvrtcGetCUBIN(p, bin));
+  *cubin = bin;
+  bin = NULL;
+done:
+  kt__free(bin);
+  if (st) {
+    kt__free(*lowered);
+    *lowered = NULL;
+  }
+  nv.nvrtcDestroyProgram(&p);
+  return st;
+}

@@ -1,0 +1,24 @@
+/* NVRTC, loaded at run time (libnvrtc.so.13 from the loader path, else from
+** the toolkit), so that commands that never compile run where it is absent.
+** Thread-safe: NVRTC programs are independent. */
+#ifndef KT_RTC_H
+#define KT_RTC_H
+
+#include <stddef.h>
+
+#include "ktune.h"
+
+kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen);
+/* e.g. 13000 for 13.0; 0 when not loaded. */
+int kt__nvrtc_version(void);
+
+/* Compile src and instantiate name_expr (a template instance); on success
+** *cubin (caller frees with kt__free), *size and *lowered (the mangled name,
+** caller frees with kt__free). On failure the message carries the compile
+** log: "NVRTC: rmsnorm.cu(12): error: identifier "x" is undefined". */
+kt_status kt__nvrtc_compile(const char *src, const char *prog_name,
+                            const char *name_expr, const char *const *opts,
+                            int nopts, void **cubin, size_t *size,
+                            char **lowered, char *err, size_t errlen);
+
+#endif

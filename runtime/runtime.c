@@ -1,0 +1,190 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "runtime.h"
+
+kt_status kt_options_init(kt_options *o) {
+  if (!o) return KT_ERR_INVALID;
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
+  o->log_level = -1;
+  return KT_OK;
+}
+
+static kt_mode mode_from_env(void) {
+  const char *m = getenv("KTUNE_MODE");
+  if (m && !strcmp(m, "cache-only")) return KT_MODE_CACHE_ONLY;
+  if (m && !strcmp(m, "off")) return KT_MODE_OFF;
+  return KT_MODE_TUNE;
+}
+
+static int parse_arch(const char *arch, int *cc) {
+  int major = 0;
+  if (strncmp(arch, "sm_", 3) || strlen(arch) < 5 || strlen(arch) > 7) return -1;
+  for (const char *p = arch + 3; *p; p++) {
+    if (*p < '0' || *p > '9') return *p == 'a' && !p[1] && p > arch + 4 ? 0 : -1;
+    major = major * 10 + (*p - '0');
+  }
+  *cc = major;
+  return 0;
+}
+
+kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
+  if (!out) return KT_ERR_INVALID;
+  *out = NULL;
+  kt_options o;
+  kt_options_init(&o);
+  if (opts) {
+    if (opts->size < sizeof(size_t) || opts->size > sizeof o)
+      return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: options size %zu is not a kt_options of this version",
+                     opts->size);
+    memcpy(&o, opts, opts->size);
+  }
+  kt_runtime *rt = kt__calloc(1, sizeof *rt);
+  if (!rt) return kt__err(0, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
+  if (pthread_mutex_init(&rt->lock, NULL)) {
+    kt__free(rt);
+    return kt__err(0, KT_ERR_NOMEM, "kt_runtime_open: cannot create a mutex");
+  }
+  rt->id = kt__err_new_id();
+  rt->log.fn = o.log ? o.log : kt__log_stderr;
+  rt->log.user = o.log_user;
+  rt->log.level = o.log_level >= 0 ? o.log_level : kt__log_level_from_env();
+  rt->mode = o.mode ? o.mode : mode_from_env();
+  rt->no_cache = o.no_cache;
+  *out = rt;
+  const char *home = o.cuda_home ? o.cuda_home : getenv("CUDA_HOME");
+  if (!(rt->cuda_home = kt__strdup(home && *home ? home : "/usr/local/cuda")) ||
+      (o.cache_path && !(rt->cache_path = kt__strdup(o.cache_path))))
+    return kt__err(rt->id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
+  if (o.arch && parse_arch(o.arch, &rt->cc))
+    return kt__err(rt->id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90",
+                   o.arch);
+  if (o.arch) snprintf(rt->arch, sizeof rt->arch, "%s", o.arch);
+  if (o.no_device) {
+    if (!o.arch)
+      return kt__err(rt->id, KT_ERR_INVALID, "kt_runtime_open: without a device, arch must be given");
+    return KT_OK;
+  }
+  char err[KT_ERRMAX];
+  kt_status st = kt__dev_open(o.device, &rt->dev, &rt->ctx, err, sizeof err);
+  if (st) return kt__err(rt->id, st, "kt_runtime_open: %s", err);
+  rt->have_device = 1;
+  if (!o.arch) {
+    rt->cc = rt->dev.cc_major * 10 + rt->dev.cc_minor;
+    snprintf(rt->arch, sizeof rt->arch, "sm_%d", rt->cc);
+  }
+  kt__log(&rt->log, KT_LOG_INFO, "device %d: %s, %s, %d SMs, driver %d", o.device, rt->dev.name,
+          rt->arch, rt->dev.num_sms, rt->dev.driver_version);
+  return KT_OK;
+}
+
+static void kernel_free(kt_kernel *k) {
+  if (!k) return;
+  kt__vtable_free(&k->vt);
+  kt__spec_free(k->spec);
+  kt__free(k);
+}
+
+kt_status kt_runtime_close(kt_runtime *rt) {
+  if (!rt) return KT_OK;
+  for (int i = 0; i < rt->nkernels; i++) kernel_free(rt->kernels[i]);
+  kt__free(rt->kernels);
+  if (rt->have_device) kt__dev_close(rt->dev.ordinal);
+  pthread_mutex_destroy(&rt->lock);
+  kt__err_clear(rt->id);
+  kt__free(rt->cuda_home);
+  kt__free(rt->cache_path);
+  kt__free(rt);
+  return KT_OK;
+}
+
+const char *kt_errmsg(const kt_runtime *rt) { return kt__errmsg(rt ? rt->id : 0); }
+
+const char *kt_runtime_arch(const kt_runtime *rt) { return rt ? rt->arch : ""; }
+
+const char *kt_runtime_device_name(const kt_runtime *rt) {
+  return rt && rt->have_device ? rt->dev.name : "";
+}
+
+const char *kt_kernel_name(const kt_kernel *k) { return k ? k->spec->name : ""; }
+
+/* NVRTC options: fixed ones, then the spec's. All of them feed the variant
+** seed, so a changed option never reuses a module. */
+static kt_status kernel_options(kt_kernel *k) {
+  kt_runtime *rt = k->rt;
+  const kt__spec *s = k->spec;
+  if (s->nflags > 10)
+    return kt__err(rt->id, KT_ERR_SPEC, "%s: options.flags: at most 10 flags", s->path);
+  snprintf(k->optbuf[0], sizeof k->optbuf[0], "--gpu-architecture=%s", rt->arch);
+  snprintf(k->optbuf[1], sizeof k->optbuf[1], "-I%s/include", rt->cuda_home);
+  k->opts[k->nopts++] = k->optbuf[0];
+  k->opts[k->nopts++] = "-std=c++17";
+  k->opts[k->nopts++] = k->optbuf[1];
+  /* NVRTC keeps a precompiled form of the toolkit headers in the process:
+  ** every variant after the first compiles about a third faster. */
+  k->opts[k->nopts++] = "--pch";
+  if (s->fast_math) k->opts[k->nopts++] = "--use_fast_math";
+  for (int i = 0; i < s->nflags; i++) k->opts[k->nopts++] = s->flags[i];
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", s->path);
+  XXH3_64bits_reset(h);
+  XXH3_64bits_update(h, &s->spec_hash, sizeof s->spec_hash);
+  for (int i = 0; i < k->nopts; i++) {
+    /* The include path names a machine's directory, not what is compiled. */
+    if (i == 2) continue;
+    XXH3_64bits_update(h, k->opts[i], strlen(k->opts[i]) + 1);
+  }
+  k->variant_seed = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  return KT_OK;
+}
+
+kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out) {
+  if (!rt) return KT_ERR_INVALID;
+  if (!spec_path || !out) return kt__err(rt->id, KT_ERR_INVALID, "kt_kernel_load: NULL argument");
+  *out = NULL;
+  kt_kernel *k = kt__calloc(1, sizeof *k);
+  if (!k) return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", spec_path);
+  k->rt = rt;
+  char err[KT_ERRMAX];
+  kt_status st = kt__spec_load(spec_path, &k->spec, err, sizeof err);
+  if (st) {
+    kt__free(k);
+    return kt__err(rt->id, st, "%s", err);
+  }
+  if (kt__vtable_init(&k->vt)) {
+    kt__spec_free(k->spec);
+    kt__free(k);
+    return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", spec_path);
+  }
+  if ((st = kernel_options(k))) {
+    kernel_free(k);
+    return st;
+  }
+  k->builtins[KT__BUILTIN_NUM_SMS] = rt->dev.num_sms;
+  k->builtins[KT__BUILTIN_CC] = rt->cc;
+  k->builtins[KT__BUILTIN_MAX_SMEM] = rt->have_device ? rt->dev.smem_per_block_optin : 0;
+  k->builtins[KT__BUILTIN_L2_BYTES] = rt->dev.l2_bytes;
+  pthread_mutex_lock(&rt->lock);
+  if (rt->nkernels == rt->capkernels) {
+    int cap = rt->capkernels ? rt->capkernels * 2 : 8;
+    kt_kernel **nk = kt__realloc(rt->kernels, (size_t)cap * sizeof *nk);
+    if (!nk) {
+      pthread_mutex_unlock(&rt->lock);
+      kernel_free(k);
+      return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", spec_path);
+    }
+    rt->kernels = nk;
+    rt->capkernels = cap;
+  }
+  rt->kernels[rt->nkernels++] = k;
+  pthread_mutex_unlock(&rt->lock);
+  *out = k;
+  return KT_OK;
+}

@@ -1,0 +1,95 @@
+/* The runtime and kernel handles, shared by the files of runtime/. */
+#ifndef KT_RUNTIME_H
+#define KT_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "device.h"
+#include "error.h"
+#include "spec.h"
+
+struct kt_runtime {
+  uint64_t id;
+  kt__logger log;
+  kt_mode mode;
+  int have_device;
+  void *ctx;
+  kt__devinfo dev;
+  char arch[16];
+  int cc;                 /* 90 for sm_90 */
+  char *cuda_home;
+  char *cache_path;
+  int no_cache;
+  pthread_mutex_t lock;   /* kernels */
+  kt_kernel **kernels;
+  int nkernels, capkernels;
+};
+
+typedef struct kt__variant kt__variant;
+typedef struct kt__vslots kt__vslots;
+
+/* Compiled variants of one kernel. Lookups take no lock: the slot array is
+** published atomically and entries never move; a grown array replaces the
+** old one, which stays allocated until the kernel is freed. */
+typedef struct kt__vtable {
+  _Atomic(kt__vslots *) slots;
+  kt__vslots *retired;
+  size_t count;
+  pthread_mutex_t lock;   /* inserts and compile completion */
+  pthread_cond_t done;
+} kt__vtable;
+
+struct kt_kernel {
+  kt_runtime *rt;
+  kt__spec *spec;
+  kt__vtable vt;
+  int64_t builtins[KT__NBUILTINS];
+  uint64_t variant_seed;  /* hash of source, arch and compile options */
+  const char *opts[16];   /* NVRTC options, borrowed from optbuf/spec */
+  int nopts;
+  char optbuf[3][1100];
+};
+
+/* One call being prepared: the slot environment and resolved type vars. */
+typedef struct kt__call {
+  int64_t slots[KT_MAX_SLOTS];
+  kt_dtype tvals[KT_MAX_PARAMS];
+} kt__call;
+
+/* variant.c */
+int kt__vtable_init(kt__vtable *vt);
+void kt__vtable_free(kt__vtable *vt);
+/* The variant for the template values of c (compiling it on first use).
+** *fn is the function to launch. Thread-safe; waits while another thread
+** compiles the same variant. */
+kt_status kt__variant_get(kt_kernel *k, const kt__call *c, void **fn);
+/* "rmsnorm_fwd T=bf16 BLOCK=256 VEC=4" (sep ' ') or with '.' for files. */
+void kt__variant_name(const kt_kernel *k, const kt__call *c, char sep,
+                      char *out, size_t n);
+
+/* launch.c */
+kt_status kt__call_bind(kt_kernel *k, const kt_arg *args, int nargs,
+                        kt__call *c);
+/* Set config values and evaluate derived constants and smem. */
+kt_status kt__call_config(kt_kernel *k, kt__call *c, const int64_t *cfg);
+/* Index of the first constraint violated, or -1; KT_ERR_EVAL sets *bad to
+** the failing constraint too. */
+kt_status kt__call_check(kt_kernel *k, const kt__call *c, int *bad);
+/* The default config, else the first of the space valid for this call. */
+kt_status kt__call_fallback(kt_kernel *k, kt__call *c, int64_t *cfg);
+/* Parse "BLOCK=256,VEC=4" (every field once, values in the space). */
+kt_status kt__config_parse(kt_kernel *k, const char *text, int64_t *cfg);
+/* Parse, set and check a config given as text. */
+kt_status kt__call_forced(kt_kernel *k, kt__call *c, const char *config);
+/* cfg as "BLOCK=256,VEC=4". */
+void kt__config_format(const kt_kernel *k, const int64_t *cfg, char *buf, size_t n);
+/* Launch c's variant with its config already set. Allocates nothing. */
+kt_status kt__call_launch(kt_kernel *k, const kt__call *c, kt_stream stream,
+                          const kt_arg *args);
+
+/* bench.c: median and spread of c's launch in microseconds. */
+kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, double *median_us,
+                    double *spread_us);
+
+#endif

@@ -1,0 +1,779 @@
+#include "spec.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "alloc.h"
+
+typedef struct ctx {
+  const char *file;
+  kt__spec *s;
+  char *err;
+  size_t errlen;
+  kt_status st;
+  int limit;       /* expressions see slots below this */
+  const char *where;
+} ctx;
+
+static kt_status bad(ctx *c, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static kt_status bad(ctx *c, const char *field, const char *fmt, ...) {
+  if (c->st != KT_OK) return c->st;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  snprintf(c->err, c->errlen, "%s: %s: %s", c->file, field, msg);
+  c->st = KT_ERR_SPEC;
+  return c->st;
+}
+
+static kt_status nomem(ctx *c) {
+  if (c->st == KT_OK) {
+    snprintf(c->err, c->errlen, "%s: out of memory", c->file);
+    c->st = KT_ERR_NOMEM;
+  }
+  return c->st;
+}
+
+int kt__read_file(const char *path, char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return errno;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (cap - n < 4096) {
+      size_t nc = cap ? cap * 2 : 8192;
+      char *b = kt__realloc(buf, nc);
+      if (!b) {
+        kt__free(buf);
+        fclose(f);
+        return ENOMEM;
+      }
+      buf = b;
+      cap = nc;
+    }
+    size_t r = fread(buf + n, 1, cap - n - 1, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int e = ferror(f) ? EIO : 0;
+  fclose(f);
+  if (e) {
+    kt__free(buf);
+    return e;
+  }
+  buf[n] = 0;
+  *out = buf;
+  if (len) *len = n;
+  return 0;
+}
+
+static int is_ident(const char *s) {
+  if (!s || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+    return 0;
+  for (; *s; s++)
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9')))
+      return 0;
+  return 1;
+}
+
+static const char *builtin_names[KT__NBUILTINS] = {"num_sms", "cc", "max_smem",
+                                                   "l2_bytes"};
+static const char *reserved[] = {"cdiv", "min", "max", "pow2ceil", "log2",
+                                 "align_up", "align", "esize", "smem"};
+
+static int find_slot(const kt__spec *s, const char *name, size_t len) {
+  for (int i = 0; i < s->nslots; i++)
+    if (s->slot_names[i] && strlen(s->slot_names[i]) == len &&
+        !strncmp(s->slot_names[i], name, len))
+      return i;
+  return -1;
+}
+
+int kt__spec_param(const kt__spec *s, const char *name) {
+  for (int i = 0; i < s->nparams; i++)
+    if (!strcmp(s->params[i].name, name)) return i;
+  return -1;
+}
+
+int kt__spec_cfield(const kt__spec *s, const char *name, size_t len) {
+  for (int i = 0; i < s->ncfields; i++)
+    if (strlen(s->cfields[i].name) == len && !strncmp(s->cfields[i].name, name, len))
+      return i;
+  return -1;
+}
+
+/* A new name for the slot namespace: an identifier, unique, not reserved. */
+static kt_status new_name(ctx *c, const char *field, const char *name) {
+  if (!is_ident(name))
+    return bad(c, field, "'%s' is not an identifier", name ? name : "");
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (!strcmp(reserved[i], name))
+      return bad(c, field, "'%s' is reserved", name);
+  for (int i = 0; i < KT__NBUILTINS; i++)
+    if (!strcmp(builtin_names[i], name))
+      return bad(c, field, "'%s' is a builtin", name);
+  for (int i = 0; i < c->s->ntypes; i++)
+    if (!strcmp(c->s->types[i].name, name))
+      return bad(c, field, "'%s' is defined twice", name);
+  if (find_slot(c->s, name, strlen(name)) >= 0)
+    return bad(c, field, "'%s' is defined twice", name);
+  return KT_OK;
+}
+
+static int resolve(void *user, int kind, const char *name, size_t len,
+                   char *why, size_t whylen) {
+  ctx *c = user;
+  kt__spec *s = c->s;
+  int slot = find_slot(s, name, len);
+  if (slot < 0 && len == 4 && !strncmp(name, "smem", 4)) {
+    if (s->smem_slot < 0) {
+      snprintf(why, whylen, "'smem' cannot be used in %s", c->where);
+      return -2;
+    }
+    slot = s->smem_slot;
+  }
+  if (slot < 0) return -1;
+  if (slot < s->nparams) {
+    kt__param *p = &s->params[slot];
+    if (kind != KT__SYM_VALUE) {
+      if (p->type != KT__P_PTR) return -1;
+      return kind == KT__SYM_ALIGN ? p->align_slot : p->esize_slot;
+    }
+    if (p->type == KT__P_F32) {
+      snprintf(why, whylen, "f32 param '%s' cannot be used in an integer expression",
+               p->name);
+      return -2;
+    }
+  } else if (kind != KT__SYM_VALUE) {
+    return -1;
+  }
+  if (slot >= c->limit) {
+    snprintf(why, whylen, "'%.*s' cannot be used in %s", (int)len, name,
+             c->where);
+    return -2;
+  }
+  return slot;
+}
+
+static kt_status parse_text(ctx *c, const char *field, const char *text,
+                           kt__expr *e);
+
+static kt_status parse_expr(ctx *c, const char *field, const cJSON *j,
+                            kt__expr *e) {
+  char buf[32];
+  if (cJSON_IsString(j)) return parse_text(c, field, j->valuestring, e);
+  if (cJSON_IsNumber(j) && j->valuedouble == floor(j->valuedouble) &&
+      fabs(j->valuedouble) < 9e15) {
+    snprintf(buf, sizeof buf, "%.0f", j->valuedouble);
+    return parse_text(c, field, buf, e);
+  }
+  return bad(c, field, "expected an expression (a string or an integer)");
+}
+
+static int get_int(const cJSON *j, int64_t *out) {
+  if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) ||
+      fabs(j->valuedouble) > 9007199254740992.0)
+    return 0;
+  *out = (int64_t)j->valuedouble;
+  return 1;
+}
+
+static kt_status check_fields(ctx *c, const cJSON *obj, const char *field,
+                              const char *const *allowed) {
+  for (const cJSON *it = obj->child; it; it = it->next) {
+    int ok = 0;
+    for (int i = 0; allowed[i] && !ok; i++) ok = !strcmp(allowed[i], it->string);
+    if (!ok) return bad(c, field, "unknown field \"%s\"", it->string);
+  }
+  return KT_OK;
+}
+
+static kt_status parse_types(ctx *c, const cJSON *types) {
+  if (!types) return KT_OK;
+  if (!cJSON_IsObject(types)) return bad(c, "types", "expected an object");
+  for (const cJSON *t = types->child; t; t = t->next) {
+    char f[160];
+    snprintf(f, sizeof f, "types.%s", t->string);
+    if (new_name(c, f, t->string)) return c->st;
+    if (c->s->ntypes == KT_MAX_PARAMS) return bad(c, f, "too many type variables");
+    kt__typevar *tv = &c->s->types[c->s->ntypes];
+    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0)
+      return bad(c, f, "expected a non-empty array of dtype names");
+    if (cJSON_GetArraySize(t) > KT_MAX_TYPES)
+      return bad(c, f, "at most %d dtypes", KT_MAX_TYPES);
+    if (!(tv->name = kt__strdup(t->string))) return nomem(c);
+    c->s->ntypes++;
+    for (const cJSON *d = t->child; d; d = d->next) {
+      kt_dtype dt;
+      if (!cJSON_IsString(d) || kt_dtype_parse(d->valuestring, &dt))
+        return bad(c, f, "unknown dtype %s%s%s", cJSON_IsString(d) ? "\"" : "",
+                   cJSON_IsString(d) ? d->valuestring : "(not a string)",
+                   cJSON_IsString(d) ? "\"" : "");
+      for (int k = 0; k < tv->n; k++)
+        if (tv->types[k] == dt) return bad(c, f, "dtype \"%s\" listed twice", d->valuestring);
+      tv->types[tv->n++] = dt;
+    }
+  }
+  return KT_OK;
+}
+
+static const char *param_fields[] = {"name", "type", "dtype", "access", "extent",
+                                     "optional", "key", "init", "atol", "rtol",
+                                     "doc", NULL};
+
+/* First pass over params: names, types and slots, so that extents may name
+** any scalar param. */
+static kt_status parse_params(ctx *c, const cJSON *params) {
+  kt__spec *s = c->s;
+  if (!cJSON_IsArray(params) || cJSON_GetArraySize(params) == 0)
+    return bad(c, "params", "expected a non-empty array");
+  if (cJSON_GetArraySize(params) > KT_MAX_PARAMS)
+    return bad(c, "params", "at most %d params", KT_MAX_PARAMS);
+  int i = 0;
+  for (const cJSON *j = params->child; j; j = j->next, i++) {
+    char f[64];
+    snprintf(f, sizeof f, "params[%d]", i);
+    if (!cJSON_IsObject(j)) return bad(c, f, "expected an object");
+    if (check_fields(c, j, f, param_fields)) return c->st;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+    if (!cJSON_IsString(name)) return bad(c, f, "missing \"name\"");
+    if (new_name(c, f, name->valuestring)) return c->st;
+    kt__param *p = &s->params[i];
+    p->tvar = -1;
+    p->atol = p->rtol = -1;
+    if (!(p->name = kt__strdup(name->valuestring))) return nomem(c);
+    p->slot = i;
+    s->slot_names[i] = p->name;
+    s->nparams = s->nslots = i + 1;
+    snprintf(f, sizeof f, "params[%d] (%s)", i, p->name);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+    const char *tn = cJSON_IsString(type) ? type->valuestring : "";
+    if (!strcmp(tn, "ptr")) p->type = KT__P_PTR;
+    else if (!strcmp(tn, "i32")) p->type = KT__P_I32;
+    else if (!strcmp(tn, "i64")) p->type = KT__P_I64;
+    else if (!strcmp(tn, "f32")) p->type = KT__P_F32;
+    else return bad(c, f, "\"type\" must be \"ptr\", \"i32\", \"i64\" or \"f32\"%s%s%s",
+                    *tn ? ", not \"" : "", tn, *tn ? "\"" : "");
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(j, "key");
+    if (key) {
+      const char *kn = cJSON_IsString(key) ? key->valuestring : "";
+      if (p->type == KT__P_PTR)
+        return bad(c, f, "\"key\" applies to scalars; pointers enter the key by null-ness and alignment");
+      if (!strcmp(kn, "exact")) p->key = KT__KEY_EXACT;
+      else if (!strcmp(kn, "pow2")) p->key = KT__KEY_POW2;
+      else if (!strcmp(kn, "ignore")) p->key = KT__KEY_IGNORE;
+      else return bad(c, f, "\"key\" must be \"exact\", \"pow2\" or \"ignore\"");
+      if (p->type == KT__P_F32 && p->key == KT__KEY_POW2)
+        return bad(c, f, "\"key\": \"pow2\" needs an integer param");
+    }
+    if (p->type != KT__P_PTR) {
+      static const char *ptronly[] = {"dtype", "access", "extent", "optional", "atol", "rtol"};
+      for (size_t k = 0; k < sizeof ptronly / sizeof ptronly[0]; k++)
+        if (cJSON_GetObjectItemCaseSensitive(j, ptronly[k]))
+          return bad(c, f, "\"%s\" applies to pointer params only", ptronly[k]);
+      continue;
+    }
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
+    if (!cJSON_IsString(dt)) return bad(c, f, "missing \"dtype\"");
+    for (int t = 0; t < s->ntypes; t++)
+      if (!strcmp(s->types[t].name, dt->valuestring)) p->tvar = t;
+    if (p->tvar < 0 && kt_dtype_parse(dt->valuestring, &p->dtype))
+      return bad(c, f, "\"dtype\": \"%s\" is neither a dtype nor a type variable",
+                 dt->valuestring);
+    const cJSON *acc = cJSON_GetObjectItemCaseSensitive(j, "access");
+    const char *an = cJSON_IsString(acc) ? acc->valuestring : "";
+    if (!strcmp(an, "in")) p->access = KT__IN;
+    else if (!strcmp(an, "out")) p->access = KT__OUT;
+    else if (!strcmp(an, "inout")) p->access = KT__INOUT;
+    else return bad(c, f, "\"access\" must be \"in\", \"out\" or \"inout\"");
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "optional");
+    if (opt && !cJSON_IsBool(opt)) return bad(c, f, "\"optional\" must be true or false");
+    p->optional = cJSON_IsTrue(opt);
+    const cJSON *init = cJSON_GetObjectItemCaseSensitive(j, "init");
+    if (init) {
+      if (!cJSON_IsString(init)) return bad(c, f, "\"init\" must be a string");
+      if (!(p->init = kt__strdup(init->valuestring))) return nomem(c);
+    }
+    static const char *tolname[2] = {"atol", "rtol"};
+    double *tol[2] = {&p->atol, &p->rtol};
+    for (int k = 0; k < 2; k++) {
+      const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, tolname[k]);
+      if (!t) continue;
+      if (!cJSON_IsNumber(t) || t->valuedouble < 0)
+        return bad(c, f, "\"%s\" must be a number >= 0", tolname[k]);
+      if (p->access == KT__IN)
+        return bad(c, f, "\"%s\" applies to outputs; this param is an input", tolname[k]);
+      *tol[k] = t->valuedouble;
+    }
+  }
+  /* Hidden slots: align(p) and esize(p) of each pointer. */
+  for (int k = 0; k < s->nparams; k++) {
+    kt__param *p = &s->params[k];
+    if (p->type != KT__P_PTR) continue;
+    if (s->nslots + 2 > KT_MAX_SLOTS) return bad(c, "params", "too many params");
+    p->align_slot = s->nslots++;
+    p->esize_slot = s->nslots++;
+  }
+  s->builtin_slot = s->nslots;
+  for (int k = 0; k < KT__NBUILTINS; k++) s->slot_names[s->nslots++] = builtin_names[k];
+  return KT_OK;
+}
+
+static kt_status parse_extents(ctx *c, const cJSON *params) {
+  int i = 0;
+  c->limit = c->s->builtin_slot;
+  c->where = "an extent (extents may use scalar params only)";
+  for (const cJSON *j = params->child; j; j = j->next, i++) {
+    kt__param *p = &c->s->params[i];
+    if (p->type != KT__P_PTR) continue;
+    char f[96];
+    snprintf(f, sizeof f, "params[%d] (%s).extent", i, p->name);
+    const cJSON *ext = cJSON_GetObjectItemCaseSensitive(j, "extent");
+    if (!ext) return bad(c, f, "missing: a pointer param needs its extent in elements");
+    if (parse_expr(c, f, ext, &p->extent)) return c->st;
+  }
+  return KT_OK;
+}
+
+static kt_status parse_config(ctx *c, const cJSON *cfg, const cJSON *dflt) {
+  kt__spec *s = c->s;
+  if (!cJSON_IsObject(cfg) || !cfg->child)
+    return bad(c, "config", "expected an object of tunable fields, each a list of integers");
+  int n = cJSON_GetArraySize(cfg);
+  if (!(s->cfields = kt__calloc((size_t)n, sizeof *s->cfields))) return nomem(c);
+  for (const cJSON *j = cfg->child; j; j = j->next) {
+    char f[160];
+    snprintf(f, sizeof f, "config.%s", j->string);
+    if (new_name(c, f, j->string)) return c->st;
+    if (s->nslots == KT_MAX_SLOTS) return bad(c, f, "too many names");
+    kt__cfield *cf = &s->cfields[s->ncfields];
+    if (!(cf->name = kt__strdup(j->string))) return nomem(c);
+    s->ncfields++;
+    cf->slot = s->nslots;
+    s->slot_names[s->nslots++] = cf->name;
+    int m = cJSON_IsArray(j) ? cJSON_GetArraySize(j) : 0;
+    if (m == 0) return bad(c, f, "expected a non-empty array of integers");
+    if (m > 64) return bad(c, f, "at most 64 values");
+    if (!(cf->values = kt__calloc((size_t)m, sizeof *cf->values))) return nomem(c);
+    for (const cJSON *v = j->child; v; v = v->next) {
+      int64_t x;
+      if (!get_int(v, &x)) return bad(c, f, "values must be integers");
+      for (int k = 0; k < cf->n; k++)
+        if (cf->values[k] == x) return bad(c, f, "value %lld listed twice", (long long)x);
+      cf->values[cf->n++] = x;
+    }
+  }
+  if (!cJSON_IsObject(dflt))
+    return bad(c, "default", "missing: give the default config, one value per config field");
+  for (const cJSON *j = dflt->child; j; j = j->next)
+    if (kt__spec_cfield(s, j->string, strlen(j->string)) < 0)
+      return bad(c, "default", "\"%s\" is not a config field", j->string);
+  for (int i = 0; i < s->ncfields; i++) {
+    kt__cfield *cf = &s->cfields[i];
+    char f[160];
+    snprintf(f, sizeof f, "default.%s", cf->name);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(dflt, cf->name);
+    if (!v) return bad(c, f, "missing");
+    if (!get_int(v, &cf->dflt)) return bad(c, f, "must be an integer");
+    int in = 0;
+    for (int k = 0; k < cf->n; k++) in |= cf->values[k] == cf->dflt;
+    if (!in) return bad(c, f, "%lld is not in config.%s", (long long)cf->dflt, cf->name);
+  }
+  return KT_OK;
+}
+
+static kt_status parse_derived(ctx *c, const cJSON *der) {
+  kt__spec *s = c->s;
+  if (!der) return KT_OK;
+  if (!cJSON_IsObject(der)) return bad(c, "derived", "expected an object");
+  int n = cJSON_GetArraySize(der);
+  if (!(s->derived = kt__calloc((size_t)(n ? n : 1), sizeof *s->derived))) return nomem(c);
+  for (const cJSON *j = der->child; j; j = j->next) {
+    char f[160];
+    snprintf(f, sizeof f, "derived.%s", j->string);
+    if (new_name(c, f, j->string)) return c->st;
+    if (s->nslots == KT_MAX_SLOTS) return bad(c, f, "too many names");
+    kt__derived *d = &s->derived[s->nderived];
+    if (!(d->name = kt__strdup(j->string))) return nomem(c);
+    s->nderived++;
+    d->slot = s->nslots;
+    c->limit = d->slot;
+    c->where = "this derived constant (it is defined later)";
+    const cJSON *ex = j, *vals = NULL;
+    if (cJSON_IsObject(j)) {
+      static const char *fields[] = {"expr", "values", "doc", NULL};
+      if (check_fields(c, j, f, fields)) return c->st;
+      ex = cJSON_GetObjectItemCaseSensitive(j, "expr");
+      vals = cJSON_GetObjectItemCaseSensitive(j, "values");
+      if (!ex) return bad(c, f, "missing \"expr\"");
+    }
+    if (parse_expr(c, f, ex, &d->e)) return c->st;
+    s->slot_names[s->nslots++] = d->name;
+    if (vals) {
+      int m = cJSON_IsArray(vals) ? cJSON_GetArraySize(vals) : 0;
+      if (m == 0 || m > 64) return bad(c, f, "\"values\" must list 1 to 64 integers");
+      if (!(d->values = kt__calloc((size_t)m, sizeof *d->values))) return nomem(c);
+      for (const cJSON *v = vals->child; v; v = v->next)
+        if (!get_int(v, &d->values[d->n++])) return bad(c, f, "\"values\" must be integers");
+    } else if (!d->e.is_bool) {
+      return bad(c, f, "\"%s\" is not a boolean expression: list the values it can take, "
+                 "{\"expr\": ..., \"values\": [...]}, so that every variant can be compiled ahead of time",
+                 d->e.text);
+    }
+    for (int k = 0; k < s->ncfields; k++)
+      d->uses_config |= kt__expr_uses(&d->e, s->cfields[k].slot);
+    for (int k = 0; k < s->nderived - 1; k++)
+      if (kt__expr_uses(&d->e, s->derived[k].slot)) d->uses_config |= s->derived[k].uses_config;
+  }
+  return KT_OK;
+}
+
+static kt_status parse_template(ctx *c, const cJSON *tpl) {
+  kt__spec *s = c->s;
+  int n = tpl ? cJSON_GetArraySize(tpl) : 0;
+  if (tpl && !cJSON_IsArray(tpl)) return bad(c, "template", "expected an array of names");
+  if (n > KT_MAX_TARGS) return bad(c, "template", "at most %d template arguments", KT_MAX_TARGS);
+  int i = 0;
+  for (const cJSON *j = tpl ? tpl->child : NULL; j; j = j->next, i++) {
+    char f[64];
+    snprintf(f, sizeof f, "template[%d]", i);
+    if (!cJSON_IsString(j)) return bad(c, f, "expected a name");
+    kt__targ *t = &s->targs[s->ntargs];
+    t->tvar = -1;
+    t->slot = -1;
+    for (int k = 0; k < s->ntypes; k++)
+      if (!strcmp(s->types[k].name, j->valuestring)) t->tvar = k;
+    if (t->tvar < 0) {
+      int sl = find_slot(s, j->valuestring, strlen(j->valuestring));
+      int first_const = s->ncfields ? s->cfields[0].slot
+                                    : (s->nderived ? s->derived[0].slot : s->nslots);
+      if (sl < first_const)
+        return bad(c, f, "\"%s\" is not a type variable, config field or derived constant",
+                   j->valuestring);
+      t->slot = sl;
+    }
+    for (int k = 0; k < s->ntargs; k++)
+      if (s->targs[k].tvar == t->tvar && s->targs[k].slot == t->slot)
+        return bad(c, f, "\"%s\" listed twice", j->valuestring);
+    s->ntargs++;
+  }
+  /* Every compile-time constant must reach the code: two variants that
+  ** differ in one must never compile to the same instantiation. */
+  for (int k = 0; k < s->ntypes; k++) {
+    int in = 0;
+    for (int t = 0; t < s->ntargs; t++) in |= s->targs[t].tvar == k;
+    if (!in) return bad(c, "template", "type variable \"%s\" is not a template argument", s->types[k].name);
+  }
+  for (int k = 0; k < s->ncfields + s->nderived; k++) {
+    int sl = k < s->ncfields ? s->cfields[k].slot : s->derived[k - s->ncfields].slot;
+    int in = 0;
+    for (int t = 0; t < s->ntargs; t++) in |= s->targs[t].slot == sl;
+    if (!in)
+      return bad(c, "template", "compile-time constant \"%s\" is not a template argument",
+                 s->slot_names[sl]);
+  }
+  return KT_OK;
+}
+
+static kt_status parse_text(ctx *c, const char *field, const char *text,
+                           kt__expr *e) {
+  kt__expr_error ee;
+  int rc = kt__expr_parse(text, resolve, c, e, &ee);
+  if (rc == -2) return nomem(c);
+  if (rc) return bad(c, field, "column %d: %s in \"%s\"", ee.col, ee.msg, text);
+  return KT_OK;
+}
+
+/* grid and block: one expression or an array of 1 to 3; missing ones are 1. */
+static kt_status parse_dims(ctx *c, const char *field, const cJSON *j, kt__expr *dims) {
+  if (!j) return bad(c, field, "missing");
+  int arr = cJSON_IsArray(j);
+  int n = arr ? cJSON_GetArraySize(j) : 1;
+  if (n < 1 || n > 3) return bad(c, field, "expected 1 to 3 expressions (x, y, z)");
+  const cJSON *d = arr ? j->child : j;
+  for (int i = 0; i < 3; i++) {
+    char f[64];
+    snprintf(f, sizeof f, "%s[%d]", field, i);
+    if (i < n ? parse_expr(c, arr ? f : field, d, &dims[i]) : parse_text(c, f, "1", &dims[i]))
+      return c->st;
+    if (i < n) d = d->next;
+  }
+  return KT_OK;
+}
+
+static void hash_str(XXH3_state_t *h, const char *s) {
+  XXH3_64bits_update(h, s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+static kt_status compute_hashes(ctx *c) {
+  kt__spec *s = c->s;
+  s->source_hash = XXH3_64bits(s->source, strlen(s->source));
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) return nomem(c);
+  XXH3_64bits_reset(h);
+  hash_str(h, s->source);
+  hash_str(h, s->entry);
+  char buf[64];
+  for (int i = 0; i < s->nparams; i++) {
+    const kt__param *p = &s->params[i];
+    hash_str(h, p->name);
+    snprintf(buf, sizeof buf, "%d/%d/%d/%d/%d", p->type, p->access, p->optional,
+             (int)p->dtype, p->tvar);
+    hash_str(h, buf);
+    hash_str(h, p->extent.text);
+  }
+  for (int i = 0; i < s->ntypes; i++) {
+    hash_str(h, s->types[i].name);
+    for (int k = 0; k < s->types[i].n; k++) hash_str(h, kt_dtype_name(s->types[i].types[k]));
+  }
+  for (int i = 0; i < s->ncfields; i++) hash_str(h, s->cfields[i].name);
+  for (int i = 0; i < s->nderived; i++) {
+    hash_str(h, s->derived[i].name);
+    hash_str(h, s->derived[i].e.text);
+  }
+  for (int i = 0; i < s->ntargs; i++) {
+    snprintf(buf, sizeof buf, "%d/%d", s->targs[i].tvar, s->targs[i].slot);
+    hash_str(h, buf);
+  }
+  for (int i = 0; i < 3; i++) {
+    hash_str(h, s->grid[i].text);
+    hash_str(h, s->block[i].text);
+  }
+  hash_str(h, s->smem.text);
+  hash_str(h, s->fast_math ? "fast_math" : "");
+  for (int i = 0; i < s->nflags; i++) hash_str(h, s->flags[i]);
+  s->spec_hash = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  return KT_OK;
+}
+
+static kt_status parse_options(ctx *c, const cJSON *opt) {
+  kt__spec *s = c->s;
+  if (!opt) return KT_OK;
+  static const char *fields[] = {"fast_math", "flags", NULL};
+  if (!cJSON_IsObject(opt)) return bad(c, "options", "expected an object");
+  if (check_fields(c, opt, "options", fields)) return c->st;
+  const cJSON *fm = cJSON_GetObjectItemCaseSensitive(opt, "fast_math");
+  if (fm && !cJSON_IsBool(fm)) return bad(c, "options.fast_math", "must be true or false");
+  s->fast_math = cJSON_IsTrue(fm);
+  const cJSON *fl = cJSON_GetObjectItemCaseSensitive(opt, "flags");
+  if (!fl) return KT_OK;
+  int n = cJSON_IsArray(fl) ? cJSON_GetArraySize(fl) : -1;
+  if (n < 0) return bad(c, "options.flags", "expected an array of strings");
+  if (!(s->flags = kt__calloc((size_t)(n ? n : 1), sizeof *s->flags))) return nomem(c);
+  for (const cJSON *j = fl->child; j; j = j->next) {
+    if (!cJSON_IsString(j) || j->valuestring[0] != '-')
+      return bad(c, "options.flags", "each flag must be a string starting with '-'");
+    if (!strncmp(j->valuestring, "--gpu-architecture", 18) || !strncmp(j->valuestring, "-arch", 5))
+      return bad(c, "options.flags", "the architecture comes from the device or --arch, not the spec");
+    if (!(s->flags[s->nflags++] = kt__strdup(j->valuestring))) return nomem(c);
+  }
+  return KT_OK;
+}
+
+static const char *top_fields[] = {
+    "name", "doc", "source", "entry", "template", "types", "params", "derived",
+    "config", "default", "constraints", "grid", "block", "smem", "inplace",
+    "options", NULL};
+
+static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
+  kt__spec *s = c->s;
+  if (!cJSON_IsObject(root)) return bad(c, "(top level)", "expected a JSON object");
+  if (check_fields(c, root, "(top level)", top_fields)) return c->st;
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
+  if (!cJSON_IsString(name) || !is_ident(name->valuestring))
+    return bad(c, "name", "missing or not an identifier");
+  if (!(s->name = kt__strdup(name->valuestring))) return nomem(c);
+  const cJSON *entry = cJSON_GetObjectItemCaseSensitive(root, "entry");
+  if (!cJSON_IsString(entry) || !entry->valuestring[0])
+    return bad(c, "entry", "missing: the kernel function (a template) in the source");
+  for (const char *p = entry->valuestring; *p; p++)
+    if (!(*p == '_' || *p == ':' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9')))
+      return bad(c, "entry", "\"%s\" is not a C++ name", entry->valuestring);
+  if (!(s->entry = kt__strdup(entry->valuestring))) return nomem(c);
+  const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
+  if (!cJSON_IsString(src) || !src->valuestring[0])
+    return bad(c, "source", "missing: the .cu file, relative to the spec");
+  size_t pl = strlen(dir) + strlen(src->valuestring) + 2;
+  if (!(s->source_path = kt__malloc(pl))) return nomem(c);
+  if (src->valuestring[0] == '/') snprintf(s->source_path, pl, "%s", src->valuestring);
+  else snprintf(s->source_path, pl, "%s/%s", dir, src->valuestring);
+  int e = kt__read_file(s->source_path, &s->source, NULL);
+  if (e == ENOMEM) return nomem(c);
+  if (e) {
+    bad(c, "source", "cannot read %s: %s", s->source_path, strerror(e));
+    return c->st = KT_ERR_IO;
+  }
+  const cJSON *ip = cJSON_GetObjectItemCaseSensitive(root, "inplace");
+  if (ip && !cJSON_IsBool(ip)) return bad(c, "inplace", "must be true or false");
+  s->inplace = !ip || cJSON_IsTrue(ip);
+
+  if (parse_types(c, cJSON_GetObjectItemCaseSensitive(root, "types"))) return c->st;
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
+  if (parse_params(c, params) || parse_extents(c, params)) return c->st;
+  for (int i = 0; i < s->nparams; i++)
+    if (s->params[i].type == KT__P_PTR && s->params[i].tvar < 0 && s->params[i].dtype == KT_DTYPE_NONE)
+      return bad(c, "params", "pointer without dtype");
+  if (parse_config(c, cJSON_GetObjectItemCaseSensitive(root, "config"),
+                   cJSON_GetObjectItemCaseSensitive(root, "default")))
+    return c->st;
+  if (parse_derived(c, cJSON_GetObjectItemCaseSensitive(root, "derived"))) return c->st;
+  if (parse_template(c, cJSON_GetObjectItemCaseSensitive(root, "template"))) return c->st;
+  if (parse_options(c, cJSON_GetObjectItemCaseSensitive(root, "options"))) return c->st;
+
+  c->limit = s->nslots;
+  c->where = "smem (it cannot refer to itself)";
+  const cJSON *smem = cJSON_GetObjectItemCaseSensitive(root, "smem");
+  if (smem ? parse_expr(c, "smem", smem, &s->smem) : parse_text(c, "smem", "0", &s->smem))
+    return c->st;
+  s->smem_slot = s->nslots++;
+  s->slot_names[s->smem_slot] = "smem";
+  c->limit = s->nslots;
+  if (parse_dims(c, "grid", cJSON_GetObjectItemCaseSensitive(root, "grid"), s->grid) ||
+      parse_dims(c, "block", cJSON_GetObjectItemCaseSensitive(root, "block"), s->block))
+    return c->st;
+  const cJSON *cons = cJSON_GetObjectItemCaseSensitive(root, "constraints");
+  if (cons) {
+    int n = cJSON_IsArray(cons) ? cJSON_GetArraySize(cons) : -1;
+    if (n < 0) return bad(c, "constraints", "expected an array of expressions");
+    if (!(s->constraints = kt__calloc((size_t)(n ? n : 1), sizeof *s->constraints)))
+      return nomem(c);
+    int i = 0;
+    for (const cJSON *j = cons->child; j; j = j->next, i++) {
+      char f[64];
+      snprintf(f, sizeof f, "constraints[%d]", i);
+      kt__constraint *k = &s->constraints[s->nconstraints];
+      if (parse_expr(c, f, j, &k->e)) return c->st;
+      s->nconstraints++;
+      for (int sl = 0; sl < s->builtin_slot; sl++) k->uses_params |= kt__expr_uses(&k->e, sl);
+      if (kt__expr_uses(&k->e, s->smem_slot) && !s->smem.is_const) {
+        for (int sl = 0; sl < s->builtin_slot; sl++) k->uses_params |= kt__expr_uses(&s->smem, sl);
+      }
+      for (int d = 0; d < s->nderived; d++)
+        if (kt__expr_uses(&k->e, s->derived[d].slot))
+          for (int sl = 0; sl < s->builtin_slot; sl++)
+            k->uses_params |= kt__expr_uses(&s->derived[d].e, sl);
+    }
+  }
+  return compute_hashes(c);
+}
+
+static void line_col(const char *text, const char *at, int *line, int *col) {
+  *line = 1;
+  *col = 1;
+  for (const char *p = text; p < at && *p; p++) {
+    if (*p == '\n') {
+      (*line)++;
+      *col = 1;
+    } else {
+      (*col)++;
+    }
+  }
+}
+
+kt_status kt__spec_parse(const char *path, const char *text, const char *dir,
+                         kt__spec **out, char *err, size_t errlen) {
+  *out = NULL;
+  ctx c;
+  memset(&c, 0, sizeof c);
+  c.file = path;
+  c.err = err;
+  c.errlen = errlen;
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
+  if (!root) {
+    int line, col;
+    line_col(text, end ? end : text, &line, &col);
+    snprintf(err, errlen, "%s: line %d, column %d: JSON syntax error", path, line, col);
+    return KT_ERR_SPEC;
+  }
+  kt__spec *s = kt__calloc(1, sizeof *s);
+  if (!s || !(s->path = kt__strdup(path))) {
+    kt__free(s);
+    cJSON_Delete(root);
+    return nomem(&c);
+  }
+  s->smem_slot = -1;
+  c.s = s;
+  parse_root(&c, root, dir);
+  cJSON_Delete(root);
+  if (c.st) {
+    kt__spec_free(s);
+    return c.st;
+  }
+  *out = s;
+  return KT_OK;
+}
+
+kt_status kt__spec_load(const char *path, kt__spec **out, char *err, size_t errlen) {
+  *out = NULL;
+  char *text;
+  int e = kt__read_file(path, &text, NULL);
+  if (e) {
+    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+    return e == ENOMEM ? KT_ERR_NOMEM : KT_ERR_IO;
+  }
+  char *dir = kt__strdup(path);
+  if (!dir) {
+    kt__free(text);
+    snprintf(err, errlen, "%s: out of memory", path);
+    return KT_ERR_NOMEM;
+  }
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  else strcpy(dir, ".");
+  kt_status st = kt__spec_parse(path, text, dir, out, err, errlen);
+  kt__free(dir);
+  kt__free(text);
+  return st;
+}
+
+void kt__spec_free(kt__spec *s) {
+  if (!s) return;
+  for (int i = 0; i < s->nparams; i++) {
+    kt__free(s->params[i].name);
+    kt__free(s->params[i].init);
+    kt__expr_free(&s->params[i].extent);
+  }
+  for (int i = 0; i < s->ntypes; i++) kt__free(s->types[i].name);
+  for (int i = 0; i < s->ncfields; i++) {
+    kt__free(s->cfields[i].name);
+    kt__free(s->cfields[i].values);
+  }
+  kt__free(s->cfields);
+  for (int i = 0; i < s->nderived; i++) {
+    kt__free(s->derived[i].name);
+    kt__free(s->derived[i].values);
+    kt__expr_free(&s->derived[i].e);
+  }
+  kt__free(s->derived);
+  for (int i = 0; i < s->nconstraints; i++) kt__expr_free(&s->constraints[i].e);
+  kt__free(s->constraints);
+  for (int i = 0; i < 3; i++) {
+    kt__expr_free(&s->grid[i]);
+    kt__expr_free(&s->block[i]);
+  }
+  kt__expr_free(&s->smem);
+  for (int i = 0; i < s->nflags; i++) kt__free(s->flags[i]);
+  kt__free(s->flags);
+  kt__free(s->path);
+  kt__free(s->name);
+  kt__free(s->source_path);
+  kt__free(s->source);
+  kt__free(s->entry);
+  kt__free(s);
+}

@@ -1,0 +1,124 @@
+/* A parsed kernel spec (kernels_src/NAME.json). Only spec.c reads JSON; the
+** rest of the library sees this struct, whose expressions are already
+** compiled against one slot layout:
+**   params (scalar value, or 1/0 for a non-null/null pointer),
+**   align(p) and esize(p) of each pointer param,
+**   config fields, derived constants (in spec order),
+**   builtins num_sms cc max_smem l2_bytes, and smem. */
+#ifndef KT_SPEC_H
+#define KT_SPEC_H
+
+#include <stdint.h>
+
+#include "expr.h"
+#include "ktune.h"
+
+#define KT_MAX_PARAMS 32
+#define KT_MAX_TYPES 8     /* dtypes a type variable may take */
+#define KT_MAX_TARGS 24    /* template arguments of the entry */
+
+enum { KT__P_PTR = 1, KT__P_I32, KT__P_I64, KT__P_F32 };
+enum { KT__KEY_EXACT = 0, KT__KEY_POW2, KT__KEY_IGNORE };
+enum { KT__IN = 1, KT__OUT = 2, KT__INOUT = 3 };
+enum { KT__BUILTIN_NUM_SMS, KT__BUILTIN_CC, KT__BUILTIN_MAX_SMEM,
+       KT__BUILTIN_L2_BYTES, KT__NBUILTINS };
+
+typedef struct kt__param {
+  char *name;
+  int type;          /* KT__P_* */
+  int key;           /* KT__KEY_*, scalars only */
+  /* pointers */
+  int access;        /* KT__IN/OUT/INOUT */
+  int optional;
+  kt_dtype dtype;    /* fixed element type, or KT_DTYPE_NONE with tvar */
+  int tvar;          /* index into types, or -1 */
+  kt__expr extent;   /* elements */
+  char *init;        /* input generator for synthetic calls, or NULL */
+  double atol, rtol; /* validation tolerance (outputs) */
+  int slot, align_slot, esize_slot;
+} kt__param;
+
+typedef struct kt__typevar {
+  char *name;
+  int n;
+  kt_dtype types[KT_MAX_TYPES];
+} kt__typevar;
+
+typedef struct kt__cfield {
+  char *name;
+  int n;
+  int64_t *values;
+  int64_t dflt;
+  int slot;
+} kt__cfield;
+
+typedef struct kt__derived {
+  char *name;
+  kt__expr e;
+  int uses_config;   /* depends on a config field, directly or not */
+  int n;             /* declared values, or 0 for a boolean */
+  int64_t *values;
+  int slot;
+} kt__derived;
+
+typedef struct kt__constraint {
+  kt__expr e;
+  int uses_params;   /* needs a call's params (not only config/derived) */
+} kt__constraint;
+
+/* A template argument of the entry point: a type variable or a constant. */
+typedef struct kt__targ {
+  int tvar;          /* type variable index, or -1 */
+  int slot;          /* constant's slot, when tvar < 0 */
+} kt__targ;
+
+typedef struct kt__spec {
+  char *path;        /* as given */
+  char *name;
+  char *source_path; /* resolved beside the spec */
+  char *source;      /* contents */
+  char *entry;
+  int fast_math;
+  char **flags;      /* extra NVRTC options */
+  int nflags;
+  int inplace;       /* outputs may alias inputs */
+  uint64_t source_hash;
+  uint64_t spec_hash;  /* what changes generated code or launch */
+
+  kt__param params[KT_MAX_PARAMS];
+  int nparams;
+  kt__typevar types[KT_MAX_PARAMS];
+  int ntypes;
+  kt__cfield *cfields;
+  int ncfields;
+  kt__derived *derived;
+  int nderived;
+  kt__constraint *constraints;
+  int nconstraints;
+  kt__targ targs[KT_MAX_TARGS];
+  int ntargs;
+  kt__expr grid[3], block[3], smem;
+
+  int nslots;
+  int builtin_slot;  /* first of KT__NBUILTINS */
+  int smem_slot;
+  const char *slot_names[KT_MAX_SLOTS]; /* borrowed from the fields above */
+} kt__spec;
+
+/* Load and validate a spec. On failure returns KT_ERR_SPEC, KT_ERR_IO or
+** KT_ERR_NOMEM with a message "FILE: FIELD: what is wrong" in err. */
+kt_status kt__spec_load(const char *path, kt__spec **out, char *err,
+                        size_t errlen);
+/* The same from text already in memory; dir is where source is resolved. */
+kt_status kt__spec_parse(const char *path, const char *text, const char *dir,
+                         kt__spec **out, char *err, size_t errlen);
+void kt__spec_free(kt__spec *s);
+
+int kt__spec_param(const kt__spec *s, const char *name);
+int kt__spec_cfield(const kt__spec *s, const char *name, size_t len);
+
+/* Read a whole file into a NUL-terminated buffer (caller frees with
+** kt__free). Returns 0, or errno. */
+int kt__read_file(const char *path, char **out, size_t *len);
+
+#endif

@@ -1,0 +1,123 @@
+/* make bench: timings on GPU 0, printed as tables. Not a test: it never
+** fails on a number. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "device.h"
+#include "gpu_util.h"
+#include "harness.h"
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void rmsnorm_table(kt_runtime *rt, kt_kernel *k) {
+  static const int shapes[][2] = {{450, 256}, {24000, 256}, {4096, 4096}, {16384, 2048}, {8192, 4096}, {32768, 8192}};
+  printf("\nrmsnorm_fwd bf16, default config (bytes = read x + write y + w)\n");
+  printf("%8s %6s  %-26s %10s %9s\n", "T", "D", "config", "median us", "GB/s");
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    int T = shapes[i][0], D = shapes[i][1];
+    size_t n = (size_t)T * D;
+    uint64_t x = 0, y = 0, w = 0;
+    uint16_t *h = malloc(n * 2);
+    uint64_t seed = 7;
+    for (size_t j = 0; h && j < n; j++) h[j] = g_f_to_bf16((float)g_uniform(&seed, -2, 2));
+    if (!h || kt_device_alloc(rt, n * 2, &x) || kt_device_alloc(rt, n * 2, &y) ||
+        kt_device_alloc(rt, (size_t)D * 2, &w) || kt_device_upload(rt, x, h, n * 2) ||
+        kt_device_upload(rt, w, h, (size_t)D * 2)) {
+      printf("setup failed: %s\n", kt_errmsg(rt));
+    } else {
+      kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                    kt_arg_ptr(w, KT_BF16), kt_arg_i32(T), kt_arg_i32(D), kt_arg_f32(1e-6f)};
+      char cfg[128] = "";
+      double med, spread;
+      kt_kernel_config_for(k, a, 7, cfg, sizeof cfg);
+      if (kt_kernel_time(k, a, 7, NULL, &med, &spread))
+        printf("%8d %6d  %s\n", T, D, kt_errmsg(rt));
+      else
+        printf("%8d %6d  %-26s %10.1f %9.0f\n", T, D, cfg, med, (2.0 * n * 2 + D * 2.0) / (med * 1e-6) / 1e9);
+    }
+    free(h);
+    kt_device_free(rt, x);
+    kt_device_free(rt, y);
+    kt_device_free(rt, w);
+  }
+}
+
+/* CPU cost per launch: kt_launch against cuLaunchKernel of the same
+** function, back to back on one stream (the GPU work is tiny). */
+static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
+  const int N = 200000;
+  uint64_t x = 0, y = 0, w = 0;
+  if (kt_device_alloc(rt, 256 * 2, &x) || kt_device_alloc(rt, 256 * 2, &y) ||
+      kt_device_alloc(rt, 256 * 2, &w) || kt_device_fill(rt, x, 0x3c, 512) || kt_device_fill(rt, w, 0x3c, 512)) {
+    printf("setup failed: %s\n", kt_errmsg(rt));
+    return;
+  }
+  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(256), kt_arg_f32(1e-6f)};
+  kt_stream s;
+  char err[512];
+  if (kt__dev_stream_create(&s, err, sizeof err)) {
+    printf("stream: %s\n", err);
+    return;
+  }
+  for (int i = 0; i < 1000; i++) kt_launch(k, s, a, 7);
+  kt_stream_sync(rt, s);
+  double t0 = now_us();
+  for (int i = 0; i < N; i++)
+    if (kt_launch(k, s, a, 7)) {
+      printf("kt_launch: %s\n", kt_errmsg(rt));
+      return;
+    }
+  kt_stream_sync(rt, s);
+  double kt_us = (now_us() - t0) / N;
+  /* The same launch, raw: the variant's function through the device layer. */
+  extern kt_status kt__bench_raw_fn(kt_kernel *, const kt_arg *, int, void **, uint32_t *, uint32_t *);
+  void *fn;
+  uint32_t grid[3], block[3];
+  if (kt__bench_raw_fn(k, a, 7, &fn, grid, block)) {
+    printf("raw: %s\n", kt_errmsg(rt));
+    return;
+  }
+  void *params[7];
+  for (int i = 0; i < 7; i++) params[i] = (void *)&a[i].v;
+  t0 = now_us();
+  for (int i = 0; i < N; i++) kt__dev_launch(fn, grid, block, 0, s, params);
+  kt_stream_sync(rt, s);
+  double raw_us = (now_us() - t0) / N;
+  printf("\nlaunch cost, %d back-to-back launches of rmsnorm_fwd T=1 D=256 (GPU-bound when equal)\n", N);
+  printf("%-16s %10s\n", "path", "us/launch");
+  printf("%-16s %10.2f\n", "cuLaunchKernel", raw_us);
+  printf("%-16s %10.2f\n", "kt_launch", kt_us);
+  printf("ratio %.3f\n", kt_us / raw_us);
+  kt__dev_stream_destroy(s);
+  kt_device_free(rt, x);
+  kt_device_free(rt, y);
+  kt_device_free(rt, w);
+}
+
+int main(void) {
+  kt_options o;
+  kt_options_init(&o);
+  kt_runtime *rt;
+  if (kt_runtime_open(&rt, &o)) {
+    printf("bench: no GPU: %s\n", kt_errmsg(rt));
+    kt_runtime_close(rt);
+    return 0;
+  }
+  printf("device: %s (%s)\n", kt_runtime_device_name(rt), kt_runtime_arch(rt));
+  kt_kernel *k;
+  if (kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k)) {
+    printf("bench: %s\n", kt_errmsg(rt));
+    kt_runtime_close(rt);
+    return 0;
+  }
+  rmsnorm_table(rt, k);
+  launch_overhead(rt, k);
+  kt_runtime_close(rt);
+  return 0;
+}

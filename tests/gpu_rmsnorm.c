@@ -1,0 +1,265 @@
+/* RMSNorm forward on the GPU against a float64 host reference. Outputs are
+** poisoned (0xFF bytes: NaN) before each launch, so an unwritten element
+** fails the comparison. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu_util.h"
+#include "harness.h"
+
+typedef struct shape {
+  int T, D;
+  kt_dtype dt;
+  int res;
+  int offset;   /* elements added to x's address (breaks alignment) */
+  int inplace;  /* y is x */
+} shape;
+
+typedef struct bufs {
+  kt_runtime *rt;
+  shape s;
+  uint64_t y, x, res, w;   /* allocations */
+  uint64_t px, py;         /* pointers passed */
+  double *hx, *hres, *hw, *ref;
+  void *stage;
+  size_t esz, n;
+} bufs;
+
+static void bufs_free(bufs *b) {
+  kt_device_free(b->rt, b->y);
+  kt_device_free(b->rt, b->x);
+  kt_device_free(b->rt, b->res);
+  kt_device_free(b->rt, b->w);
+  free(b->hx);
+  free(b->hres);
+  free(b->hw);
+  free(b->ref);
+  free(b->stage);
+}
+
+/* Fresh random inputs and the float64 reference computed from the values
+** as stored (after rounding to the dtype). */
+static int bufs_make(bufs *b, kt_runtime *rt, shape s, uint64_t seed) {
+  memset(b, 0, sizeof *b);
+  b->rt = rt;
+  b->s = s;
+  b->esz = kt_dtype_size(s.dt);
+  b->n = (size_t)s.T * s.D;
+  size_t bytes = (b->n + 16) * b->esz;
+  b->hx = malloc(b->n * sizeof(double));
+  b->hres = malloc(b->n * sizeof(double));
+  b->hw = malloc((size_t)s.D * sizeof(double));
+  b->ref = malloc(b->n * sizeof(double));
+  b->stage = malloc(bytes);
+  if (!b->hx || !b->hres || !b->hw || !b->ref || !b->stage) return -1;
+  for (size_t i = 0; i < b->n; i++) {
+    b->hx[i] = g_uniform(&seed, -2, 2);
+    b->hres[i] = g_uniform(&seed, -1, 1);
+  }
+  for (int i = 0; i < s.D; i++) b->hw[i] = g_uniform(&seed, 0.5, 1.5);
+  /* Round inputs to the dtype so the reference sees what the GPU sees. */
+  g_store(s.dt, b->stage, b->hx, b->n);
+  for (size_t i = 0; i < b->n; i++) b->hx[i] = g_load(s.dt, b->stage, i);
+  g_store(s.dt, b->stage, b->hres, b->n);
+  for (size_t i = 0; i < b->n; i++) b->hres[i] = g_load(s.dt, b->stage, i);
+  g_store(s.dt, b->stage, b->hw, (size_t)s.D);
+  for (int i = 0; i < s.D; i++) b->hw[i] = g_load(s.dt, b->stage, (size_t)i);
+  for (int r = 0; r < s.T; r++) {
+    double ss = 0;
+    for (int i = 0; i < s.D; i++) {
+      double v = b->hx[(size_t)r * s.D + i] + (s.res ? b->hres[(size_t)r * s.D + i] : 0);
+      ss += v * v;
+    }
+    double rstd = 1.0 / sqrt(ss / s.D + 1e-6);
+    for (int i = 0; i < s.D; i++) {
+      double v = b->hx[(size_t)r * s.D + i] + (s.res ? b->hres[(size_t)r * s.D + i] : 0);
+      b->ref[(size_t)r * s.D + i] = v * rstd * b->hw[i];
+    }
+  }
+  if (kt_device_alloc(rt, bytes, &b->x) || kt_device_alloc(rt, bytes, &b->y) ||
+      kt_device_alloc(rt, bytes, &b->res) || kt_device_alloc(rt, bytes, &b->w))
+    return -1;
+  b->px = b->x + (uint64_t)s.offset * b->esz;
+  b->py = s.inplace ? b->px : b->y;
+  return 0;
+}
+
+/* Upload inputs, poison the output. */
+static int bufs_reset(bufs *b) {
+  const shape *s = &b->s;
+  g_store(s->dt, b->stage, b->hx, b->n);
+  if (kt_device_upload(b->rt, b->px, b->stage, b->n * b->esz)) return -1;
+  g_store(s->dt, b->stage, b->hres, b->n);
+  if (kt_device_upload(b->rt, b->res, b->stage, b->n * b->esz)) return -1;
+  g_store(s->dt, b->stage, b->hw, (size_t)s->D);
+  if (kt_device_upload(b->rt, b->w, b->stage, (size_t)s->D * b->esz)) return -1;
+  if (!s->inplace && kt_device_fill(b->rt, b->y, 0xff, (b->n + 16) * b->esz)) return -1;
+  return 0;
+}
+
+static void bufs_args(const bufs *b, kt_arg *a) {
+  const shape *s = &b->s;
+  a[0] = kt_arg_ptr(b->py, s->dt);
+  a[1] = kt_arg_ptr(b->px, s->dt);
+  a[2] = kt_arg_ptr(s->res ? b->res : 0, s->dt);
+  a[3] = kt_arg_ptr(b->w, s->dt);
+  a[4] = kt_arg_i32(s->T);
+  a[5] = kt_arg_i32(s->D);
+  a[6] = kt_arg_f32(1e-6f);
+}
+
+/* Compare y with the reference; returns the number of bad elements and
+** describes the first in msg. Also checks that y's poison past the end of
+** the output is intact (no write outside the buffer). */
+static long bufs_check(bufs *b, char *msg, size_t n) {
+  const shape *s = &b->s;
+  double tol = s->dt == KT_F32 ? 1e-5 : 1.6e-2;
+  if (kt_device_download(b->rt, b->stage, b->py, (b->n + (s->inplace ? 0 : 16)) * b->esz)) {
+    snprintf(msg, n, "download: %s", kt_errmsg(b->rt));
+    return -1;
+  }
+  long bad = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    double y = g_load(s->dt, b->stage, i), r = b->ref[i];
+    if (!(fabs(y - r) <= tol * (1 + fabs(r)))) {
+      if (!bad++)
+        snprintf(msg, n, "T=%d D=%d %s res=%d offset=%d: y[%zu] (row %zu) = %g, reference %g", s->T, s->D,
+                 kt_dtype_name(s->dt), s->res, s->offset, i, i / (size_t)s->D, y, r);
+    }
+  }
+  if (!s->inplace) {
+    const unsigned char *tail = (const unsigned char *)b->stage + b->n * b->esz;
+    for (size_t i = 0; i < 16 * b->esz; i++)
+      if (tail[i] != 0xff) {
+        if (!bad++) snprintf(msg, n, "T=%d D=%d: byte %zu past the output was written", s->T, s->D, i);
+        break;
+      }
+  }
+  return bad;
+}
+
+static const shape shapes[] = {
+    {1, 256, KT_BF16, 0, 0, 0},     {1, 4096, KT_F32, 1, 0, 0},    {7, 100, KT_BF16, 1, 0, 0},
+    {32, 1000, KT_F32, 0, 0, 0},    {450, 256, KT_BF16, 1, 0, 0},  {500, 8192, KT_BF16, 0, 0, 0},
+    {100, 8192, KT_F32, 1, 0, 0},   {5000, 2048, KT_BF16, 1, 0, 0}, {2, 8, KT_BF16, 0, 0, 0},
+    {3, 24, KT_F32, 1, 0, 0},       {64, 4096, KT_BF16, 0, 1, 0},  {64, 1000, KT_F32, 1, 1, 0},
+    {128, 2048, KT_BF16, 1, 0, 1},  {20000, 256, KT_BF16, 0, 0, 0}, {33, 65, KT_BF16, 1, 0, 0},
+};
+
+static void default_config_every_shape(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    bufs b;
+    kt_arg a[7];
+    char msg[512] = "";
+    if (bufs_make(&b, rt, shapes[i], 1000 + i) || bufs_reset(&b)) {
+      t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
+      bufs_free(&b);
+      break;
+    }
+    bufs_args(&b, a);
+    kt_status st = kt_launch(k, NULL, a, 7);
+    if (st) t_fail(__FILE__, __LINE__, "kt_launch: %s", kt_errmsg(rt));
+    long bad = st ? 0 : bufs_check(&b, msg, sizeof msg);
+    if (bad) t_fail(__FILE__, __LINE__, "%ld bad elements; first: %s", bad, msg);
+    bufs_free(&b);
+    if (st || bad) break;
+  }
+  kt_runtime_close(rt);
+}
+
+/* Every config the constraints allow for a shape gives the right answer;
+** those they refuse are refused, never launched. */
+static void every_config_is_correct(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  static const shape sweep[] = {{450, 1000, KT_BF16, 1, 0, 0},
+                                {7, 8192, KT_F32, 0, 0, 0},
+                                {100, 256, KT_BF16, 0, 1, 0},
+                                {300, 2048, KT_BF16, 1, 0, 1}};
+  static const int blocks[] = {128, 256, 512, 1024}, rows[] = {1, 2, 4, 8}, vecs[] = {1, 2, 4, 8};
+  int ran = 0, refused = 0;
+  for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
+    bufs b;
+    if (bufs_make(&b, rt, sweep[i], 77 + i)) {
+      t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
+      bufs_free(&b);
+      return;
+    }
+    for (int bi = 0; bi < 4; bi++)
+      for (int ri = 0; ri < 4; ri++)
+        for (int vi = 0; vi < 4; vi++) {
+          char cfg[64], msg[512] = "";
+          snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d", blocks[bi], rows[ri], vecs[vi]);
+          kt_arg a[7];
+          if (bufs_reset(&b)) {
+            t_fail(__FILE__, __LINE__, "reset: %s", kt_errmsg(rt));
+            bufs_free(&b);
+            return;
+          }
+          bufs_args(&b, a);
+          kt_status st = kt_launch_config(k, NULL, a, 7, cfg);
+          if (st == KT_ERR_CONSTRAINT) {
+            refused++;
+            continue;
+          }
+          if (st) {
+            t_fail(__FILE__, __LINE__, "%s: %s", cfg, kt_errmsg(rt));
+            bufs_free(&b);
+            return;
+          }
+          ran++;
+          long bad = bufs_check(&b, msg, sizeof msg);
+          if (bad) {
+            t_fail(__FILE__, __LINE__, "%s: %ld bad elements; first: %s", cfg, bad, msg);
+            bufs_free(&b);
+            return;
+          }
+        }
+    bufs_free(&b);
+  }
+  printf("    %d configs checked, %d refused by constraints\n", ran, refused);
+  ASSERT_TRUE(ran > 60);
+  ASSERT_TRUE(refused > 20);
+}
+
+/* The variant table keys on every compile-time constant: the same kernel
+** called with and without a residual, and in two dtypes, in one process,
+** each gets its own module and the right answer. */
+static void variants_coexist(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  static const shape seq[] = {{64, 512, KT_BF16, 1, 0, 0}, {64, 512, KT_BF16, 0, 0, 0},
+                              {64, 512, KT_F32, 1, 0, 0},  {64, 512, KT_BF16, 1, 0, 0},
+                              {64, 512, KT_F32, 0, 0, 0}};
+  for (int rep = 0; rep < 2; rep++)
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+      bufs b;
+      kt_arg a[7];
+      char msg[512] = "";
+      ASSERT_TRUE(!bufs_make(&b, rt, seq[i], 5 + i + rep) && !bufs_reset(&b));
+      bufs_args(&b, a);
+      kt_status st = kt_launch_config(k, NULL, a, 7, "BLOCK=128,ROWS=1,VEC=4");
+      long bad = st ? 0 : bufs_check(&b, msg, sizeof msg);
+      bufs_free(&b);
+      ASSERT_STATUS(st, KT_OK);
+      if (bad) t_fail(__FILE__, __LINE__, "%ld bad: %s", bad, msg);
+      ASSERT_EQ(bad, 0);
+    }
+  kt_runtime_close(rt);
+}
+
+const kt_test gpu_rmsnorm_tests[] = {
+    {"gpu rmsnorm: default config, every shape", default_config_every_shape},
+    {"gpu rmsnorm: every allowed config is correct", every_config_is_correct},
+    {"gpu rmsnorm: variants with other constants coexist", variants_coexist},
+    {NULL, NULL},
+};

@@ -1,0 +1,85 @@
+#include "harness.h"
+
+#include <stdarg.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+static int cur_failed, cur_skipped;
+
+void t_fail(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "    %s:%d: ", file, line);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  cur_failed = 1;
+}
+
+void t_skip(const char *why) {
+  printf("    skipped: %s\n", why);
+  cur_skipped = 1;
+}
+
+int t_failed(void) { return cur_failed; }
+
+int t_run(const kt_test *const *suites, const char *filter) {
+  int passed = 0, failed = 0, skipped = 0;
+  for (int s = 0; suites[s]; s++)
+    for (const kt_test *t = suites[s]; t->name; t++) {
+      if (filter && !strstr(t->name, filter)) continue;
+      cur_failed = cur_skipped = 0;
+      printf("  %s\n", t->name);
+      fflush(stdout);
+      t->fn();
+      if (cur_failed) {
+        failed++;
+        printf("  FAILED %s\n", t->name);
+      } else if (cur_skipped) {
+        skipped++;
+      } else {
+        passed++;
+      }
+      fflush(stdout);
+    }
+  printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+}
+
+int t_sh(char *out, size_t n, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t used = 0;
+  if (n) out[0] = 0;
+  char buf[4096];
+  size_t r;
+  while ((r = fread(buf, 1, sizeof buf, p)) > 0)
+    if (n && used < n - 1) {
+      size_t k = r < n - 1 - used ? r : n - 1 - used;
+      memcpy(out + used, buf, k);
+      used += k;
+      out[used] = 0;
+    }
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+const char *t_tmpdir(void) {
+  static char path[512];
+  const char *base = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/ktune-test-XXXXXX", base && *base ? base : "/tmp");
+  return mkdtemp(path) ? path : NULL;
+}
+
+int t_have_driver(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) dlclose(h);
+  return h != NULL;
+}

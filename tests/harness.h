@@ -1,0 +1,79 @@
+/* A small test harness: assertions print both values and return from the
+** test; the runner prints one closing line "N passed, N failed, N skipped". */
+#ifndef KT_HARNESS_H
+#define KT_HARNESS_H
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct kt_test {
+  const char *name;
+  void (*fn)(void);
+} kt_test;
+
+void t_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void t_skip(const char *why);
+int t_failed(void);
+/* Run tests whose name contains filter (NULL: all); print the summary. */
+int t_run(const kt_test *const *suites, const char *filter);
+
+/* Run a shell command; its stdout and stderr together go to out. Returns
+** the exit status, or -1 when it could not run. */
+int t_sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A fresh empty directory under $TMPDIR; the path is static storage. */
+const char *t_tmpdir(void);
+/* Whether a CUDA driver can be loaded here. */
+int t_have_driver(void);
+
+#define ASSERT_TRUE(c)                                           \
+  do {                                                           \
+    if (!(c)) {                                                  \
+      t_fail(__FILE__, __LINE__, "expected %s", #c);             \
+      return;                                                    \
+    }                                                            \
+  } while (0)
+
+#define ASSERT_EQ(a, b)                                                        \
+  do {                                                                         \
+    long long a_ = (long long)(a), b_ = (long long)(b);                        \
+    if (a_ != b_) {                                                            \
+      t_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_);    \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define ASSERT_STATUS(a, b)                                                    \
+  do {                                                                         \
+    kt_status a_ = (a), b_ = (b);                                              \
+    if (a_ != b_) {                                                            \
+      t_fail(__FILE__, __LINE__, "%s: got %s, expected %s", #a,                \
+             kt_status_name(a_), kt_status_name(b_));                          \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define ASSERT_STR_EQ(a, b)                                                    \
+  do {                                                                         \
+    const char *a_ = (a), *b_ = (b);                                           \
+    if (strcmp(a_ ? a_ : "(null)", b_ ? b_ : "(null)")) {                      \
+      t_fail(__FILE__, __LINE__, "%s:\n    got      \"%s\"\n    expected \"%s\"", #a, a_, b_); \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define ASSERT_CONTAINS(hay, needle)                                           \
+  do {                                                                         \
+    const char *h_ = (hay), *n_ = (needle);                                    \
+    if (!h_ || !strstr(h_, n_)) {                                              \
+      t_fail(__FILE__, __LINE__, "%s:\n    \"%s\"\n    does not contain \"%s\"", #hay, h_ ? h_ : "(null)", n_); \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define SKIP(why)  \
+  do {             \
+    t_skip(why);   \
+    return;        \
+  } while (0)
+
+#endif

@@ -1,0 +1,141 @@
+/* NVRTC compilation to cubin, which needs no GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "harness.h"
+#include "ktune.h"
+
+typedef struct seen {
+  int ok, failed;
+  char names[512][160];
+  size_t min_bytes;
+  char first_err[2048];
+} seen;
+
+static void on_variant(void *user, const char *name, kt_status st, size_t bytes, double ms,
+                       const char *err) {
+  seen *s = user;
+  (void)ms;
+  if (st) {
+    if (!s->failed++) snprintf(s->first_err, sizeof s->first_err, "%s: %s", name, err);
+    return;
+  }
+  if (s->ok < 512) snprintf(s->names[s->ok], sizeof s->names[0], "%s", name);
+  s->ok++;
+  if (!s->min_bytes || bytes < s->min_bytes) s->min_bytes = bytes;
+}
+
+static kt_runtime *open_offline(void) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.arch = "sm_90";
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = NULL;
+  if (kt_runtime_open(&rt, &o)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Every variant of the bundled spec compiles to an sm_90 cubin, and no two
+** share a name: a variant is its full tuple of compile-time constants. */
+static void every_bundled_variant_compiles(void) {
+  kt_runtime *rt = open_offline();
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  static seen s;
+  memset(&s, 0, sizeof s);
+  kt_status st = kt_kernel_compile_all(k, NULL, on_variant, &s);
+  if (st) t_fail(__FILE__, __LINE__, "%s", s.first_err);
+  ASSERT_STATUS(st, KT_OK);
+  /* 15 (BLOCK, ROWS) pairs with whole warps per row, VEC 1-4 for f32 and
+  ** 1-8 for bf16 and f16 (16-byte vectors at most), with and without res. */
+  ASSERT_EQ(s.ok, 15 * (3 + 4 + 4) * 2);
+  ASSERT_EQ(s.failed, 0);
+  ASSERT_TRUE(s.min_bytes > 1000);
+  qsort(s.names, (size_t)s.ok, sizeof s.names[0], cmp_names);
+  for (int i = 1; i < s.ok; i++) ASSERT_TRUE(strcmp(s.names[i - 1], s.names[i]) != 0);
+  ASSERT_STR_EQ(s.names[0], "rmsnorm_fwd.T=bf16.BLOCK=1024.ROWS=1.VEC=1.HAS_RES=0");
+  /* A second pass finds every variant compiled already. */
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &s), KT_OK);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  ASSERT_EQ(s.ok, 330);
+  ASSERT_TRUE((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < 1000);
+  kt_runtime_close(rt);
+}
+
+static void cubins_are_written(void) {
+  kt_runtime *rt = open_offline();
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  static seen s;
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(k, dir, on_variant, &s), KT_OK);
+  ASSERT_EQ(s.ok, 2 * 2 * 2);
+  char path[1024];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/rmsnorm_small.T=bf16.BLOCK=128.ROWS=4.VEC=8.HAS_RES=1.cubin", dir);
+  ASSERT_EQ(stat(path, &sb), 0);
+  ASSERT_TRUE(sb.st_size > 1000);
+  FILE *f = fopen(path, "rb");
+  ASSERT_TRUE(f);
+  unsigned char magic[4] = {0};
+  size_t r = fread(magic, 1, 4, f);
+  fclose(f);
+  ASSERT_EQ(r, 4);
+  ASSERT_TRUE(magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F');
+  char out[256];
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+  kt_runtime_close(rt);
+}
+
+/* A compile error names the kernel and its constants and carries the log. */
+static void compile_errors_carry_the_log(void) {
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  char path[1024], out[256];
+  snprintf(path, sizeof path, "%s/broken.cu", dir);
+  FILE *f = fopen(path, "w");
+  ASSERT_TRUE(f);
+  fputs("template <int BLOCK>\n__global__ void broken(float *y) {\n  y[0] = undefined_thing;\n}\n", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/broken.json", dir);
+  f = fopen(path, "w");
+  ASSERT_TRUE(f);
+  fputs("{\"name\": \"broken\", \"source\": \"broken.cu\", \"entry\": \"broken\",\n"
+        " \"template\": [\"BLOCK\"], \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\",\n"
+        " \"access\": \"out\", \"extent\": \"1\"}], \"config\": {\"BLOCK\": [128]},\n"
+        " \"default\": {\"BLOCK\": 128}, \"grid\": 1, \"block\": \"BLOCK\"}\n", f);
+  fclose(f);
+  kt_runtime *rt = open_offline();
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  static seen s;
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &s), KT_ERR_COMPILE);
+  ASSERT_EQ(s.failed, 1);
+  ASSERT_CONTAINS(kt_errmsg(rt), "broken BLOCK=128: NVRTC: broken.cu(3): error: identifier \"undefined_thing\" is undefined");
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+const kt_test t_compile_tests[] = {
+    {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
+    {"compile: cubins are written as ELF files", cubins_are_written},
+    {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},
+    {NULL, NULL},
+};

@@ -1,0 +1,125 @@
+/* Argument binding and config choice, which happen before anything touches
+** a device: checked with a runtime opened without one. */
+#include "harness.h"
+#include "ktune.h"
+
+static kt_runtime *open_offline(void) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.arch = "sm_90";
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = NULL;
+  if (kt_runtime_open(&rt, &o)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+#define ARGS(y, x, res, w, n, d)                                                     \
+  {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(res, KT_BF16),         \
+   kt_arg_ptr(w, KT_BF16), kt_arg_i32(n), kt_arg_i32(d), kt_arg_f32(1e-6f)}
+
+static void bad_arguments_are_named(void) {
+  kt_runtime *rt = open_offline();
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_arg a[] = ARGS(0x10000, 0x20000, 0, 0x30000, 4, 256);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 6), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: 6 args given, the spec has 7 params");
+  a[1].v.ptr = 0;
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 1 (x) is null but not optional");
+  a[1] = kt_arg_ptr(0x20000, KT_F32);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 1 (x) is f32, but T=bf16 from arg 0 (y)");
+  a[1] = kt_arg_ptr(0x20000, KT_BF16);
+  a[5] = kt_arg_i64(256);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 5 (D) must be i32, got i64");
+  a[5] = kt_arg_i32(256);
+  a[0] = kt_arg_ptr(0x10000, KT_I32);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 0 (y): dtype i32 is not one of T's types");
+  a[0] = kt_arg_ptr(0x10000, KT_BF16);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_NO_DEVICE);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: this runtime was opened without a device");
+  kt_runtime_close(rt);
+}
+
+/* Vectorized loads on an unaligned pointer: a config whose vector width
+** needs 16-byte alignment is never launched on a pointer that lacks it. */
+static void vector_width_needs_alignment(void) {
+  kt_runtime *rt = open_offline();
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_arg a[] = ARGS(0x10000, 0x20002, 0, 0x30000, 4, 2048);
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,ROWS=1,VEC=8"), KT_ERR_CONSTRAINT);
+  ASSERT_CONTAINS(kt_errmsg(rt), "violates constraints[3]: VEC == 1 || (D % VEC == 0 && align(x)");
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,ROWS=1,VEC=1"), KT_ERR_NO_DEVICE);
+  a[1].v.ptr = 0x20000;
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,ROWS=1,VEC=8"), KT_ERR_NO_DEVICE);
+  a[5] = kt_arg_i32(2047);
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,ROWS=1,VEC=8"), KT_ERR_CONSTRAINT);
+  kt_runtime_close(rt);
+}
+
+static void forced_configs_are_checked(void) {
+  kt_runtime *rt = open_offline();
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_arg a[] = ARGS(0x10000, 0x20000, 0, 0x30000, 4, 2048);
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,ROWS=1"), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: config \"BLOCK=256,ROWS=1\": VEC is missing");
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=300,ROWS=1,VEC=1"), KT_ERR_CONSTRAINT);
+  ASSERT_STR_EQ(kt_errmsg(rt),
+                "rmsnorm_fwd: config \"BLOCK=300,ROWS=1,VEC=1\": BLOCK=300 is not in the spec's space");
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "WARPS=4"), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: config \"WARPS=4\": \"WARPS\" is not a config field");
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,BLOCK=256,ROWS=1,VEC=1"), KT_ERR_INVALID);
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=x,ROWS=1,VEC=1"), KT_ERR_INVALID);
+  /* 128 threads for 8 rows is a quarter warp per row. */
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=128,ROWS=8,VEC=1"), KT_ERR_CONSTRAINT);
+  ASSERT_CONTAINS(kt_errmsg(rt), "violates constraints[0]");
+  char cfg[128];
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 7, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(cfg, "BLOCK=128,ROWS=4,VEC=1");
+  kt_runtime_close(rt);
+}
+
+static void runtime_open_errors(void) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: without a device, arch must be given");
+  kt_runtime_close(rt);
+  o.arch = "sm90";
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: arch \"sm90\" is not of the form sm_90");
+  kt_runtime_close(rt);
+  o.arch = "sm_90a";
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STR_EQ(kt_runtime_arch(rt), "sm_90a");
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/missing.json", &k), KT_ERR_IO);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kernels_src/missing.json: cannot read: No such file or directory");
+  kt_runtime_close(rt);
+  ASSERT_STATUS(kt_runtime_close(NULL), KT_OK);
+  ASSERT_STR_EQ(kt_status_name(KT_ERR_ALIAS), "KT_ERR_ALIAS");
+  ASSERT_STR_EQ(kt_status_name((kt_status)999), "KT_UNKNOWN");
+  ASSERT_STR_EQ(kt_status_str((kt_status)999), "unknown status");
+}
+
+const kt_test t_launch_tests[] = {
+    {"launch: bad arguments are named", bad_arguments_are_named},
+    {"launch: vector width needs alignment", vector_width_needs_alignment},
+    {"launch: forced configs are checked", forced_configs_are_checked},
+    {"launch: runtime open errors", runtime_open_errors},
+    {NULL, NULL},
+};

@@ -1,0 +1,228 @@
+/* Spec loading: the bundled specs load; malformed ones are refused with a
+** message naming the file, the field and what is wrong. */
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "harness.h"
+#include "spec.h"
+
+static const char base[] =
+    "{\"name\": \"k\", \"source\": \"rmsnorm.cu\", \"entry\": \"rmsnorm_fwd\",\n"
+    " \"template\": [\"T\", \"BLOCK\", \"HAS_RES\"],\n"
+    " \"types\": {\"T\": [\"f32\", \"bf16\"]},\n"
+    " \"params\": [\n"
+    "  {\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"T\", \"access\": \"out\", \"extent\": \"N*D\"},\n"
+    "  {\"name\": \"res\", \"type\": \"ptr\", \"dtype\": \"T\", \"access\": \"in\", \"extent\": \"N*D\", \"optional\": true},\n"
+    "  {\"name\": \"N\", \"type\": \"i32\", \"key\": \"ignore\"},\n"
+    "  {\"name\": \"D\", \"type\": \"i32\"},\n"
+    "  {\"name\": \"eps\", \"type\": \"f32\"}],\n"
+    " \"derived\": {\"HAS_RES\": \"res != 0\"},\n"
+    " \"config\": {\"BLOCK\": [128, 256]}, \"default\": {\"BLOCK\": 128},\n"
+    " \"constraints\": [\"BLOCK <= max(D, 128)\"],\n"
+    " \"grid\": [\"cdiv(N, 4)\"], \"block\": [\"BLOCK\"]}\n";
+
+/* base with the first occurrence of `from` replaced by `to`. */
+static char *edit(const char *from, const char *to) {
+  static char buf[4096];
+  const char *at = strstr(base, from);
+  if (!at) {
+    snprintf(buf, sizeof buf, "(edit: \"%s\" not in base)", from);
+    return buf;
+  }
+  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
+  return buf;
+}
+
+static kt_status parse(const char *text, char *err, size_t n, kt__spec **out) {
+  err[0] = 0;
+  return kt__spec_parse("bad.json", text, "kernels_src", out, err, n);
+}
+
+#define BAD(text, want_status, want_msg)                    \
+  do {                                                      \
+    char err_[2048];                                        \
+    kt__spec *s_ = NULL;                                    \
+    kt_status st_ = parse(text, err_, sizeof err_, &s_);    \
+    kt__spec_free(s_);                                      \
+    ASSERT_STR_EQ(err_, want_msg);                          \
+    ASSERT_STATUS(st_, want_status);                        \
+    ASSERT_TRUE(s_ == NULL);                                \
+  } while (0)
+
+static void base_spec_loads(void) {
+  char err[2048];
+  kt__spec *s;
+  ASSERT_STATUS(parse(base, err, sizeof err, &s), KT_OK);
+  ASSERT_EQ(s->nparams, 5);
+  ASSERT_EQ(s->ncfields, 1);
+  ASSERT_EQ(s->nderived, 1);
+  ASSERT_EQ(s->ntargs, 3);
+  ASSERT_EQ(s->params[2].key, KT__KEY_IGNORE);
+  ASSERT_EQ(s->params[3].key, KT__KEY_EXACT);
+  ASSERT_EQ(s->params[1].optional, 1);
+  ASSERT_EQ(s->inplace, 1);
+  ASSERT_TRUE(s->derived[0].e.is_bool);
+  ASSERT_TRUE(!s->derived[0].uses_config);
+  ASSERT_STR_EQ(s->grid[0].text, "cdiv(N, 4)");
+  ASSERT_STR_EQ(s->grid[1].text, "1");
+  kt__spec_free(s);
+}
+
+static void bundled_specs_load(void) {
+  char err[2048];
+  kt__spec *s;
+  ASSERT_STATUS(kt__spec_load("kernels_src/rmsnorm.json", &s, err, sizeof err), KT_OK);
+  ASSERT_STR_EQ(s->name, "rmsnorm_fwd");
+  ASSERT_EQ(s->nparams, 7);
+  ASSERT_EQ(s->ncfields, 3);
+  ASSERT_EQ(s->ntypes, 1);
+  ASSERT_EQ(s->types[0].n, 3);
+  ASSERT_EQ(s->params[4].key, KT__KEY_IGNORE);
+  ASSERT_TRUE(s->source_hash != 0);
+  kt__spec_free(s);
+}
+
+/* The spec hash covers what changes code or launch, not the candidates: a
+** config value added to the space must not invalidate tunings. */
+static void spec_hash_ignores_candidates(void) {
+  char err[2048];
+  kt__spec *a, *b, *c, *d;
+  ASSERT_STATUS(parse(base, err, sizeof err, &a), KT_OK);
+  ASSERT_STATUS(parse(edit("[128, 256]", "[128, 256, 512]"), err, sizeof err, &b), KT_OK);
+  ASSERT_STATUS(parse(edit("\"BLOCK <= max(D, 128)\"", "\"BLOCK <= 1024\""), err, sizeof err, &c),
+                KT_OK);
+  ASSERT_STATUS(parse(edit("cdiv(N, 4)", "cdiv(N, 2)"), err, sizeof err, &d), KT_OK);
+  uint64_t ha = a->spec_hash, hb = b->spec_hash, hc = c->spec_hash, hd = d->spec_hash;
+  kt__spec_free(a);
+  kt__spec_free(b);
+  kt__spec_free(c);
+  kt__spec_free(d);
+  ASSERT_TRUE(ha == hb);
+  ASSERT_TRUE(ha == hc);
+  ASSERT_TRUE(ha != hd);
+}
+
+static void malformed_json(void) {
+  BAD("{\"name\": \"k\",\n  \"source\": }", KT_ERR_SPEC,
+      "bad.json: line 2, column 13: JSON syntax error");
+  BAD("[1, 2]", KT_ERR_SPEC, "bad.json: (top level): expected a JSON object");
+  BAD(edit("\"constraints\"", "\"constriants\""), KT_ERR_SPEC,
+      "bad.json: (top level): unknown field \"constriants\"");
+}
+
+static void malformed_top_level(void) {
+  BAD(edit("\"name\": \"k\"", "\"name\": \"k-1\""), KT_ERR_SPEC,
+      "bad.json: name: missing or not an identifier");
+  BAD(edit("rmsnorm.cu", "nope.cu"), KT_ERR_IO,
+      "bad.json: source: cannot read kernels_src/nope.cu: No such file or directory");
+  BAD(edit("\"entry\": \"rmsnorm_fwd\"", "\"entry\": \"f(x)\""), KT_ERR_SPEC,
+      "bad.json: entry: \"f(x)\" is not a C++ name");
+  BAD(edit("[\"cdiv(N, 4)\"]", "[1, 1, 1, 1]"), KT_ERR_SPEC,
+      "bad.json: grid: expected 1 to 3 expressions (x, y, z)");
+  BAD(edit("\"block\": [\"BLOCK\"]", "\"blocks\": [\"BLOCK\"]"), KT_ERR_SPEC,
+      "bad.json: (top level): unknown field \"blocks\"");
+}
+
+static void malformed_params(void) {
+  BAD(edit("\"name\": \"res\"", "\"name\": \"y\""), KT_ERR_SPEC,
+      "bad.json: params[1]: 'y' is defined twice");
+  BAD(edit("\"name\": \"N\", \"type\": \"i32\"", "\"name\": \"N\", \"type\": \"u7\""), KT_ERR_SPEC,
+      "bad.json: params[2] (N): \"type\" must be \"ptr\", \"i32\", \"i64\" or \"f32\", not \"u7\"");
+  BAD(edit("\"access\": \"out\"", "\"access\": \"rw\""), KT_ERR_SPEC,
+      "bad.json: params[0] (y): \"access\" must be \"in\", \"out\" or \"inout\"");
+  BAD(edit("\"access\": \"out\", \"extent\": \"N*D\"", "\"access\": \"out\""), KT_ERR_SPEC,
+      "bad.json: params[0] (y).extent: missing: a pointer param needs its extent in elements");
+  BAD(edit("\"extent\": \"N*D\"", "\"extent\": \"N*\""), KT_ERR_SPEC,
+      "bad.json: params[0] (y).extent: column 3: unexpected end of expression in \"N*\"");
+  BAD(edit("\"key\": \"ignore\"", "\"key\": \"sometimes\""), KT_ERR_SPEC,
+      "bad.json: params[2] (N): \"key\" must be \"exact\", \"pow2\" or \"ignore\"");
+  BAD(edit("\"dtype\": \"T\"", "\"dtype\": \"T2\""), KT_ERR_SPEC,
+      "bad.json: params[0] (y): \"dtype\": \"T2\" is neither a dtype nor a type variable");
+  BAD(edit("\"extent\": \"N*D\"", "\"extent\": \"N*eps\""), KT_ERR_SPEC,
+      "bad.json: params[0] (y).extent: column 3: f32 param 'eps' cannot be used in an integer "
+      "expression in \"N*eps\"");
+  BAD(edit("\"extent\": \"N*D\", \"optional\"", "\"extent\": \"N*D\", \"atol\": 0.1, \"optional\""),
+      KT_ERR_SPEC, "bad.json: params[1] (res): \"atol\" applies to outputs; this param is an input");
+  BAD(edit("\"name\": \"eps\"", "\"name\": \"smem\""), KT_ERR_SPEC,
+      "bad.json: params[4]: 'smem' is reserved");
+  BAD(edit("\"extent\": \"N*D\"", "\"extent\": \"N*BLOCK\""), KT_ERR_SPEC,
+      "bad.json: params[0] (y).extent: column 3: unknown name 'BLOCK' in \"N*BLOCK\"");
+}
+
+static void malformed_config(void) {
+  BAD(edit("[128, 256]", "[]"), KT_ERR_SPEC,
+      "bad.json: config.BLOCK: expected a non-empty array of integers");
+  BAD(edit("[128, 256]", "[128, 1.5]"), KT_ERR_SPEC, "bad.json: config.BLOCK: values must be integers");
+  BAD(edit("[128, 256]", "[128, 128]"), KT_ERR_SPEC, "bad.json: config.BLOCK: value 128 listed twice");
+  BAD(edit("{\"BLOCK\": 128}", "{\"BLOCK\": 64}"), KT_ERR_SPEC,
+      "bad.json: default.BLOCK: 64 is not in config.BLOCK");
+  BAD(edit("{\"BLOCK\": 128}", "{}"), KT_ERR_SPEC, "bad.json: default.BLOCK: missing");
+  BAD(edit("{\"BLOCK\": 128}", "{\"BLOCK\": 128, \"VEC\": 1}"), KT_ERR_SPEC,
+      "bad.json: default: \"VEC\" is not a config field");
+  BAD(edit("\"config\": {\"BLOCK\"", "\"config\": {\"D\": [1], \"BLOCK\""), KT_ERR_SPEC,
+      "bad.json: config.D: 'D' is defined twice");
+}
+
+static void malformed_expressions(void) {
+  BAD(edit("BLOCK <= max(D, 128)", "BLOCK <= Q"), KT_ERR_SPEC,
+      "bad.json: constraints[0]: column 10: unknown name 'Q' in \"BLOCK <= Q\"");
+  BAD(edit("\"res != 0\"", "\"res + 1\""), KT_ERR_SPEC,
+      "bad.json: derived.HAS_RES: \"res + 1\" is not a boolean expression: list the values it can "
+      "take, {\"expr\": ..., \"values\": [...]}, so that every variant can be compiled ahead of time");
+  BAD(edit("{\"HAS_RES\": \"res != 0\"}", "{\"HAS_RES\": \"B > 0\", \"B\": \"D > 1\"}"), KT_ERR_SPEC,
+      "bad.json: derived.HAS_RES: column 1: unknown name 'B' in \"B > 0\"");
+  BAD(edit("{\"HAS_RES\": \"res != 0\"}", "{\"HAS_RES\": \"res != 0\", \"B\": \"smem > 0\"}"),
+      KT_ERR_SPEC,
+      "bad.json: derived.B: column 1: 'smem' cannot be used in this derived constant (it is defined "
+      "later) in \"smem > 0\"");
+  BAD(edit("[\"cdiv(N, 4)\"]", "[\"cdiv(N 4)\"]"), KT_ERR_SPEC,
+      "bad.json: grid[0]: column 8: cdiv() takes two arguments in \"cdiv(N 4)\"");
+}
+
+static void malformed_template(void) {
+  BAD(edit("\"HAS_RES\"]", "\"HAS_RES\", \"VEC\"]"), KT_ERR_SPEC,
+      "bad.json: template[3]: \"VEC\" is not a type variable, config field or derived constant");
+  BAD(edit("\"BLOCK\", \"HAS_RES\"]", "\"BLOCK\"]"), KT_ERR_SPEC,
+      "bad.json: template: compile-time constant \"HAS_RES\" is not a template argument");
+  BAD(edit("[\"T\", \"BLOCK\"", "[\"BLOCK\""), KT_ERR_SPEC,
+      "bad.json: template: type variable \"T\" is not a template argument");
+  BAD(edit("\"HAS_RES\"]", "\"HAS_RES\", \"T\"]"), KT_ERR_SPEC, "bad.json: template[3]: \"T\" listed twice");
+}
+
+/* Every allocation of a spec load, made to fail in turn: each failure is
+** reported as out of memory and leaks nothing (the ASan run checks that). */
+static void out_of_memory_everywhere(void) {
+  char err[2048];
+  kt__spec *s;
+  kt__alloc_fail_after(0);
+  ASSERT_STATUS(kt__spec_load("kernels_src/rmsnorm.json", &s, err, sizeof err), KT_OK);
+  kt__spec_free(s);
+  long total = kt__alloc_fail_after(0);
+  ASSERT_TRUE(total > 20);
+  for (long n = 1; n <= total; n++) {
+    kt__alloc_fail_after(n);
+    kt_status st = kt__spec_load("kernels_src/rmsnorm.json", &s, err, sizeof err);
+    kt__alloc_fail_after(0);
+    if (st != KT_ERR_NOMEM) {
+      kt__spec_free(s);
+      t_fail(__FILE__, __LINE__, "allocation %ld of %ld failing gave %s (%s)", n, total,
+             kt_status_name(st), err);
+      return;
+    }
+    ASSERT_TRUE(s == NULL);
+  }
+}
+
+const kt_test t_spec_tests[] = {
+    {"spec: a well-formed spec loads", base_spec_loads},
+    {"spec: the bundled specs load", bundled_specs_load},
+    {"spec: hash ignores the candidate list", spec_hash_ignores_candidates},
+    {"spec: malformed JSON and unknown fields", malformed_json},
+    {"spec: malformed top-level fields", malformed_top_level},
+    {"spec: malformed params", malformed_params},
+    {"spec: malformed config and default", malformed_config},
+    {"spec: malformed expressions", malformed_expressions},
+    {"spec: malformed template", malformed_template},
+    {"spec: out of memory at every allocation", out_of_memory_everywhere},
+    {NULL, NULL},
+};

@@ -1,0 +1,68 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char help[] =
+    "usage: ktune COMMAND [ARGS]\n"
+    "\n"
+    "Autotuning GPU kernel runtime: compile, tune and inspect kernels described\n"
+    "by JSON specs (see docs/spec-format.md).\n"
+    "\n"
+    "commands:\n"
+    "  compile SPEC... [--arch sm_XY] [-o DIR]\n"
+    "                  compile every variant the spec allows (no GPU needed);\n"
+    "                  with -o, write DIR/<kernel.constants>.cubin\n"
+    "  demo [SPEC]     run the bundled RMSNorm on GPU 0: config, time, GB/s\n"
+    "\n"
+    "options:\n"
+    "  --help          this text; `ktune COMMAND --help` for one command\n"
+    "  --version       library version\n"
+    "\n"
+    "environment: KTUNE_LOG=error|warn|info|debug, CUDA_HOME (toolkit root)\n"
+    "exit codes: 0 success, 1 a command failed, 2 usage error\n";
+
+void cli_log(void *user, kt_log_level level, const char *msg) {
+  static const char *names[] = {"error", "warn", "info", "debug"};
+  (void)user;
+  fprintf(stderr, "ktune: %s: %s\n", level <= KT_LOG_DEBUG ? names[level] : "log", msg);
+}
+
+void cli_options(kt_options *o, const char *arch, int no_device) {
+  kt_options_init(o);
+  o->log = cli_log;
+  o->arch = arch;
+  o->no_device = no_device;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "ktune %s: ", cmd);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry 'ktune %s --help'.\n", cmd);
+  return EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(help, stderr);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    fputs(help, stdout);
+    return EXIT_OK;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("ktune %s\n", kt_libversion());
+    return EXIT_OK;
+  }
+  if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
+  if (!strcmp(cmd, "demo")) return cmd_demo(argc - 1, argv + 1);
+  fprintf(stderr, "ktune: unknown command '%s'\nTry 'ktune --help'.\n", cmd);
+  return EXIT_USAGE;
+}
