@@ -198,6 +198,9 @@ typedef struct kt_options {
   void *log_user;         /* passed to log */
   int log_level;          /* messages above this level are dropped; -1: from
                              $KTUNE_LOG (error|warn|info|debug), else warn */
+  const char *system_cache_path; /* read-only cache consulted after the
+                             user's (e.g. shipped with a model); NULL:
+                             $KTUNE_SYSTEM_CACHE. Never written. Copied. */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */
@@ -308,6 +311,70 @@ KT_API kt_status kt_stream_sync(kt_runtime *rt, kt_stream stream);
 KT_API kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs,
                                 const char *config, double *median_us /* OUT */,
                                 double *spread_us /* OUT */);
+
+/* The config cache. Results of tuning live in an SQLite file that many
+** processes share (see docs/cache.md). When the file cannot be used (it is
+** corrupt, say) the runtime works without it and says so once in the log;
+** the calls below then return KT_ERR_CACHE with the reason. */
+
+/* The user cache's path. Borrowed; valid until kt_runtime_close(). */
+KT_API const char *kt_cache_path(const kt_runtime *rt);
+
+/* One configs row. All strings borrowed; valid until the callback returns.
+** key and config are canonical JSON. */
+typedef struct kt_cache_row {
+  const char *kernel, *spec_hash, *device, *key, *config;
+  double time_us;
+  int candidates, rejected;
+  const char *nvrtc_version, *driver_version;
+  int64_t created_at, updated_at; /* seconds since the epoch */
+  int from_system;                /* the row is in the system cache */
+} kt_cache_row;
+/* Return nonzero to stop the listing. */
+typedef int (*kt_cache_row_fn)(void *user, const kt_cache_row *row);
+
+/* Call fn for each configs row (user cache, then system cache) of kernel,
+** or of every kernel when kernel is NULL. Returns KT_OK or KT_ERR_CACHE. */
+KT_API kt_status kt_cache_list(kt_runtime *rt, const char *kernel,
+                               kt_cache_row_fn fn, void *user);
+
+/* One trials row; strings borrowed until the callback returns. median_us
+** and spread_us are -1 when nothing was measured. */
+typedef struct kt_trial_row {
+  const char *config, *status, *detail;
+  double median_us, spread_us;
+  int registers, smem_bytes, spill_bytes;
+} kt_trial_row;
+typedef int (*kt_trial_row_fn)(void *user, const kt_trial_row *row);
+/* The trials of one configs row, fastest first. */
+KT_API kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of,
+                                 kt_trial_row_fn fn, void *user);
+
+/* Row counts of the user cache: configs, trials, binaries, quarantine. */
+KT_API kt_status kt_cache_counts(kt_runtime *rt, long counts[4] /* OUT */);
+
+/* Write configs (and, when with_binaries, cubins as base64) as JSON to path
+** ("-": standard output). Returns KT_OK, KT_ERR_IO or KT_ERR_CACHE. */
+KT_API kt_status kt_cache_export(kt_runtime *rt, const char *path,
+                                 int with_binaries);
+
+/* Merge an export into the user cache: a config replaces the cached one
+** only when it is faster. counts: configs added, kept, replaced, and
+** binaries added. Returns KT_OK, KT_ERR_IO, KT_ERR_INVALID (not an export;
+** the message says why), KT_ERR_READONLY or KT_ERR_CACHE. */
+KT_API kt_status kt_cache_import(kt_runtime *rt, const char *path,
+                                 long counts[4] /* OUT */);
+
+/* Remove configs (with their trials and quarantine rows) of the given
+** kernels' names whose spec hash is not the kernel's current one, then
+** binaries no config refers to. kernels may be NULL when n is 0. */
+KT_API kt_status kt_cache_gc(kt_runtime *rt, kt_kernel *const *kernels, int n,
+                             long *configs_removed /* OUT */,
+                             long *binaries_removed /* OUT */);
+
+/* The spec hash of a kernel as 16 hex digits (what the cache rows carry).
+** Borrowed; valid until kt_runtime_close(). */
+KT_API const char *kt_kernel_spec_hash(const kt_kernel *k);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "store.h"
 #include "runtime.h"
 
 kt_status kt_options_init(kt_options *o) {
@@ -62,15 +63,23 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   if (!(rt->cuda_home = kt__strdup(home && *home ? home : "/usr/local/cuda")) ||
       (o.cache_path && !(rt->cache_path = kt__strdup(o.cache_path))))
     return kt__err(rt->id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
+  const char *sys = o.system_cache_path ? o.system_cache_path : getenv("KTUNE_SYSTEM_CACHE");
+  if (sys && *sys && !(rt->system_cache_path = kt__strdup(sys)))
+    return kt__err(rt->id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
+  if (!rt->no_cache) {
+    /* A cache that cannot be used never stops the runtime: it tunes in
+    ** memory and says why once. */
+    if (kt__store_open(&rt->store, rt->cache_path, rt->system_cache_path, &rt->log, rt->cache_error,
+                       sizeof rt->cache_error))
+      kt__log(&rt->log, KT_LOG_WARN, "running without a config cache: %s", rt->cache_error);
+  } else {
+    snprintf(rt->cache_error, sizeof rt->cache_error, "the cache is disabled (no_cache)");
+  }
   if (o.arch && parse_arch(o.arch, &rt->cc))
     return kt__err(rt->id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90",
                    o.arch);
   if (o.arch) snprintf(rt->arch, sizeof rt->arch, "%s", o.arch);
-  if (o.no_device) {
-    if (!o.arch)
-      return kt__err(rt->id, KT_ERR_INVALID, "kt_runtime_open: without a device, arch must be given");
-    return KT_OK;
-  }
+  if (o.no_device) return KT_OK;
   char err[KT_ERRMAX];
   kt_status st = kt__dev_open(o.device, &rt->dev, &rt->ctx, err, sizeof err);
   if (st) return kt__err(rt->id, st, "kt_runtime_open: %s", err);
@@ -98,8 +107,10 @@ kt_status kt_runtime_close(kt_runtime *rt) {
   if (rt->have_device) kt__dev_close(rt->dev.ordinal);
   pthread_mutex_destroy(&rt->lock);
   kt__err_clear(rt->id);
+  kt__store_close(rt->store);
   kt__free(rt->cuda_home);
   kt__free(rt->cache_path);
+  kt__free(rt->system_cache_path);
   kt__free(rt);
   return KT_OK;
 }
@@ -113,6 +124,8 @@ const char *kt_runtime_device_name(const kt_runtime *rt) {
 }
 
 const char *kt_kernel_name(const kt_kernel *k) { return k ? k->spec->name : ""; }
+
+const char *kt_kernel_spec_hash(const kt_kernel *k) { return k ? k->spec_hash : ""; }
 
 /* NVRTC options: fixed ones, then the spec's. All of them feed the variant
 ** seed, so a changed option never reuses a module. */
@@ -167,6 +180,7 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
     kernel_free(k);
     return st;
   }
+  snprintf(k->spec_hash, sizeof k->spec_hash, "%016llx", (unsigned long long)k->spec->spec_hash);
   k->builtins[KT__BUILTIN_NUM_SMS] = rt->dev.num_sms;
   k->builtins[KT__BUILTIN_CC] = rt->cc;
   k->builtins[KT__BUILTIN_MAX_SMEM] = rt->have_device ? rt->dev.smem_per_block_optin : 0;

@@ -21,6 +21,9 @@ struct kt_runtime {
   char *cuda_home;
   char *cache_path;
   int no_cache;
+  char *system_cache_path;
+  struct kt_store *store; /* NULL when no cache is used */
+  char cache_error[KT_ERRMAX]; /* why, when the cache could not be opened */
   pthread_mutex_t lock;   /* kernels */
   kt_kernel **kernels;
   int nkernels, capkernels;
@@ -46,6 +49,7 @@ struct kt_kernel {
   kt__vtable vt;
   int64_t builtins[KT__NBUILTINS];
   uint64_t variant_seed;  /* hash of source, arch and compile options */
+  char spec_hash[17];
   const char *opts[16];   /* NVRTC options, borrowed from optbuf/spec */
   int nopts;
   char optbuf[3][1100];

@@ -172,6 +172,10 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
   }
   if (used < sizeof expr) snprintf(expr + used, sizeof expr - used, ">");
   kt__variant_name(k, c, ' ', vname, sizeof vname);
+  if (!rt->arch[0]) {
+    snprintf(err, errlen, "%s: this runtime has neither a device nor an arch to compile for", vname);
+    return KT_ERR_INVALID;
+  }
   char prog[300];
   snprintf(prog, sizeof prog, "%s.cu", s->name);
   char *lowered = NULL;

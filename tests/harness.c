@@ -26,6 +26,14 @@ int t_failed(void) { return cur_failed; }
 
 int t_run(const kt_test *const *suites, const char *filter) {
   int passed = 0, failed = 0, skipped = 0;
+  /* Tests never touch the user's own cache. */
+  const char *tmp = t_tmpdir();
+  char cache[600];
+  if (tmp) {
+    snprintf(cache, sizeof cache, "%s/ktune.db", tmp);
+    setenv("KTUNE_CACHE", cache, 1);
+    unsetenv("KTUNE_SYSTEM_CACHE");
+  }
   for (int s = 0; suites[s]; s++)
     for (const kt_test *t = suites[s]; t->name; t++) {
       if (filter && !strstr(t->name, filter)) continue;

@@ -63,7 +63,60 @@ static void gpu_commands_without_a_gpu(void) {
   ASSERT_CONTAINS(out, "ktune demo: needs a GPU: kt_runtime_open: cannot load the CUDA driver");
 }
 
+/* The cache commands on a cache filled through an import, as an engineer
+** moving results between machines would. */
+static void cache_commands(void) {
+  char out[16384];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  char json[700];
+  snprintf(json, sizeof json, "%s/in.json", dir);
+  FILE *f = fopen(json, "w");
+  ASSERT_TRUE(f);
+  fputs("{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [\n"
+        " {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": \"0000000000000001\", \"device\": \"NVIDIA H100 80GB HBM3/sm_90/132\",\n"
+        "  \"key\": {\"D\":256}, \"config\": {\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}, \"time_us\": 4.25, \"candidates\": 40, \"rejected\": 3},\n"
+        " {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": \"0000000000000001\", \"device\": \"NVIDIA H100 80GB HBM3/sm_90/132\",\n"
+        "  \"key\": {\"D\":4096}, \"config\": {\"BLOCK\":512,\"ROWS\":1,\"VEC\":8}, \"time_us\": 30.5}]}\n", f);
+  fclose(f);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", bin(), dir), 0);
+  ASSERT_CONTAINS(out, "no configs cached in ");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", bin(), json, dir), 0);
+  ASSERT_STR_EQ(out, "2 added, 0 kept, 0 replaced, 0 binaries added\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", bin(), json, dir), 0);
+  ASSERT_STR_EQ(out, "0 added, 2 kept, 0 replaced, 0 binaries added\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", bin(), dir), 0);
+  ASSERT_CONTAINS(out, "kernel           device");
+  ASSERT_CONTAINS(out, "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}");
+  ASSERT_CONTAINS(out, "     4.25 ");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list rmsnorm_fwd --json --cache %s/c.db", bin(), dir), 0);
+  ASSERT_CONTAINS(out, "\"key\":{\"D\":256},\"config\":{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8},\"time_us\":4.250,"
+                       "\"candidates\":40,\"rejected\":3");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show rmsnorm_fwd --cache %s/c.db", bin(), dir), 0);
+  ASSERT_CONTAINS(out, "40 candidates, 3 rejected");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/out.json --cache %s/c.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/out.json --cache %s/d.db", bin(), dir, dir), 0);
+  ASSERT_STR_EQ(out, "2 added, 0 kept, 0 replaced, 0 binaries added\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/d.db %s export", dir, bin()), 0);
+  ASSERT_CONTAINS(out, "{\"format\": \"ktune-cache\", \"version\": 1,");
+  ASSERT_CONTAINS(out, "\"time_us\":30.5,");
+  /* The bundled spec's hash is not 0000000000000001: both rows are stale. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc kernels_src/rmsnorm.json --cache %s/c.db", bin(), dir), 0);
+  ASSERT_STR_EQ(out, "2 stale configs removed, 0 unreferenced binaries removed\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/nope.json --cache %s/c.db", bin(), dir, dir), 1);
+  ASSERT_CONTAINS(out, "nope.json: cannot read: No such file or directory");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import kernels_src/rmsnorm.json --cache %s/c.db", bin(), dir), 1);
+  ASSERT_CONTAINS(out, "not a ktune cache export");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show --cache %s/c.db", bin(), dir), 2);
+  ASSERT_CONTAINS(out, "ktune show: name the kernel to show");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), dir), 1);
+  ASSERT_CONTAINS(out, ": is a directory, not a cache file");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 const kt_test t_cli_tests[] = {
+    {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: --help and --version", help_and_version},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant", compile_writes_cubins},

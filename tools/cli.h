@@ -15,5 +15,10 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 
 int cmd_compile(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 #endif

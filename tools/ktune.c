@@ -16,12 +16,19 @@ static const char help[] =
     "                  compile every variant the spec allows (no GPU needed);\n"
     "                  with -o, write DIR/<kernel.constants>.cubin\n"
     "  demo [SPEC]     run the bundled RMSNorm on GPU 0: config, time, GB/s\n"
+    "  list [KERNEL]   the cached configs as a table (--json for scripts)\n"
+    "  show KERNEL     cached configs of a kernel with every candidate measured\n"
+    "  export [-o FILE] [--binaries]\n"
+    "                  write the cache as JSON (cubins too with --binaries)\n"
+    "  import FILE     merge an export: the faster config of a key wins\n"
+    "  gc [SPEC...]    drop configs of stale specs and unreferenced binaries\n"
     "\n"
     "options:\n"
     "  --help          this text; `ktune COMMAND --help` for one command\n"
     "  --version       library version\n"
     "\n"
-    "environment: KTUNE_LOG=error|warn|info|debug, CUDA_HOME (toolkit root)\n"
+    "environment: KTUNE_CACHE (cache file), KTUNE_SYSTEM_CACHE (read-only\n"
+    "  cache consulted after it), KTUNE_LOG=error|warn|info|debug, CUDA_HOME\n"
     "exit codes: 0 success, 1 a command failed, 2 usage error\n";
 
 void cli_log(void *user, kt_log_level level, const char *msg) {
@@ -63,6 +70,11 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
   if (!strcmp(cmd, "demo")) return cmd_demo(argc - 1, argv + 1);
+  if (!strcmp(cmd, "list")) return cmd_list(argc - 1, argv + 1);
+  if (!strcmp(cmd, "show")) return cmd_show(argc - 1, argv + 1);
+  if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
+  if (!strcmp(cmd, "import")) return cmd_import(argc - 1, argv + 1);
+  if (!strcmp(cmd, "gc")) return cmd_gc(argc - 1, argv + 1);
   fprintf(stderr, "ktune: unknown command '%s'\nTry 'ktune --help'.\n", cmd);
   return EXIT_USAGE;
 }

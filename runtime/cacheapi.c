@@ -1,0 +1,122 @@
+/* The public face of the config cache (cache/store.h does the work). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "runtime.h"
+#include "store.h"
+
+static kt_status need_store(kt_runtime *rt, const char *call) {
+  if (!rt) return KT_ERR_INVALID;
+  if (!rt->store) return kt__err(rt->id, KT_ERR_CACHE, "%s: no cache: %s", call, rt->cache_error);
+  return KT_OK;
+}
+
+const char *kt_cache_path(const kt_runtime *rt) {
+  return rt && rt->store ? kt__store_path(rt->store) : "";
+}
+
+typedef struct list_ctx {
+  kt_cache_row_fn fn;
+  void *user;
+} list_ctx;
+
+static int on_row(void *user, const kt__cfgrow *r, int from_system) {
+  list_ctx *c = user;
+  kt_cache_row row = {r->kernel, r->spec_hash, r->device, r->key, r->config, r->time_us,
+                      r->candidates, r->rejected, r->nvrtc_version, r->driver_version,
+                      r->created_at, r->updated_at, from_system};
+  return c->fn(c->user, &row);
+}
+
+kt_status kt_cache_list(kt_runtime *rt, const char *kernel, kt_cache_row_fn fn, void *user) {
+  kt_status st = need_store(rt, "kt_cache_list");
+  if (st || !fn) return st ? st : KT_ERR_INVALID;
+  list_ctx c = {fn, user};
+  char err[KT_ERRMAX];
+  if ((st = kt__store_list(rt->store, kernel, on_row, &c, err, sizeof err)))
+    return kt__err(rt->id, st, "%s", err);
+  return KT_OK;
+}
+
+typedef struct trial_ctx {
+  kt_trial_row_fn fn;
+  void *user;
+} trial_ctx;
+
+static int on_trial(void *user, const kt__trialrow *r) {
+  trial_ctx *c = user;
+  kt_trial_row row = {r->config, r->status, r->detail, r->median_us, r->spread_us,
+                      r->registers, r->smem_bytes, r->spill_bytes};
+  return c->fn(c->user, &row);
+}
+
+kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_fn fn, void *user) {
+  kt_status st = need_store(rt, "kt_cache_trials");
+  if (st || !fn || !of) return st ? st : KT_ERR_INVALID;
+  trial_ctx c = {fn, user};
+  char err[KT_ERRMAX];
+  if ((st = kt__store_trials(rt->store, of->kernel, of->spec_hash, of->device, of->key, on_trial, &c,
+                             err, sizeof err)))
+    return kt__err(rt->id, st, "%s", err);
+  return KT_OK;
+}
+
+kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
+  kt_status st = need_store(rt, "kt_cache_counts");
+  if (st || !counts) return st ? st : KT_ERR_INVALID;
+  char err[KT_ERRMAX];
+  if ((st = kt__store_counts(rt->store, counts, err, sizeof err))) return kt__err(rt->id, st, "%s", err);
+  return KT_OK;
+}
+
+kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
+  kt_status st = need_store(rt, "kt_cache_export");
+  if (st || !path) return st ? st : KT_ERR_INVALID;
+  int to_stdout = !strcmp(path, "-");
+  FILE *f = to_stdout ? stdout : fopen(path, "w");
+  if (!f) return kt__err(rt->id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  char err[KT_ERRMAX];
+  st = kt__store_export(rt->store, f, with_binaries, err, sizeof err);
+  if (!to_stdout && fclose(f) && !st) {
+    snprintf(err, sizeof err, "%s: cannot write: %s", path, strerror(errno));
+    st = KT_ERR_IO;
+  }
+  return st ? kt__err(rt->id, st, "%s", err) : KT_OK;
+}
+
+kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
+  kt_status st = need_store(rt, "kt_cache_import");
+  if (st || !path || !counts) return st ? st : KT_ERR_INVALID;
+  char *text;
+  int e = kt__read_file(path, &text, NULL);
+  if (e) return kt__err(rt->id, e == ENOMEM ? KT_ERR_NOMEM : KT_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+  char err[KT_ERRMAX];
+  st = kt__store_import(rt->store, path, text, counts, err, sizeof err);
+  kt__free(text);
+  return st ? kt__err(rt->id, st, "%s", err) : KT_OK;
+}
+
+kt_status kt_cache_gc(kt_runtime *rt, kt_kernel *const *kernels, int n, long *configs_removed,
+                      long *binaries_removed) {
+  kt_status st = need_store(rt, "kt_cache_gc");
+  if (st || n < 0 || (n && !kernels) || !configs_removed || !binaries_removed)
+    return st ? st : KT_ERR_INVALID;
+  const char **names = kt__calloc((size_t)n + 1, sizeof *names);
+  const char **hashes = kt__calloc((size_t)n + 1, sizeof *hashes);
+  char err[KT_ERRMAX];
+  if (!names || !hashes) {
+    st = KT_ERR_NOMEM;
+    snprintf(err, sizeof err, "kt_cache_gc: out of memory");
+  } else {
+    for (int i = 0; i < n; i++) {
+      names[i] = kernels[i]->spec->name;
+      hashes[i] = kernels[i]->spec_hash;
+    }
+    st = kt__store_gc(rt->store, names, hashes, n, configs_removed, binaries_removed, err, sizeof err);
+  }
+  kt__free(names);
+  kt__free(hashes);
+  return st ? kt__err(rt->id, st, "%s", err) : KT_OK;
+}

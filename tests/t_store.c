@@ -1,0 +1,668 @@
+/* The SQLite config cache: round trips, migration, concurrency, crash
+** safety, damaged files, export/import and gc. Rows are checked in SQLite. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "harness.h"
+#include "spec.h"
+#include "store.h"
+
+static char err[KT_ERRMAX];
+
+static char *tmpfile_in(const char *name) {
+  static char path[8][700];
+  static int next;
+  const char *d = t_tmpdir();
+  char *p = path[next++ % 8];
+  snprintf(p, sizeof path[0], "%s/%s", d ? d : "/tmp", name);
+  return p;
+}
+
+static kt__cfgrow row(const char *key, const char *config, double t) {
+  kt__cfgrow r = {"rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", key, config, t, 12, 3, "13000", "13000", 0, 0};
+  return r;
+}
+
+/* One value from SQLite, for assertions on rows. */
+static long long q_int(const char *path, const char *sql) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  long long v = -999;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return v;
+}
+
+static void q_text(const char *path, const char *sql, char *out, size_t n) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  snprintf(out, n, "(none)");
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    size_t used = 0;
+    out[0] = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && used < n)
+      used += (size_t)snprintf(out + used, n - used, "%s\n", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+}
+
+static int exec_file(const char *db_path, const char *sql_path) {
+  char *text;
+  if (kt__read_file(sql_path, &text, NULL)) return -1;
+  sqlite3 *db;
+  int rc = sqlite3_open(db_path, &db);
+  if (!rc) rc = sqlite3_exec(db, text, NULL, NULL, NULL);
+  sqlite3_close(db);
+  kt__free(text);
+  return rc;
+}
+
+static void configs_fastest_wins(void) {
+  const char *p = tmpfile_in("c.db");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  int oc;
+  kt__cfgrow r = row("{\"D\":256}", "{\"BLOCK\":128}", 10.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__ADDED);
+  r = row("{\"D\":256}", "{\"BLOCK\":256}", 10.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__KEPT);
+  r = row("{\"D\":256}", "{\"BLOCK\":512}", 12.5);
+  ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__KEPT);
+  r = row("{\"D\":256}", "{\"BLOCK\":1024}", 7.25);
+  ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__REPLACED);
+  char cfg[256];
+  double t;
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":256}", cfg,
+                                     sizeof cfg, &t, err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"BLOCK\":1024}");
+  ASSERT_TRUE(t == 7.25);
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":512}", cfg,
+                                     sizeof cfg, &t, err, sizeof err),
+                KT_ERR_NOT_FOUND);
+  kt__store_close(s);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM configs"), 1);
+  ASSERT_EQ(q_int(p, "SELECT json_extract(config, '$.BLOCK') FROM configs"), 1024);
+  ASSERT_EQ(q_int(p, "SELECT json_extract(key, '$.D') FROM configs"), 256);
+  ASSERT_EQ(q_int(p, "SELECT candidates * 100 + rejected FROM configs"), 1203);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM v_configs WHERE age_s BETWEEN 0 AND 60"), 1);
+}
+
+static int count_trial(void *user, const kt__trialrow *r) {
+  int *n = user;
+  if (*n == 0 && strcmp(r->config, "{\"BLOCK\":256}")) return 1;
+  (*n)++;
+  return 0;
+}
+
+static void trials_binaries_quarantine(void) {
+  const char *p = tmpfile_in("t.db");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  kt__trialrow t1 = {"k", "h", "d", "{}", "{\"BLOCK\":128}", "ok", 5.5, 0.25, 32, 0, 0, ""};
+  kt__trialrow t2 = {"k", "h", "d", "{}", "{\"BLOCK\":256}", "ok", 4.5, 0.5, 40, 1024, 0, ""};
+  kt__trialrow t3 = {"k", "h", "d", "{}", "{\"BLOCK\":512}", "mismatch", -1, -1, 0, 0, 0, "y[3]: 1.5 vs 2.0"};
+  ASSERT_STATUS(kt__store_put_trial(s, &t1, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_put_trial(s, &t2, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_put_trial(s, &t3, err, sizeof err), KT_OK);
+  kt__trialrow bad = t1;
+  bad.status = "great";
+  ASSERT_STATUS(kt__store_put_trial(s, &bad, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_CONTAINS(err, "CHECK constraint failed");
+  int n = 0;
+  ASSERT_STATUS(kt__store_trials(s, "k", "h", "d", "{}", count_trial, &n, err, sizeof err), KT_OK);
+  ASSERT_EQ(n, 3);
+  unsigned char blob[300];
+  for (int i = 0; i < 300; i++) blob[i] = (unsigned char)(i * 7);
+  kt__binrow b = {"abcdef0123456789", "k", "h", "sm_90", "13000", "{\"VEC\":8}", 32, 0, 0, blob, sizeof blob};
+  ASSERT_STATUS(kt__store_put_binary(s, &b, err, sizeof err), KT_OK);
+  void *got;
+  size_t sz;
+  ASSERT_STATUS(kt__store_get_binary(s, "abcdef0123456789", &got, &sz, err, sizeof err), KT_OK);
+  ASSERT_EQ(sz, 300);
+  ASSERT_EQ(memcmp(got, blob, 300), 0);
+  kt__free(got);
+  ASSERT_STATUS(kt__store_get_binary(s, "ffff", &got, &sz, err, sizeof err), KT_ERR_NOT_FOUND);
+  int yes;
+  char why[128];
+  ASSERT_STATUS(kt__store_quarantine(s, "k", "h", "d", "{}", "{\"BLOCK\":1024}", "fault: CUDA_ERROR_ILLEGAL_ADDRESS",
+                                     err, sizeof err),
+                KT_OK);
+  ASSERT_STATUS(kt__store_is_quarantined(s, "k", "h", "d", "{}", "{\"BLOCK\":1024}", &yes, why, sizeof why, err,
+                                         sizeof err),
+                KT_OK);
+  ASSERT_EQ(yes, 1);
+  ASSERT_STR_EQ(why, "fault: CUDA_ERROR_ILLEGAL_ADDRESS");
+  ASSERT_EQ(q_int(p, "SELECT pid FROM quarantine"), getpid());
+  ASSERT_STATUS(kt__store_quarantine(s, "k", "h", "d", "{}", "{\"BLOCK\":1024}", NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_is_quarantined(s, "k", "h", "d", "{}", "{\"BLOCK\":1024}", &yes, why, sizeof why, err,
+                                         sizeof err),
+                KT_OK);
+  ASSERT_EQ(yes, 0);
+  long c[4];
+  ASSERT_STATUS(kt__store_counts(s, c, err, sizeof err), KT_OK);
+  ASSERT_EQ(c[0] * 1000 + c[1] * 100 + c[2] * 10 + c[3], 310);
+  kt__store_close(s);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM v_trials WHERE status = 'mismatch' AND detail LIKE 'y[3]%'"), 1);
+  ASSERT_EQ(q_int(p, "SELECT size FROM binaries"), 300);
+}
+
+static void migrates_schema_1(void) {
+  const char *p = tmpfile_in("v1.db");
+  ASSERT_EQ(exec_file(p, "tests/fixtures/cache-v1.sql"), 0);
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_EQ(kt__store_readonly(s), 0);
+  char cfg[256];
+  double t;
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "NVIDIA H100 80GB HBM3/sm_90/132",
+                                     "{\"D\":256,\"T\":\"bf16\"}", cfg, sizeof cfg, &t, err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}");
+  ASSERT_STATUS(kt__store_quarantine(s, "k", "h", "d", "{}", "{}", "fault", err, sizeof err), KT_OK);
+  kt__store_close(s);
+  ASSERT_EQ(q_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 2);
+  ASSERT_EQ(q_int(p, "SELECT candidates FROM configs"), 0);
+  ASSERT_EQ(q_int(p, "SELECT created_at FROM configs"), 1700000000);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM trials WHERE spill_bytes IS NULL"), 1);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM binaries WHERE spec_hash = ''"), 1);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM v_configs"), 1);
+  char mode[64];
+  q_text(p, "PRAGMA journal_mode", mode, sizeof mode);
+  ASSERT_STR_EQ(mode, "wal\n");
+}
+
+static void stat_sig(const char *p, char *out, size_t n) {
+  struct stat sb;
+  if (stat(p, &sb)) snprintf(out, n, "missing");
+  else snprintf(out, n, "%lld/%lld.%09ld", (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+}
+
+static void newer_schema_is_read_only(void) {
+  const char *p = tmpfile_in("v99.db");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  kt__cfgrow r = row("{\"D\":64}", "{\"BLOCK\":128}", 3.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  sqlite3 *db;
+  ASSERT_EQ(sqlite3_open(p, &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET value = '99' WHERE name = 'schema_version'; PRAGMA journal_mode=DELETE",
+                         NULL, NULL, NULL),
+            SQLITE_OK);
+  sqlite3_close(db);
+  char before[128], after[128];
+  stat_sig(p, before, sizeof before);
+  static char logged[4096];
+  logged[0] = 0;
+  kt__logger lg = {NULL, NULL, KT_LOG_DEBUG};
+  void capture(void *, kt_log_level, const char *);
+  lg.fn = capture;
+  lg.user = logged;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, &lg, err, sizeof err), KT_OK);
+  ASSERT_EQ(kt__store_readonly(s), 1);
+  ASSERT_CONTAINS(logged, "written by a newer ktune (schema 99, this one knows 2): opened read-only");
+  char cfg[128];
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":64}", cfg,
+                                     sizeof cfg, NULL, err, sizeof err),
+                KT_OK);
+  r = row("{\"D\":64}", "{\"BLOCK\":256}", 1.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_ERR_READONLY);
+  ASSERT_CONTAINS(err, "the cache is read-only");
+  kt__store_close(s);
+  stat_sig(p, after, sizeof after);
+  ASSERT_STR_EQ(after, before);
+  ASSERT_EQ(q_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 99);
+}
+
+void capture(void *user, kt_log_level level, const char *msg) {
+  (void)level;
+  char *buf = user;
+  size_t n = strlen(buf);
+  snprintf(buf + n, 4096 - n, "%s\n", msg);
+}
+
+/* Many processes with several threads each, tuning and reading the same keys:
+** the file stays valid, there is one row per key holding the fastest time
+** any writer reported, and no call fails with "database is locked". */
+enum { PROCS = 8, THREADS = 4, ITERS = 400, KEYS = 16 };
+
+static double time_for(int proc, int thread, int iter, int key) {
+  return 100.0 + (double)((proc * 131 + thread * 71 + iter * 37 + key * 13) % 1009) / 4.0;
+}
+
+typedef struct worker {
+  kt_store *s;
+  int proc, thread, failures;
+  char first_err[KT_ERRMAX];
+} worker;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  char e[KT_ERRMAX], key[32], cfg[64], got[128];
+  for (int i = 0; i < ITERS; i++)
+    for (int k = 0; k < KEYS; k++) {
+      if ((k + i + w->thread) % 4) continue;
+      snprintf(key, sizeof key, "{\"D\":%d}", k);
+      snprintf(cfg, sizeof cfg, "{\"P\":%d,\"T\":%d,\"I\":%d}", w->proc, w->thread, i);
+      kt__cfgrow r = row(key, cfg, time_for(w->proc, w->thread, i, k));
+      kt__trialrow t = {"rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", key, cfg, "ok", r.time_us, 0.1, 32, 0, 0, ""};
+      kt_status st = kt__store_put_config(w->s, &r, NULL, e, sizeof e);
+      if (!st) st = kt__store_put_trial(w->s, &t, e, sizeof e);
+      if (!st) {
+        st = kt__store_get_config(w->s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", key, got, sizeof got,
+                                  NULL, e, sizeof e);
+        if (st == KT_ERR_NOT_FOUND) snprintf(e, sizeof e, "a row just written was not found");
+      }
+      if (st && !w->failures++) snprintf(w->first_err, sizeof w->first_err, "%s", e);
+    }
+  return NULL;
+}
+
+static int child(const char *p, int proc) {
+  kt_store *s;
+  char e[KT_ERRMAX];
+  if (kt__store_open(&s, p, NULL, NULL, e, sizeof e)) {
+    fprintf(stderr, "    child %d: %s\n", proc, e);
+    return 1;
+  }
+  worker w[THREADS];
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    w[i] = (worker){s, proc, i, 0, ""};
+    pthread_create(&t[i], NULL, work, &w[i]);
+  }
+  int failed = 0;
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(t[i], NULL);
+    if (w[i].failures) {
+      fprintf(stderr, "    child %d thread %d: %d failures, first: %s\n", proc, i, w[i].failures, w[i].first_err);
+      failed = 1;
+    }
+  }
+  kt__store_close(s);
+  return failed;
+}
+
+static void many_processes_and_threads(void) {
+  const char *p = tmpfile_in("conc.db");
+  pid_t pids[PROCS];
+  for (int i = 0; i < PROCS; i++) {
+    pids[i] = fork();
+    ASSERT_TRUE(pids[i] >= 0);
+    if (pids[i] == 0) _exit(child(p, i));
+  }
+  int bad = 0;
+  for (int i = 0; i < PROCS; i++) {
+    int st;
+    waitpid(pids[i], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) bad++;
+  }
+  ASSERT_EQ(bad, 0);
+  char ok[64];
+  q_text(p, "PRAGMA integrity_check", ok, sizeof ok);
+  ASSERT_STR_EQ(ok, "ok\n");
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM configs"), KEYS);
+  ASSERT_EQ(q_int(p, "SELECT count(DISTINCT key) FROM configs"), KEYS);
+  for (int k = 0; k < KEYS; k++) {
+    double best = 1e30;
+    for (int pr = 0; pr < PROCS; pr++)
+      for (int th = 0; th < THREADS; th++)
+        for (int i = 0; i < ITERS; i++)
+          if (!((k + i + th) % 4) && time_for(pr, th, i, k) < best) best = time_for(pr, th, i, k);
+    char q[160];
+    snprintf(q, sizeof q, "SELECT CAST(time_us * 4 AS INTEGER) FROM configs WHERE key = '{\"D\":%d}'", k);
+    ASSERT_EQ(q_int(p, q), (long long)(best * 4));
+  }
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM trials"), PROCS * THREADS * ITERS * KEYS / 4);
+}
+
+/* A writer killed with SIGKILL between and inside its transactions loses
+** nothing it had committed. */
+static void killed_writer_loses_nothing_committed(void) {
+  const char *p = tmpfile_in("crash.db");
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_TRUE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    kt_store *s;
+    char e[KT_ERRMAX];
+    if (kt__store_open(&s, p, NULL, NULL, e, sizeof e)) _exit(1);
+    for (int i = 0;; i++) {
+      char key[32];
+      snprintf(key, sizeof key, "{\"D\":%d}", i);
+      kt__cfgrow r = row(key, "{\"BLOCK\":128}", 1.0 + i);
+      if (kt__store_put_config(s, &r, NULL, e, sizeof e)) _exit(2);
+      if (write(fds[1], &i, sizeof i) != sizeof i) _exit(3);
+    }
+  }
+  close(fds[1]);
+  int last = -1, v;
+  while (last < 300 && read(fds[0], &v, sizeof v) == sizeof v) last = v;
+  kill(pid, SIGKILL);
+  int st;
+  waitpid(pid, &st, 0);
+  close(fds[0]);
+  ASSERT_TRUE(WIFSIGNALED(st));
+  ASSERT_TRUE(last >= 300);
+  char ok[64];
+  q_text(p, "PRAGMA integrity_check", ok, sizeof ok);
+  ASSERT_STR_EQ(ok, "ok\n");
+  ASSERT_TRUE(q_int(p, "SELECT count(*) FROM configs") >= last + 1);
+  char q[128];
+  snprintf(q, sizeof q, "SELECT count(*) FROM configs WHERE json_extract(key, '$.D') <= %d", last);
+  ASSERT_EQ(q_int(p, q), last + 1);
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+}
+
+static void write_bytes(const char *p, const void *b, size_t n) {
+  FILE *f = fopen(p, "wb");
+  if (f) {
+    fwrite(b, 1, n, f);
+    fclose(f);
+  }
+}
+
+static void damaged_files_are_reported_and_kept(void) {
+  const char *p = tmpfile_in("garbage.db");
+  char junk[4096];
+  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 31 + 7);
+  write_bytes(p, junk, sizeof junk);
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_CONTAINS(err, "garbage.db: file is not a database; the file is left as it is");
+  struct stat sb;
+  ASSERT_EQ(stat(p, &sb), 0);
+  ASSERT_EQ(sb.st_size, 4096);
+  char *back;
+  size_t n;
+  ASSERT_EQ(kt__read_file(p, &back, &n), 0);
+  int same = n == sizeof junk && !memcmp(back, junk, n);
+  kt__free(back);
+  ASSERT_TRUE(same);
+
+  /* A real database cut in half. */
+  const char *t = tmpfile_in("trunc.db");
+  ASSERT_STATUS(kt__store_open(&s, t, NULL, NULL, err, sizeof err), KT_OK);
+  for (int i = 0; i < 400; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "{\"D\":%d,\"pad\":\"%0200d\"}", i, i);
+    kt__cfgrow r = row(key, "{\"BLOCK\":128}", 1.0);
+    ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  }
+  kt__store_close(s);
+  ASSERT_EQ(stat(t, &sb), 0);
+  ASSERT_TRUE(sb.st_size > 40000);
+  ASSERT_EQ(truncate(t, sb.st_size / 2), 0);
+  ASSERT_STATUS(kt__store_open(&s, t, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_CONTAINS(err, "trunc.db: ");
+  ASSERT_CONTAINS(err, "the file is left as it is");
+  ASSERT_EQ(stat(t, &sb), 0);
+  ASSERT_TRUE(sb.st_size > 20000);
+
+  /* The runtime goes on without a cache and says why, once. */
+  static char logged[4096];
+  logged[0] = 0;
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.cache_path = p;
+  o.log = capture;
+  o.log_user = logged;
+  o.log_level = KT_LOG_DEBUG;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_CONTAINS(logged, "running without a config cache: ");
+  ASSERT_CONTAINS(logged, "file is not a database");
+  ASSERT_STR_EQ(kt_cache_path(rt), "");
+  long c[4];
+  ASSERT_STATUS(kt_cache_counts(rt, c), KT_ERR_CACHE);
+  ASSERT_CONTAINS(kt_errmsg(rt), "kt_cache_counts: no cache: ");
+  kt_runtime_close(rt);
+}
+
+static void paths(void) {
+  const char *base = t_tmpdir();
+  ASSERT_TRUE(base);
+  char p[800];
+  snprintf(p, sizeof p, "%s/a/b/c/ktune.db", base);
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  struct stat sb;
+  ASSERT_EQ(stat(p, &sb), 0);
+  ASSERT_STATUS(kt__store_open(&s, base, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  char want[900];
+  snprintf(want, sizeof want, "%s: is a directory, not a cache file", base);
+  ASSERT_STR_EQ(err, want);
+  /* A parent that is a file cannot become a directory. */
+  snprintf(p, sizeof p, "%s/a/b/c/ktune.db/x.db", base);
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_CONTAINS(err, "cannot create directory");
+  ASSERT_CONTAINS(err, "Not a directory");
+  /* Default location. */
+  char def[700];
+  setenv("KTUNE_CACHE", "/x/y.db", 1);
+  kt__store_default_path(def, sizeof def);
+  ASSERT_STR_EQ(def, "/x/y.db");
+  char saved[700];
+  snprintf(saved, sizeof saved, "%s", getenv("KTUNE_CACHE"));
+  unsetenv("KTUNE_CACHE");
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  kt__store_default_path(def, sizeof def);
+  ASSERT_STR_EQ(def, "/xdg/ktune/ktune.db");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/u", 1);
+  kt__store_default_path(def, sizeof def);
+  ASSERT_STR_EQ(def, "/home/u/.cache/ktune/ktune.db");
+  setenv("KTUNE_CACHE", tmpfile_in("default.db"), 1);
+  if (geteuid() == 0) SKIP("running as root, which may write any directory: the read-only directory case is not checked");
+  snprintf(p, sizeof p, "%s/ro", base);
+  ASSERT_EQ(mkdir(p, 0555), 0);
+  snprintf(p, sizeof p, "%s/ro/ktune.db", base);
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_CONTAINS(err, "cannot open");
+}
+
+static void untrusted_file_gives_no_binaries(void) {
+  const char *p = tmpfile_in("ww.db");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  unsigned char blob[16] = {0x7f, 'E', 'L', 'F'};
+  kt__binrow b = {"00ff", "k", "h", "sm_90", "13000", "{}", 0, 0, 0, blob, sizeof blob};
+  ASSERT_STATUS(kt__store_put_binary(s, &b, err, sizeof err), KT_OK);
+  kt__cfgrow r = row("{}", "{\"BLOCK\":128}", 1.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  ASSERT_EQ(chmod(p, 0666), 0);
+  static char logged[4096];
+  logged[0] = 0;
+  kt__logger lg = {capture, logged, KT_LOG_DEBUG};
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, &lg, err, sizeof err), KT_OK);
+  ASSERT_EQ(kt__store_binaries_trusted(s), 0);
+  ASSERT_CONTAINS(logged, "ww.db: world-writable: compiled kernels will not be loaded from it");
+  void *got;
+  size_t n;
+  ASSERT_STATUS(kt__store_get_binary(s, "00ff", &got, &n, err, sizeof err), KT_ERR_NOT_FOUND);
+  char cfg[64];
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{}", cfg, sizeof cfg,
+                                     NULL, err, sizeof err),
+                KT_OK);
+  kt__store_close(s);
+}
+
+static void system_cache_is_read_after_and_never_written(void) {
+  const char *sys = tmpfile_in("system.db"), *user = tmpfile_in("user.db");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, sys, NULL, NULL, err, sizeof err), KT_OK);
+  kt__cfgrow r = row("{\"D\":4096}", "{\"BLOCK\":512}", 30.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  r = row("{\"D\":256}", "{\"BLOCK\":128}", 3.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  char before[128], after[128];
+  stat_sig(sys, before, sizeof before);
+  ASSERT_STATUS(kt__store_open(&s, user, sys, NULL, err, sizeof err), KT_OK);
+  r = row("{\"D\":256}", "{\"BLOCK\":256}", 5.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  char cfg[64];
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":4096}", cfg,
+                                     sizeof cfg, NULL, err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"BLOCK\":512}");
+  /* The user's own result comes first, even when the system's is faster. */
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":256}", cfg,
+                                     sizeof cfg, NULL, err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"BLOCK\":256}");
+  kt__store_close(s);
+  stat_sig(sys, after, sizeof after);
+  ASSERT_STR_EQ(after, before);
+  ASSERT_EQ(q_int(user, "SELECT count(*) FROM configs"), 1);
+}
+
+static void export_import_round_trip(void) {
+  const char *a = tmpfile_in("a.db"), *b = tmpfile_in("b.db"), *j = tmpfile_in("export.json");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, a, NULL, NULL, err, sizeof err), KT_OK);
+  for (int i = 0; i < 20; i++) {
+    char key[64], cfg[64];
+    snprintf(key, sizeof key, "{\"D\":%d,\"T\":\"bf16\",\"align\":16}", 64 << (i % 8));
+    snprintf(cfg, sizeof cfg, "{\"BLOCK\":%d,\"VEC\":%d}", 128 << (i % 4), 1 << (i % 4));
+    kt__cfgrow r = row(key, cfg, 1.5 + i);
+    r.device = i < 10 ? "NVIDIA H100 80GB HBM3/sm_90/132" : "Quote \"GPU\"/sm_80/108";
+    ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  }
+  unsigned char blob[1001];
+  for (int i = 0; i < 1001; i++) blob[i] = (unsigned char)(i * 13 + 5);
+  kt__binrow bin = {"1234", "rmsnorm_fwd", "00000000deadbeef", "sm_90", "13000", "{\"VEC\":8}", 40, 0, 0, blob, sizeof blob};
+  ASSERT_STATUS(kt__store_put_binary(s, &bin, err, sizeof err), KT_OK);
+  FILE *f = fopen(j, "w");
+  ASSERT_TRUE(f);
+  ASSERT_STATUS(kt__store_export(s, f, 1, err, sizeof err), KT_OK);
+  fclose(f);
+  kt__store_close(s);
+  char *json;
+  ASSERT_EQ(kt__read_file(j, &json, NULL), 0);
+  ASSERT_STATUS(kt__store_open(&s, b, NULL, NULL, err, sizeof err), KT_OK);
+  long c[4];
+  kt_status st = kt__store_import(s, j, json, c, err, sizeof err);
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_EQ(c[0], 16); /* 20 rows, 16 distinct keys */
+  ASSERT_EQ(c[3], 1);
+  ASSERT_STATUS(kt__store_import(s, j, json, c, err, sizeof err), KT_OK);
+  ASSERT_EQ(c[0] + c[2], 0);
+  ASSERT_EQ(c[1], 16);
+  ASSERT_EQ(c[3], 0);
+  kt__free(json);
+  void *got;
+  size_t n;
+  ASSERT_STATUS(kt__store_get_binary(s, "1234", &got, &n, err, sizeof err), KT_OK);
+  int same = n == sizeof blob && !memcmp(got, blob, n);
+  kt__free(got);
+  ASSERT_TRUE(same);
+  /* A faster result for one key replaces it. */
+  const char *fast =
+      "{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [{\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": "
+      "\"00000000deadbeef\", \"device\": \"NVIDIA H100 80GB HBM3/sm_90/132\", \"key\": "
+      "{\"D\":64,\"T\":\"bf16\",\"align\":16}, \"config\": {\"BLOCK\":1024,\"VEC\":8}, \"time_us\": 0.5}]}";
+  ASSERT_STATUS(kt__store_import(s, "fast.json", fast, c, err, sizeof err), KT_OK);
+  ASSERT_EQ(c[2], 1);
+  ASSERT_STATUS(kt__store_import(s, "x.json", "{\"configs\": []}", c, err, sizeof err), KT_ERR_INVALID);
+  ASSERT_STR_EQ(err, "x.json: not a ktune cache export (expected \"format\": \"ktune-cache\", \"version\": 1)");
+  ASSERT_STATUS(kt__store_import(s, "y.json", "{\"format\": \"ktune-cache\", ", c, err, sizeof err), KT_ERR_INVALID);
+  ASSERT_CONTAINS(err, "y.json: not JSON: malformed JSON");
+  ASSERT_STATUS(kt__store_import(s, "z.json",
+                                 "{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [{\"kernel\": \"k\"}]}",
+                                 c, err, sizeof err),
+                KT_ERR_INVALID);
+  ASSERT_STR_EQ(err, "z.json: configs[0]: missing \"spec_hash\"");
+  kt__store_close(s);
+  char da[16384], db[16384];
+  static const char dump[] =
+      "SELECT kernel || '|' || spec_hash || '|' || device || '|' || key || '|' || config || '|' || time_us || '|' ||"
+      " candidates || '|' || rejected || '|' || nvrtc_version || '|' || driver_version || '|' || created_at || '|' ||"
+      " updated_at FROM configs WHERE json_extract(key, '$.D') != 64 ORDER BY 1";
+  q_text(a, dump, da, sizeof da);
+  q_text(b, dump, db, sizeof db);
+  ASSERT_TRUE(strlen(da) > 500);
+  ASSERT_STR_EQ(db, da);
+}
+
+static void gc_removes_stale_rows(void) {
+  const char *p = tmpfile_in("gc.db");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  kt__cfgrow r = row("{\"D\":1}", "{}", 1.0);
+  r.spec_hash = "0000000000000001";
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  r = row("{\"D\":2}", "{}", 1.0);
+  r.spec_hash = "0000000000000002";
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  r = row("{\"D\":3}", "{}", 1.0);
+  r.kernel = "other";
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  unsigned char blob[4] = {1, 2, 3, 4};
+  kt__binrow b1 = {"b1", "rmsnorm_fwd", "0000000000000002", "sm_90", "13000", "{}", 0, 0, 0, blob, 4};
+  kt__binrow b2 = {"b2", "rmsnorm_fwd", "0000000000000001", "sm_90", "13000", "{}", 0, 0, 0, blob, 4};
+  ASSERT_STATUS(kt__store_put_binary(s, &b1, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_put_binary(s, &b2, err, sizeof err), KT_OK);
+  const char *kernels[] = {"rmsnorm_fwd"}, *hashes[] = {"0000000000000002"};
+  long rc_, rb;
+  ASSERT_STATUS(kt__store_gc(s, kernels, hashes, 1, &rc_, &rb, err, sizeof err), KT_OK);
+  ASSERT_EQ(rc_, 1);
+  ASSERT_EQ(rb, 1);
+  kt__store_close(s);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM configs"), 2);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM configs WHERE spec_hash = '0000000000000001'"), 0);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM binaries WHERE hash = 'b1'"), 1);
+}
+
+static void network_filesystems_are_recognised(void) {
+  ASSERT_EQ(kt__store_fs_is_network(0x6969), 1);
+  ASSERT_EQ(kt__store_fs_is_network(0xFF534D42L), 1);
+  ASSERT_EQ(kt__store_fs_is_network(0x65735546), 1);
+  ASSERT_EQ(kt__store_fs_is_network(0x0BD00BD0), 1);
+  ASSERT_EQ(kt__store_fs_is_network(0xEF53), 0);    /* ext4 */
+  ASSERT_EQ(kt__store_fs_is_network(0x01021994), 0); /* tmpfs */
+  ASSERT_EQ(kt__store_fs_is_network(0x58465342), 0); /* xfs */
+}
+
+const kt_test t_store_tests[] = {
+    {"cache: configs round trip, fastest wins", configs_fastest_wins},
+    {"cache: trials, binaries and quarantine round trip", trials_binaries_quarantine},
+    {"cache: schema 1 is migrated in place", migrates_schema_1},
+    {"cache: a newer schema is opened read-only, never rewritten", newer_schema_is_read_only},
+    {"cache: 8 processes x 4 threads on overlapping keys", many_processes_and_threads},
+    {"cache: a killed writer loses nothing committed", killed_writer_loses_nothing_committed},
+    {"cache: corrupt and truncated files are reported and kept", damaged_files_are_reported_and_kept},
+    {"cache: paths: created, a directory, a file as parent, defaults", paths},
+    {"cache: a world-writable file gives no binaries", untrusted_file_gives_no_binaries},
+    {"cache: the system cache is read after the user's, never written", system_cache_is_read_after_and_never_written},
+    {"cache: export then import gives identical rows", export_import_round_trip},
+    {"cache: gc removes stale configs and unreferenced binaries", gc_removes_stale_rows},
+    {"cache: network filesystems are recognised", network_filesystems_are_recognised},
+    {NULL, NULL},
+};
