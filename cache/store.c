@@ -605,3 +605,18 @@ kt_status kt__store_is_quarantined(kt_store *s, const char *kernel, const char *
   pthread_mutex_unlock(&s->lock);
   return st;
 }
+
+char *kt__store_binary_lowered(kt_store *s, const char *hash) {
+  char *out = NULL;
+  pthread_mutex_lock(&s->lock);
+  sqlite3_stmt *q;
+  if (!sqlite3_prepare_v2(s->db, "SELECT json_extract(constants, '$.lowered') FROM binaries WHERE hash=?1", -1, &q,
+                          NULL)) {
+    kt__db_bind_text(q, 1, hash);
+    if (kt__db_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+      out = kt__strdup((const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return out;
+}

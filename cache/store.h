@@ -78,6 +78,9 @@ kt_status kt__store_put_binary(kt_store *s, const kt__binrow *r, char *err, size
 ** absent, or when the database is not trusted for binaries. */
 kt_status kt__store_get_binary(kt_store *s, const char *hash, void **cubin, size_t *size,
                                char *err, size_t errlen);
+/* The lowered (mangled) entry name stored with a binary's constants;
+** caller frees with kt__free. NULL when absent. */
+char *kt__store_binary_lowered(kt_store *s, const char *hash);
 /* Add (reason not NULL) or clear (reason NULL) a quarantine entry. */
 kt_status kt__store_quarantine(kt_store *s, const char *kernel, const char *spec_hash,
                                const char *device, const char *key, const char *config,

@@ -5,12 +5,8 @@
 #include "alloc.h"
 #include "runtime.h"
 
-/* Bounds on one measurement: enough repetitions for a stable median, not so
-** many that a slow kernel holds the caller for long. */
-#define MIN_REPS 20
-#define MIN_MS 100.0
+/* Upper bounds on one measurement, whatever the options ask. */
 #define MAX_REPS 5000
-#define MAX_MS 2000.0
 #define WARMUP 3
 
 static int cmp_f(const void *a, const void *b) {
@@ -35,8 +31,8 @@ static void timer_free(timer *t) {
 /* Each repetition starts with L2 flushed, by writing a buffer of twice its
 ** size, so that a kernel is not timed on inputs the last repetition left
 ** in cache. */
-kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, double *median_us,
-                    double *spread_us) {
+kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const kt__benchopts *o,
+                    double *median_us, double *spread_us) {
   kt_runtime *rt = k->rt;
   char err[KT_ERRMAX];
   timer t;
@@ -57,10 +53,19 @@ kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, double 
     kt__free(ms);
     return kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
   }
-  for (int i = 0; i < WARMUP && !st; i++) st = kt__call_launch(k, c, t.s, args);
+  if (!st && o->after) {
+    st = kt__dev_event_record(t.ev[0], o->after, err, sizeof err);
+    if (!st) st = kt__dev_wait_event(t.s, t.ev[0], err, sizeof err);
+    if (st) kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
+  }
+  for (int i = 0; i < WARMUP && !st; i++) {
+    if (o->prep) st = o->prep(o->user, t.s);
+    if (!st) st = kt__call_launch(k, c, t.s, args);
+  }
   int n = 0;
   double total = 0;
-  while (!st && n < MAX_REPS && (n < MIN_REPS || total < MIN_MS) && total < MAX_MS) {
+  while (!st && n < MAX_REPS && (n < o->min_reps || total < o->min_ms) && total < o->max_ms) {
+    if (o->prep && (st = o->prep(o->user, t.s))) break;
     if (t.flush) st = kt__dev_memset8_async(t.flush, (uint8_t)n, t.flush_bytes, t.s, err, sizeof err);
     if (!st) st = kt__dev_event_record(t.ev[0], t.s, err, sizeof err);
     if (!st && (st = kt__call_launch(k, c, t.s, args))) break;
@@ -87,11 +92,12 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
   kt__call c;
   int64_t cfg[64];
   kt_status st = kt__call_bind(k, args, nargs, &c);
-  if (!st) st = config ? kt__call_forced(k, &c, config) : kt__call_fallback(k, &c, cfg);
+  if (!st) st = config ? kt__call_forced(k, &c, config) : kt__call_plan(k, &c, NULL, args, cfg);
   if (!st && !k->rt->have_device)
     st = kt__err(k->rt->id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device",
                  k->spec->name);
-  return st ? st : kt__bench(k, &c, args, median_us, spread_us);
+  kt__benchopts o = {20, 100.0, 2000.0, NULL, NULL, NULL};
+  return st ? st : kt__bench(k, &c, args, &o, median_us, spread_us);
 }
 
 /* For make bench: the function and dimensions kt_launch would use, so that
@@ -103,7 +109,7 @@ kt_status kt__bench_raw_fn(kt_kernel *k, const kt_arg *args, int nargs, void **f
   kt__call c;
   int64_t cfg[64];
   kt_status st = kt__call_bind(k, args, nargs, &c);
-  if (!st) st = kt__call_fallback(k, &c, cfg);
+  if (!st) st = kt__call_plan(k, &c, NULL, args, cfg);
   if (!st) st = kt__variant_get(k, &c, fn);
   for (int i = 0; !st && i < 3; i++) {
     int64_t g, b;

@@ -45,7 +45,13 @@
   X(cuGetErrorName, 6000, 1)                                \
   X(cuGetErrorString, 6000, 1)                              \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, 1)   \
-  X(cuMemGetAddressRange, 3020, 1)
+  X(cuMemGetAddressRange, 3020, 1)                         \
+  X(cuStreamBeginCapture, 10010, 1)                         \
+  X(cuStreamEndCapture, 10000, 1)                           \
+  X(cuGraphInstantiateWithFlags, 11040, 1)                  \
+  X(cuGraphLaunch, 10000, 1)                                \
+  X(cuGraphExecDestroy, 10000, 1)                           \
+  X(cuGraphDestroy, 10000, 1)
 
 #define KT__PFN(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -373,5 +379,23 @@ kt_status kt__dev_range(kt__dptr p, kt__dptr *base, size_t *size, char *err,
   if (r != CUDA_SUCCESS) return kt__dev_error((int)r, "cuMemGetAddressRange", err, errlen);
   *base = b;
   *size = n;
+  return KT_OK;
+}
+
+kt_status kt__dev_capture_begin(kt_stream s, char *err, size_t errlen) {
+  CHECK("cuStreamBeginCapture", drv.cuStreamBeginCapture((CUstream)s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  return KT_OK;
+}
+
+kt_status kt__dev_capture_end_and_run(kt_stream s, int replays, char *err, size_t errlen) {
+  CUgraph g = NULL;
+  CUgraphExec x = NULL;
+  CHECK("cuStreamEndCapture", drv.cuStreamEndCapture((CUstream)s, &g));
+  CUresult r = drv.cuGraphInstantiateWithFlags(&x, g, 0);
+  for (int i = 0; r == CUDA_SUCCESS && i < replays; i++) r = drv.cuGraphLaunch(x, (CUstream)s);
+  if (r == CUDA_SUCCESS) r = drv.cuStreamSynchronize((CUstream)s);
+  if (x) drv.cuGraphExecDestroy(x);
+  drv.cuGraphDestroy(g);
+  if (r != CUDA_SUCCESS) return kt__dev_error((int)r, "graph replay", err, errlen);
   return KT_OK;
 }

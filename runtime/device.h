@@ -95,4 +95,9 @@ kt_status kt__dev_elapsed(float *ms, void *a, void *b, char *err,
 kt_status kt__dev_range(kt__dptr p, kt__dptr *base, size_t *size, char *err,
                         size_t errlen);
 
+/* For tests and benchmarks: capture s into a graph (relaxed mode), then
+** end the capture, replay the graph `replays` times and wait. */
+kt_status kt__dev_capture_begin(kt_stream s, char *err, size_t errlen);
+kt_status kt__dev_capture_end_and_run(kt_stream s, int replays, char *err, size_t errlen);
+
 #endif

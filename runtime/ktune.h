@@ -312,6 +312,43 @@ KT_API kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs,
                                 const char *config, double *median_us /* OUT */,
                                 double *spread_us /* OUT */);
 
+/* One param of a kernel's spec. Strings borrowed; valid until
+** kt_runtime_close(). */
+typedef struct kt_param_info {
+  const char *name;
+  kt_arg_kind kind;
+  const char *dtype;  /* pointers: a dtype name or a type variable */
+  const char *access; /* pointers: "in", "out" or "inout"; else "" */
+  int optional;       /* pointers: may be 0 */
+  const char *key;    /* scalars: "exact", "pow2" or "ignore"; else "" */
+} kt_param_info;
+
+/* The number of params, and one of them (KT_ERR_INVALID out of range). */
+KT_API int kt_kernel_nparams(const kt_kernel *k);
+KT_API kt_status kt_kernel_param(const kt_kernel *k, int i,
+                                 kt_param_info *out /* OUT */);
+
+/* The canonical tuning key of a call, as stored in the cache:
+** {"D":256,"T":"bf16","res":0,"w":16,"x":16,"y":16}. Scalar params appear
+** by their key policy (exact value, or power-of-two bucket), pointers by
+** alignment class (0 when null), type variables by dtype, and derived
+** constants that do not depend on the config by value; "ignore" params never.
+** Written into buf (bufsize bytes, always NUL-terminated). Needs no device. */
+KT_API kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs,
+                               char *buf, size_t bufsize);
+
+/* Called by kt_kernel_lint() once per problem; msg borrowed until it
+** returns. */
+typedef void (*kt_lint_fn)(void *user, const char *msg);
+
+/* Check a spec for problems beyond its syntax: "phantom" key fields (a
+** scalar in the key that neither the kernel source nor any expression of
+** the spec reads, which would split tunings for nothing), and variants that
+** do not compile (every variant is compiled for the runtime's arch).
+** *problems counts them. Returns KT_OK (even with problems) or an error. */
+KT_API kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user,
+                                int *problems /* OUT */);
+
 /* The config cache. Results of tuning live in an SQLite file that many
 ** processes share (see docs/cache.md). When the file cannot be used (it is
 ** corrupt, say) the runtime works without it and says so once in the log;

@@ -2,6 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "runtime.h"
 
 kt_status kt__call_bind(kt_kernel *k, const kt_arg *args, int nargs,
@@ -29,7 +32,13 @@ kt_status kt__call_bind(kt_kernel *k, const kt_arg *args, int nargs,
     switch (p->type) {
       case KT__P_I32: c->slots[i] = a->v.i32; continue;
       case KT__P_I64: c->slots[i] = a->v.i64; continue;
-      case KT__P_F32: c->slots[i] = 0; continue;
+      case KT__P_F32: {
+        /* The bits, for a key policy of "exact"; expressions never read it. */
+        uint32_t bits;
+        memcpy(&bits, &a->v.f32, 4);
+        c->slots[i] = bits;
+        continue;
+      }
       default: break;
     }
     uint64_t ptr = a->v.ptr;
@@ -203,12 +212,45 @@ kt_status kt__call_fallback(kt_kernel *k, kt__call *c, int64_t *cfg) {
                  s->name, s->nconstraints ? s->constraints[0].e.text : "");
 }
 
+kt_status kt__call_key(kt_kernel *k, kt__call *c, int64_t *key) {
+  const kt__spec *s = k->spec;
+  for (int i = 0; i < s->nderived; i++) {
+    if (s->derived[i].uses_config) continue;
+    int64_t v;
+    int rc = kt__expr_eval(&s->derived[i].e, c->slots, &v);
+    if (rc)
+      return kt__err(k->rt->id, KT_ERR_EVAL, "%s: derived.%s: %s in \"%s\"", s->name, s->derived[i].name,
+                     kt__eval_strerror(rc), s->derived[i].e.text);
+    c->slots[s->derived[i].slot] = v;
+  }
+  kt__key_vector(&k->keydef, s, c->slots, c->tvals, key);
+  return KT_OK;
+}
+
+/* Choose the config of a call: the tuned table (no lock, no allocation, no
+** SQLite), else the miss path; a config that a constraint refuses for this
+** particular call (one on an ignored param, say) gives way to the fallback. */
+kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg) {
+  kt_status st;
+  int bad;
+  if (k->rt->mode == KT_MODE_OFF) return kt__call_fallback(k, c, cfg);
+  int64_t key[KT_MAX_KEY];
+  if ((st = kt__call_key(k, c, key))) return st;
+  uint64_t h = XXH3_64bits(key, (size_t)k->keydef.n * sizeof key[0]);
+  const kt__tuned *t = kt__tuned_find(k, key, h);
+  if (!t && (st = kt__tune_miss(k, c, key, h, stream, args, &t, cfg))) return st;
+  if (t) memcpy(cfg, t->cfg, (size_t)k->spec->ncfields * sizeof *cfg);
+  if ((st = kt__call_config(k, c, cfg)) || (st = kt__call_check(k, c, &bad))) return st;
+  return bad < 0 ? KT_OK : kt__call_fallback(k, c, cfg);
+}
+
 kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {
   if (!k) return KT_ERR_INVALID;
   kt__call c;
   int64_t cfg[64];
   kt_status st;
-  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_fallback(k, &c, cfg)))
+  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_alias(k, &c, args)) ||
+      (st = kt__call_plan(k, &c, stream, args, cfg)))
     return st;
   return kt__call_launch(k, &c, stream, args);
 }
@@ -285,7 +327,9 @@ kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char
   kt__call c;
   int64_t cfg[64];
   kt_status st;
-  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_fallback(k, &c, cfg))) return st;
+  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_alias(k, &c, args)) ||
+      (st = kt__call_plan(k, &c, NULL, args, cfg)))
+    return st;
   kt__config_format(k, cfg, buf, bufsize);
   return KT_OK;
 }

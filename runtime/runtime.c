@@ -88,6 +88,8 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
     rt->cc = rt->dev.cc_major * 10 + rt->dev.cc_minor;
     snprintf(rt->arch, sizeof rt->arch, "sm_%d", rt->cc);
   }
+  snprintf(rt->fingerprint, sizeof rt->fingerprint, "%s/sm_%d%d/%d", rt->dev.name, rt->dev.cc_major,
+           rt->dev.cc_minor, rt->dev.num_sms);
   kt__log(&rt->log, KT_LOG_INFO, "device %d: %s, %s, %d SMs, driver %d", o.device, rt->dev.name,
           rt->arch, rt->dev.num_sms, rt->dev.driver_version);
   return KT_OK;
@@ -95,6 +97,10 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
 
 static void kernel_free(kt_kernel *k) {
   if (!k) return;
+  if (atomic_load(&k->tuned.slots)) {
+    kt__lfmap_free(&k->tuned, kt__tuned_free);
+    pthread_mutex_destroy(&k->tune_lock);
+  }
   kt__vtable_free(&k->vt);
   kt__spec_free(k->spec);
   kt__free(k);
@@ -179,6 +185,19 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
   if ((st = kernel_options(k))) {
     kernel_free(k);
     return st;
+  }
+  if (kt__key_define(k->spec, &k->keydef)) {
+    kernel_free(k);
+    return kt__err(rt->id, KT_ERR_SPEC, "%s: the tuning key would have more than %d fields", spec_path, KT_MAX_KEY);
+  }
+  if (kt__lfmap_init(&k->tuned)) {
+    kernel_free(k);
+    return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", spec_path);
+  }
+  if (pthread_mutex_init(&k->tune_lock, NULL)) {
+    kt__lfmap_free(&k->tuned, NULL);
+    kernel_free(k);
+    return kt__err(rt->id, KT_ERR_NOMEM, "%s: cannot create a mutex", spec_path);
   }
   snprintf(k->spec_hash, sizeof k->spec_hash, "%016llx", (unsigned long long)k->spec->spec_hash);
   k->builtins[KT__BUILTIN_NUM_SMS] = rt->dev.num_sms;

@@ -7,6 +7,8 @@
 
 #include "device.h"
 #include "error.h"
+#include "key.h"
+#include "lfmap.h"
 #include "spec.h"
 
 struct kt_runtime {
@@ -18,6 +20,7 @@ struct kt_runtime {
   kt__devinfo dev;
   char arch[16];
   int cc;                 /* 90 for sm_90 */
+  char fingerprint[300];  /* "NAME/sm_XY/SMS": GPUs of one model share rows */
   char *cuda_home;
   char *cache_path;
   int no_cache;
@@ -30,15 +33,10 @@ struct kt_runtime {
 };
 
 typedef struct kt__variant kt__variant;
-typedef struct kt__vslots kt__vslots;
 
-/* Compiled variants of one kernel. Lookups take no lock: the slot array is
-** published atomically and entries never move; a grown array replaces the
-** old one, which stays allocated until the kernel is freed. */
+/* Compiled variants of one kernel, found without a lock on the launch path. */
 typedef struct kt__vtable {
-  _Atomic(kt__vslots *) slots;
-  kt__vslots *retired;
-  size_t count;
+  kt__lfmap map;
   pthread_mutex_t lock;   /* inserts and compile completion */
   pthread_cond_t done;
 } kt__vtable;
@@ -50,6 +48,10 @@ struct kt_kernel {
   int64_t builtins[KT__NBUILTINS];
   uint64_t variant_seed;  /* hash of source, arch and compile options */
   char spec_hash[17];
+  kt__keydef keydef;
+  kt__lfmap tuned;        /* key -> config, read without a lock */
+  pthread_mutex_t tune_lock; /* one miss at a time: cache lookups, tuning */
+  atomic_int logged_capture, logged_cache_only;
   const char *opts[16];   /* NVRTC options, borrowed from optbuf/spec */
   int nopts;
   char optbuf[3][1100];
@@ -61,6 +63,23 @@ typedef struct kt__call {
   kt_dtype tvals[KT_MAX_PARAMS];
 } kt__call;
 
+/* A tuned (or cached, or fallback) config for one key. */
+typedef struct kt__tuned {
+  uint64_t hash;          /* first: the lfmap's convention */
+  int nkey;
+  int64_t key[KT_MAX_KEY];
+  int64_t cfg[64];
+} kt__tuned;
+
+/* tune.c: the config for c's key when the table has none: from the cache,
+** by tuning, or the fallback, as the mode and the stream allow. Serialised
+** per kernel; *out stays valid until the kernel is freed. */
+kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h,
+                        kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg);
+void kt__tuned_free(void *entry);
+/* The table's entry for a key, without a lock. */
+const kt__tuned *kt__tuned_find(const kt_kernel *k, const int64_t *key, uint64_t h);
+
 /* variant.c */
 int kt__vtable_init(kt__vtable *vt);
 void kt__vtable_free(kt__vtable *vt);
@@ -68,6 +87,8 @@ void kt__vtable_free(kt__vtable *vt);
 ** *fn is the function to launch. Thread-safe; waits while another thread
 ** compiles the same variant. */
 kt_status kt__variant_get(kt_kernel *k, const kt__call *c, void **fn);
+/* The same, with the function's resource use. */
+kt_status kt__variant_info(kt_kernel *k, const kt__call *c, void **fn, kt__funcattrs *attrs);
 /* "rmsnorm_fwd T=bf16 BLOCK=256 VEC=4" (sep ' ') or with '.' for files. */
 void kt__variant_name(const kt_kernel *k, const kt__call *c, char sep,
                       char *out, size_t n);
@@ -92,8 +113,27 @@ void kt__config_format(const kt_kernel *k, const int64_t *cfg, char *buf, size_t
 kt_status kt__call_launch(kt_kernel *k, const kt__call *c, kt_stream stream,
                           const kt_arg *args);
 
-/* bench.c: median and spread of c's launch in microseconds. */
-kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, double *median_us,
-                    double *spread_us);
+/* bench.c: median and spread of c's launch in microseconds, launched on a
+** private stream that first waits for `after` (may be NULL). prep, when
+** not NULL, runs before each repetition outside the timed region (the
+** tuner restores in-place inputs there). */
+typedef struct kt__benchopts {
+  int min_reps;
+  double min_ms, max_ms;
+  kt_stream after;
+  kt_status (*prep)(void *user, kt_stream s);
+  void *user;
+} kt__benchopts;
+kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const kt__benchopts *o,
+                    double *median_us, double *spread_us);
+/* tune.c: KT_ERR_ALIAS when a spec that cannot run in place is called with
+** a written arg overlapping another; KT_OK otherwise (always for in-place
+** specs, without evaluating anything). */
+kt_status kt__call_alias(kt_kernel *k, const kt__call *c, const kt_arg *args);
+/* launch.c: the config of a call (tuned table, miss path, fallback), set
+** into c and checked. */
+kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg);
+/* launch.c: evaluate param-only derived constants and build the key. */
+kt_status kt__call_key(kt_kernel *k, kt__call *c, int64_t *key);
 
 #endif

@@ -7,8 +7,10 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "lfmap.h"
 #include "pool.h"
 #include "rtc.h"
+#include "store.h"
 #include "runtime.h"
 
 enum { V_COMPILING = 0, V_READY = 1, V_FAILED = 2 };
@@ -26,55 +28,34 @@ struct kt__variant {
   double compile_ms;
 };
 
-struct kt__vslots {
-  size_t cap;
-  kt__vslots *next_retired;
-  _Atomic(kt__variant *) e[];
-};
-
-static kt__vslots *slots_new(size_t cap) {
-  kt__vslots *s = kt__calloc(1, sizeof *s + cap * sizeof s->e[0]);
-  if (s) s->cap = cap;
-  return s;
+static void variant_free(void *p) {
+  kt__variant *v = p;
+  kt__dev_module_unload(v->module);
+  kt__free(v->cubin);
+  kt__free(v->errmsg);
+  kt__free(v);
 }
 
 int kt__vtable_init(kt__vtable *vt) {
   memset(vt, 0, sizeof *vt);
-  kt__vslots *s = slots_new(64);
-  if (!s) return -1;
-  atomic_store(&vt->slots, s);
+  if (kt__lfmap_init(&vt->map)) return -1;
   if (pthread_mutex_init(&vt->lock, NULL)) {
-    kt__free(s);
+    kt__lfmap_free(&vt->map, NULL);
     return -1;
   }
   if (pthread_cond_init(&vt->done, NULL)) {
     pthread_mutex_destroy(&vt->lock);
-    kt__free(s);
+    kt__lfmap_free(&vt->map, NULL);
     return -1;
   }
   return 0;
 }
 
 void kt__vtable_free(kt__vtable *vt) {
-  kt__vslots *s = atomic_load(&vt->slots);
-  if (!s) return;
-  for (size_t i = 0; i < s->cap; i++) {
-    kt__variant *v = atomic_load(&s->e[i]);
-    if (!v) continue;
-    kt__dev_module_unload(v->module);
-    kt__free(v->cubin);
-    kt__free(v->errmsg);
-    kt__free(v);
-  }
-  kt__free(s);
-  for (kt__vslots *r = vt->retired; r;) {
-    kt__vslots *n = r->next_retired;
-    kt__free(r);
-    r = n;
-  }
+  if (!atomic_load(&vt->map.slots)) return;
+  kt__lfmap_free(&vt->map, variant_free);
   pthread_cond_destroy(&vt->done);
   pthread_mutex_destroy(&vt->lock);
-  memset(vt, 0, sizeof *vt);
 }
 
 static const char *ctype(kt_dtype t) {
@@ -117,36 +98,12 @@ void kt__variant_name(const kt_kernel *k, const kt__call *c, char sep,
   }
 }
 
-static kt__variant *find(kt__vslots *s, uint64_t h, const int64_t *vals) {
-  for (size_t i = h & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-    kt__variant *v = atomic_load_explicit(&s->e[i], memory_order_acquire);
-    if (!v) return NULL;
-    if (v->hash == h && !memcmp(v->vals, vals, sizeof v->vals)) return v;
-  }
+static int same_vals(const void *entry, const void *vals) {
+  return !memcmp(((const kt__variant *)entry)->vals, vals, sizeof ((const kt__variant *)entry)->vals);
 }
 
-static int insert(kt__vtable *vt, kt__variant *v) {
-  kt__vslots *s = atomic_load(&vt->slots);
-  if ((vt->count + 1) * 2 > s->cap) {
-    kt__vslots *g = slots_new(s->cap * 2);
-    if (!g) return -1;
-    for (size_t i = 0; i < s->cap; i++) {
-      kt__variant *o = atomic_load(&s->e[i]);
-      if (!o) continue;
-      size_t j = o->hash & (g->cap - 1);
-      while (atomic_load(&g->e[j])) j = (j + 1) & (g->cap - 1);
-      atomic_store(&g->e[j], o);
-    }
-    s->next_retired = vt->retired;
-    vt->retired = s;
-    atomic_store_explicit(&vt->slots, g, memory_order_release);
-    s = g;
-  }
-  size_t j = v->hash & (s->cap - 1);
-  while (atomic_load(&s->e[j])) j = (j + 1) & (s->cap - 1);
-  atomic_store_explicit(&s->e[j], v, memory_order_release);
-  vt->count++;
-  return 0;
+static kt__variant *find(const kt__vtable *vt, uint64_t h, const int64_t *vals) {
+  return kt__lfmap_find(&vt->map, h, same_vals, vals);
 }
 
 static double now_ms(void) {
@@ -180,14 +137,41 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
   snprintf(prog, sizeof prog, "%s.cu", s->name);
   char *lowered = NULL;
   double t0 = now_ms();
-  kt_status st = kt__nvrtc_compile(s->source, prog, expr, k->opts, k->nopts,
-                                   &v->cubin, &v->cubin_size, &lowered, msg,
-                                   sizeof msg);
-  v->compile_ms = now_ms() - t0;
-  if (st) {
-    snprintf(err, errlen, "%s: %s", vname, msg);
-    return st;
+  /* A cubin another process compiled: same source, constants, options,
+  ** architecture and NVRTC version. The lowered name is the name expression
+  ** as NVRTC mangles it, which a cubin from the cache does not carry, so it
+  ** is stored beside the constants. */
+  char hash[17], consts[1400];
+  int nvv = kt__nvrtc_load(rt->cuda_home, msg, sizeof msg) ? 0 : kt__nvrtc_version();
+  snprintf(hash, sizeof hash, "%016llx",
+           (unsigned long long)XXH3_64bits_withSeed(v->vals, sizeof v->vals, k->variant_seed ^ (uint64_t)nvv));
+  kt_status st = KT_ERR_NOT_FOUND;
+  if (rt->store && kt__store_binaries_trusted(rt->store)) {
+    st = kt__store_get_binary(rt->store, hash, &v->cubin, &v->cubin_size, msg, sizeof msg);
+    if (!st && !(lowered = kt__store_binary_lowered(rt->store, hash))) {
+      kt__free(v->cubin);
+      v->cubin = NULL;
+      st = KT_ERR_NOT_FOUND;
+    }
+    if (!st) kt__log(&rt->log, KT_LOG_DEBUG, "%s: cubin from the cache", vname);
   }
+  if (st) {
+    st = kt__nvrtc_compile(s->source, prog, expr, k->opts, k->nopts, &v->cubin, &v->cubin_size, &lowered, msg,
+                           sizeof msg);
+    if (st) {
+      v->compile_ms = now_ms() - t0;
+      snprintf(err, errlen, "%s: %s", vname, msg);
+      return st;
+    }
+    if (rt->store && !kt__store_readonly(rt->store)) {
+      snprintf(consts, sizeof consts, "{\"entry\":\"%s\",\"lowered\":\"%s\"}", expr, lowered);
+      char nv[16];
+      snprintf(nv, sizeof nv, "%d", nvv);
+      kt__binrow b = {hash, s->name, k->spec_hash, rt->arch, nv, consts, 0, 0, 0, v->cubin, v->cubin_size};
+      if (kt__store_put_binary(rt->store, &b, msg, sizeof msg)) kt__log(&rt->log, KT_LOG_WARN, "%s", msg);
+    }
+  }
+  v->compile_ms = now_ms() - t0;
   kt__log(&rt->log, KT_LOG_DEBUG, "%s: compiled in %.1f ms (%zu bytes)", vname,
           v->compile_ms, v->cubin_size);
   if (rt->have_device) {
@@ -205,25 +189,30 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
 }
 
 kt_status kt__variant_get(kt_kernel *k, const kt__call *c, void **fn) {
+  return kt__variant_info(k, c, fn, NULL);
+}
+
+kt_status kt__variant_info(kt_kernel *k, const kt__call *c, void **fn, kt__funcattrs *attrs) {
   int64_t vals[KT_MAX_TARGS];
   targ_values(k, c, vals);
   uint64_t h = XXH3_64bits_withSeed(vals, sizeof vals, k->variant_seed);
   kt__vtable *vt = &k->vt;
-  kt__variant *v = find(atomic_load_explicit(&vt->slots, memory_order_acquire), h, vals);
+  kt__variant *v = find(vt, h, vals);
   if (v && atomic_load_explicit(&v->state, memory_order_acquire) == V_READY) {
     *fn = v->func;
+    if (attrs) *attrs = v->attrs;
     return KT_OK;
   }
   int mine = 0;
   pthread_mutex_lock(&vt->lock);
-  if (!v) v = find(atomic_load(&vt->slots), h, vals);
+  if (!v) v = find(vt, h, vals);
   if (!v) {
     v = kt__calloc(1, sizeof *v);
     if (v) {
       v->hash = h;
       memcpy(v->vals, vals, sizeof vals);
     }
-    if (!v || insert(vt, v)) {
+    if (!v || kt__lfmap_insert(&vt->map, v)) {
       pthread_mutex_unlock(&vt->lock);
       kt__free(v);
       return kt__err(k->rt->id, KT_ERR_NOMEM, "%s: out of memory", k->spec->name);
@@ -251,6 +240,7 @@ kt_status kt__variant_get(kt_kernel *k, const kt__call *c, void **fn) {
     return kt__err(k->rt->id, v->status, "%s", v->errmsg ? v->errmsg : name);
   }
   *fn = v->func;
+  if (attrs) *attrs = v->attrs;
   return KT_OK;
 }
 
@@ -413,8 +403,7 @@ kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
     int64_t vals[KT_MAX_TARGS];
     kt__variant_name(k, &es->calls[i], '.', name, sizeof name);
     targ_values(k, &es->calls[i], vals);
-    const kt__variant *v =
-        find(atomic_load(&k->vt.slots), XXH3_64bits_withSeed(vals, sizeof vals, k->variant_seed), vals);
+    const kt__variant *v = find(&k->vt, XXH3_64bits_withSeed(vals, sizeof vals, k->variant_seed), vals);
     kt_status vs = es->status[i];
     if (!vs && out_dir) vs = write_cubin(out_dir, name, v, es->errs[i], KT_ERRMAX);
     if (fn) fn(user, name, vs, v && !vs ? v->cubin_size : 0, v ? v->compile_ms : 0, es->errs[i]);

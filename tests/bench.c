@@ -2,6 +2,7 @@
 ** fails on a number. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "device.h"
@@ -16,7 +17,7 @@ static double now_us(void) {
 
 static void rmsnorm_table(kt_runtime *rt, kt_kernel *k) {
   static const int shapes[][2] = {{450, 256}, {24000, 256}, {4096, 4096}, {16384, 2048}, {8192, 4096}, {32768, 8192}};
-  printf("\nrmsnorm_fwd bf16, default config (bytes = read x + write y + w)\n");
+  printf("\nrmsnorm_fwd bf16, tuned config (bytes = read x + write y + w; 3005 GB/s = measured copy)\n");
   printf("%8s %6s  %-26s %10s %9s\n", "T", "D", "config", "median us", "GB/s");
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     int T = shapes[i][0], D = shapes[i][1];
@@ -50,7 +51,7 @@ static void rmsnorm_table(kt_runtime *rt, kt_kernel *k) {
 /* CPU cost per launch: kt_launch against cuLaunchKernel of the same
 ** function, back to back on one stream (the GPU work is tiny). */
 static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
-  const int N = 200000;
+  const int N = 1000000;
   uint64_t x = 0, y = 0, w = 0;
   if (kt_device_alloc(rt, 256 * 2, &x) || kt_device_alloc(rt, 256 * 2, &y) ||
       kt_device_alloc(rt, 256 * 2, &w) || kt_device_fill(rt, x, 0x3c, 512) || kt_device_fill(rt, w, 0x3c, 512)) {
@@ -100,7 +101,92 @@ static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
   kt_device_free(rt, w);
 }
 
-int main(void) {
+typedef struct nvlog {
+  int compiled, from_cache;
+} nvlog;
+
+static void count_compiles(void *user, kt_log_level level, const char *msg) {
+  nvlog *l = user;
+  (void)level;
+  if (strstr(msg, ": compiled in ")) l->compiled++;
+  if (strstr(msg, ": cubin from the cache")) l->from_cache++;
+}
+
+/* A second process that finds config and cubin in SQLite: time from
+** kt_kernel_load to the first launch returning (driver start-up excluded). */
+static int warm_child(void) {
+  kt_options o;
+  kt_options_init(&o);
+  nvlog l = {0, 0};
+  o.log = count_compiles;
+  o.log_user = &l;
+  o.log_level = KT_LOG_DEBUG;
+  kt_runtime *rt;
+  if (kt_runtime_open(&rt, &o)) return 1;
+  uint64_t x, y, w;
+  kt_device_alloc(rt, 4096 * 2, &x);
+  kt_device_alloc(rt, 4096 * 2, &y);
+  kt_device_alloc(rt, 4096 * 2, &w);
+  kt_device_fill(rt, x, 0x3c, 8192);
+  kt_device_fill(rt, w, 0x3c, 8192);
+  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(4096), kt_arg_f32(1e-6f)};
+  double t0 = now_us();
+  kt_kernel *k;
+  kt_status st = kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k);
+  if (!st) st = kt_launch(k, NULL, a, 7);
+  double t1 = now_us();
+  kt_stream_sync(rt, NULL);
+  printf("%-44s %10.2f ms  (NVRTC runs: %d, cubins from the cache: %d)%s\n",
+         "warm start, kt_kernel_load to first launch", (t1 - t0) / 1e3, l.compiled, l.from_cache,
+         st ? kt_errmsg(rt) : "");
+  kt_runtime_close(rt);
+  return 0;
+}
+
+static void warm_start(kt_runtime *rt, kt_kernel *k, const char *self) {
+  uint64_t x, y, w;
+  kt_device_alloc(rt, 4096 * 2, &x);
+  kt_device_alloc(rt, 4096 * 2, &y);
+  kt_device_alloc(rt, 4096 * 2, &w);
+  kt_device_fill(rt, x, 0x3c, 8192);
+  kt_device_fill(rt, w, 0x3c, 8192);
+  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(4096), kt_arg_f32(1e-6f)};
+  double t0 = now_us();
+  kt_status st = kt_launch(k, NULL, a, 7);
+  kt_stream_sync(rt, NULL);
+  printf("\n%-44s %10.2f ms%s\n", "cold: first launch of a new key (tunes)", (now_us() - t0) / 1e3,
+         st ? kt_errmsg(rt) : "");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s --warm", self);
+  fflush(stdout);
+  if (system(cmd)) printf("warm child failed\n");
+  kt_device_free(rt, x);
+  kt_device_free(rt, y);
+  kt_device_free(rt, w);
+}
+
+/* Cold tuning of a 12-config space: compile in parallel, validate, time. */
+static void cold_tuning(kt_runtime *rt) {
+  kt_kernel *k;
+  if (kt_kernel_load(rt, "tests/specs/add_one.json", &k)) return;
+  const long long n = 1 << 24;
+  uint64_t x;
+  if (kt_device_alloc(rt, (size_t)n * 4, &x) || kt_device_fill(rt, x, 0x3f, (size_t)n * 4)) return;
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i64(n)};
+  double t0 = now_us();
+  kt_status st = kt_launch(k, NULL, a, 2);
+  kt_stream_sync(rt, NULL);
+  char cfg[128] = "";
+  kt_kernel_config_for(k, a, 2, cfg, sizeof cfg);
+  printf("%-44s %10.2f ms  (winner %s)%s\n", "cold tuning, 12 configs (add_one, n=2^24)", (now_us() - t0) / 1e3,
+         cfg, st ? kt_errmsg(rt) : "");
+  kt_device_free(rt, x);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--warm")) return warm_child();
   kt_options o;
   kt_options_init(&o);
   kt_runtime *rt;
@@ -118,6 +204,8 @@ int main(void) {
   }
   rmsnorm_table(rt, k);
   launch_overhead(rt, k);
+  warm_start(rt, k, argv[0]);
+  cold_tuning(rt);
   kt_runtime_close(rt);
   return 0;
 }

@@ -147,7 +147,9 @@ static const shape shapes[] = {
     {128, 2048, KT_BF16, 1, 0, 1},  {20000, 256, KT_BF16, 0, 0, 0}, {33, 65, KT_BF16, 1, 0, 0},
 };
 
-static void default_config_every_shape(void) {
+/* Every shape through kt_launch, so each new key is tuned and its winner
+** checked against the float64 reference. */
+static void tuned_config_every_shape(void) {
   kt_runtime *rt = g_open();
   if (!rt) return;
   kt_kernel *k;
@@ -257,8 +259,60 @@ static void variants_coexist(void) {
   kt_runtime_close(rt);
 }
 
+static int tunings;
+static void count_tunings(void *user, kt_log_level level, const char *msg) {
+  (void)user;
+  if (!strncmp(msg, "tuned rmsnorm_fwd", 17)) tunings++;
+  else if (level <= KT_LOG_WARN) fprintf(stderr, "    log: %s\n", msg);
+}
+
+/* T from 1 to 24000 at D=256: exactly one tuning and one configs row, and
+** every launch correct. (The upstream bug: NB = cdiv(T, 2048) in the key
+** tuned again for each new T, and crashed mid-benchmark.) */
+static void one_tuning_for_every_T(void) {
+  kt_options o;
+  kt_options_init(&o);
+  char cache[700];
+  snprintf(cache, sizeof cache, "%s/ktune.db", t_tmpdir());
+  o.cache_path = cache;
+  o.log = count_tunings;
+  o.log_level = KT_LOG_INFO;
+  kt_runtime *rt = NULL;
+  kt_status st = kt_runtime_open(&rt, &o);
+  if (st == KT_ERR_NO_DRIVER || st == KT_ERR_NO_DEVICE) {
+    kt_runtime_close(rt);
+    SKIP("no GPU");
+  }
+  ASSERT_STATUS(st, KT_OK);
+  tunings = 0;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  static const int Ts[] = {1, 7, 32, 100, 450, 500, 5000, 10000, 20000, 24000};
+  for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+    bufs b;
+    kt_arg a[7];
+    char msg[512] = "";
+    shape s = {Ts[i], 256, KT_BF16, 0, 0, 0};
+    ASSERT_TRUE(!bufs_make(&b, rt, s, 40 + i) && !bufs_reset(&b));
+    bufs_args(&b, a);
+    st = kt_launch(k, NULL, a, 7);
+    long bad = st ? 0 : bufs_check(&b, msg, sizeof msg);
+    bufs_free(&b);
+    if (st) t_fail(__FILE__, __LINE__, "T=%d: %s", Ts[i], kt_errmsg(rt));
+    ASSERT_STATUS(st, KT_OK);
+    if (bad) t_fail(__FILE__, __LINE__, "%ld bad: %s", bad, msg);
+    ASSERT_EQ(bad, 0);
+  }
+  ASSERT_EQ(tunings, 1);
+  long c[4];
+  ASSERT_STATUS(kt_cache_counts(rt, c), KT_OK);
+  ASSERT_EQ(c[0], 1);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_rmsnorm_tests[] = {
-    {"gpu rmsnorm: default config, every shape", default_config_every_shape},
+    {"gpu rmsnorm: one tuning for T from 1 to 24000", one_tuning_for_every_T},
+    {"gpu rmsnorm: tuned config, every shape", tuned_config_every_shape},
     {"gpu rmsnorm: every allowed config is correct", every_config_is_correct},
     {"gpu rmsnorm: variants with other constants coexist", variants_coexist},
     {NULL, NULL},

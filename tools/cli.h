@@ -20,5 +20,7 @@ int cmd_show(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_key(int argc, char **argv);
+int cmd_lint(int argc, char **argv);
 
 #endif

@@ -15,6 +15,9 @@ static const char help[] =
     "  compile SPEC... [--arch sm_XY] [-o DIR]\n"
     "                  compile every variant the spec allows (no GPU needed);\n"
     "                  with -o, write DIR/<kernel.constants>.cubin\n"
+    "  key SPEC --shape 'N=24000,D=256,T=bf16'\n"
+    "                  the canonical tuning key of a call: why calls share a tuning\n"
+    "  lint SPEC...    phantom key fields and variants that do not compile\n"
     "  demo [SPEC]     run the bundled RMSNorm on GPU 0: config, time, GB/s\n"
     "  list [KERNEL]   the cached configs as a table (--json for scripts)\n"
     "  show KERNEL     cached configs of a kernel with every candidate measured\n"
@@ -75,6 +78,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
   if (!strcmp(cmd, "import")) return cmd_import(argc - 1, argv + 1);
   if (!strcmp(cmd, "gc")) return cmd_gc(argc - 1, argv + 1);
+  if (!strcmp(cmd, "key")) return cmd_key(argc - 1, argv + 1);
+  if (!strcmp(cmd, "lint")) return cmd_lint(argc - 1, argv + 1);
   fprintf(stderr, "ktune: unknown command '%s'\nTry 'ktune --help'.\n", cmd);
   return EXIT_USAGE;
 }

@@ -1,0 +1,97 @@
+/* Spec introspection for tools: params, keys, and lint. */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime.h"
+
+int kt_kernel_nparams(const kt_kernel *k) { return k ? k->spec->nparams : 0; }
+
+kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
+  if (!k || !out || i < 0 || i >= k->spec->nparams) return KT_ERR_INVALID;
+  static const char *access[] = {"", "in", "out", "inout"};
+  static const char *keys[] = {"exact", "pow2", "ignore"};
+  static const kt_arg_kind kinds[] = {0, KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32};
+  const kt__param *p = &k->spec->params[i];
+  int ptr = p->type == KT__P_PTR;
+  out->name = p->name;
+  out->kind = kinds[p->type];
+  out->dtype = !ptr ? "" : p->tvar >= 0 ? k->spec->types[p->tvar].name : kt_dtype_name(p->dtype);
+  out->access = ptr ? access[p->access] : "";
+  out->optional = p->optional;
+  out->key = ptr ? "" : keys[p->key];
+  return KT_OK;
+}
+
+kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs, char *buf, size_t n) {
+  if (!k || !buf || !n) return KT_ERR_INVALID;
+  kt__call c;
+  int64_t key[KT_MAX_KEY];
+  kt_status st = kt__call_bind(k, args, nargs, &c);
+  if (!st) st = kt__call_key(k, &c, key);
+  if (!st) kt__key_json(&k->keydef, key, buf, n);
+  return st;
+}
+
+/* Whether name appears in text as a whole identifier. */
+static int mentions(const char *text, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+    int before = p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+    if (!before && !after) return 1;
+  }
+  return 0;
+}
+
+typedef struct lint_ctx {
+  kt_lint_fn fn;
+  void *user;
+  int problems;
+} lint_ctx;
+
+static void on_variant(void *user, const char *name, kt_status st, size_t bytes, double ms, const char *err) {
+  lint_ctx *l = user;
+  (void)bytes;
+  (void)ms;
+  if (!st) return;
+  char msg[KT_ERRMAX + 600];
+  snprintf(msg, sizeof msg, "variant %s does not compile: %s", name, err);
+  l->problems++;
+  if (l->fn) l->fn(l->user, msg);
+}
+
+kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems) {
+  if (!k || !problems) return KT_ERR_INVALID;
+  const kt__spec *s = k->spec;
+  lint_ctx l = {fn, user, 0};
+  for (int i = 0; i < s->nparams; i++) {
+    const kt__param *p = &s->params[i];
+    if (p->type == KT__P_PTR || p->key == KT__KEY_IGNORE) continue;
+    int used = mentions(s->source, p->name);
+    const kt__expr *all[8 + 3 * 2];
+    int n = 0;
+    for (int d = 0; d < 3; d++) {
+      all[n++] = &s->grid[d];
+      all[n++] = &s->block[d];
+    }
+    all[n++] = &s->smem;
+    for (int e = 0; e < n && !used; e++) used = kt__expr_uses(all[e], p->slot);
+    for (int q = 0; q < s->nparams && !used; q++)
+      if (s->params[q].type == KT__P_PTR) used = kt__expr_uses(&s->params[q].extent, p->slot);
+    for (int d = 0; d < s->nderived && !used; d++) used = kt__expr_uses(&s->derived[d].e, p->slot);
+    for (int c = 0; c < s->nconstraints && !used; c++) used = kt__expr_uses(&s->constraints[c].e, p->slot);
+    if (used) continue;
+    char msg[600];
+    snprintf(msg, sizeof msg,
+             "phantom key field: %s is in the tuning key (\"key\": \"%s\") but neither the kernel source nor any "
+             "expression of the spec reads it, so every new value of %s would tune again for nothing; give it "
+             "\"key\": \"ignore\"",
+             p->name, p->key == KT__KEY_POW2 ? "pow2" : "exact", p->name);
+    l.problems++;
+    if (fn) fn(user, msg);
+  }
+  kt_status st = kt_kernel_compile_all(k, NULL, on_variant, &l);
+  *problems = l.problems;
+  return st == KT_ERR_COMPILE ? KT_OK : st;
+}

@@ -1,0 +1,636 @@
+/* The miss path: a key the in-memory table does not have. The cache is
+** asked first; then, when the mode allows and the stream is not capturing,
+** the candidates are compiled in parallel, validated against the default
+** config on scratch copies of every written buffer, and timed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alias.h"
+#include "alloc.h"
+#include "compare.h"
+#include "pool.h"
+#include "rtc.h"
+#include "runtime.h"
+#include "store.h"
+
+/* Guard zones around each scratch group: a write up to this far past a
+** buffer is caught. A multiple of 256, so scratch keeps each pointer's
+** alignment class. */
+#define GUARD 65536
+#define GUARD_BYTE 0xA5
+#define POISON_BYTE 0xFF
+#define MAX_CANDIDATES 4096
+#define REMEASURE 3
+
+void kt__tuned_free(void *entry) { kt__free(entry); }
+
+typedef struct keyref {
+  const int64_t *v;
+  int n;
+} keyref;
+
+static int same_key(const void *entry, const void *key) {
+  const kt__tuned *e = entry;
+  const keyref *r = key;
+  return e->nkey == r->n && !memcmp(e->key, r->v, (size_t)r->n * sizeof *r->v);
+}
+
+const kt__tuned *kt__tuned_find(const kt_kernel *k, const int64_t *key, uint64_t h) {
+  keyref r = {key, k->keydef.n};
+  return kt__lfmap_find(&k->tuned, h, same_key, &r);
+}
+
+/* Byte ranges of the non-null pointer args; returns their number. */
+static kt_status call_ranges(kt_kernel *k, const kt__call *c, const kt_arg *args, kt__range *r,
+                             int *n) {
+  const kt__spec *s = k->spec;
+  *n = 0;
+  for (int i = 0; i < s->nparams; i++) {
+    const kt__param *p = &s->params[i];
+    if (p->type != KT__P_PTR || !args[i].v.ptr) continue;
+    int64_t ext;
+    int rc = kt__expr_eval(&p->extent, c->slots, &ext);
+    if (rc)
+      return kt__err(k->rt->id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, p->name,
+                     kt__eval_strerror(rc), p->extent.text);
+    if (ext < 0) ext = 0;
+    uint64_t bytes = (uint64_t)ext * (uint64_t)c->slots[p->esize_slot];
+    r[*n] = (kt__range){args[i].v.ptr, args[i].v.ptr + bytes, i, p->access != KT__IN, 0};
+    (*n)++;
+  }
+  return KT_OK;
+}
+
+kt_status kt__call_alias(kt_kernel *k, const kt__call *c, const kt_arg *args) {
+  if (k->spec->inplace) return KT_OK;
+  kt__range r[KT_MAX_PARAMS];
+  int n;
+  kt_status st = call_ranges(k, c, args, r, &n);
+  if (st) return st;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (i != j && r[i].written && r[i].start < r[j].end && r[j].start < r[i].end && r[i].end > r[i].start &&
+          r[j].end > r[j].start)
+        return kt__err(k->rt->id, KT_ERR_ALIAS, "%s: %s (written) overlaps %s; this kernel cannot run in place",
+                       k->spec->name, k->spec->params[r[i].param].name, k->spec->params[r[j].param].name);
+  return KT_OK;
+}
+
+typedef struct group {
+  uint64_t start, end;
+  kt__dptr scratch, pristine;
+  uint64_t off;   /* where start sits in scratch */
+  int written, reads;
+} group;
+
+typedef struct candidate {
+  int64_t cfg[64];
+  char json[256];
+  kt__call c;
+  kt_status compiled;
+  char err[KT_ERRMAX];
+  const char *status;   /* trial status, NULL while pending */
+  char detail[512];
+  double median, spread;
+  kt__funcattrs attrs;
+  int prior;            /* measured by an earlier run */
+} candidate;
+
+typedef struct tuner {
+  kt_kernel *k;
+  kt_runtime *rt;
+  const kt__spec *s;
+  const kt_arg *orig;
+  kt_arg args[KT_MAX_PARAMS];
+  kt__range r[KT_MAX_PARAMS];
+  int nr;
+  group g[KT_MAX_PARAMS];
+  int ng;
+  int grp_of[KT_MAX_PARAMS]; /* param -> group, -1 when not in scratch */
+  kt_stream stream;
+  void *ev;
+  void *ref[KT_MAX_PARAMS];
+  void *host;
+  size_t hostcap;
+  candidate *cand;
+  int ncand;
+  char key[1024];
+  char err[KT_ERRMAX];
+} tuner;
+
+static kt_status dev(tuner *t, kt_status st) {
+  return st ? kt__err(t->rt->id, st, "%s %s: tuning: %s", t->s->name, t->key, t->err) : KT_OK;
+}
+
+/* Scratch: one allocation per group of overlapping ranges holding a written
+** arg, mirroring the group's layout between guard zones; a pristine copy of
+** the caller's bytes to restore from. Inputs that alias nothing written are
+** read in place. The caller's buffers are only ever read. */
+static kt_status scratch_make(tuner *t, kt_stream caller) {
+  t->ng = kt__alias_group(t->r, t->nr);
+  for (int i = 0; i < KT_MAX_PARAMS; i++) t->grp_of[i] = -1;
+  for (int i = 0; i < t->ng; i++) t->g[i] = (group){UINT64_MAX, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < t->nr; i++) {
+    group *g = &t->g[t->r[i].group];
+    if (t->r[i].start < g->start) g->start = t->r[i].start;
+    if (t->r[i].end > g->end) g->end = t->r[i].end;
+    g->written |= t->r[i].written;
+    g->reads |= t->s->params[t->r[i].param].access != KT__OUT;
+  }
+  kt_status st = kt__dev_stream_create(&t->stream, t->err, sizeof t->err);
+  if (!st) st = kt__dev_event_create(&t->ev, t->err, sizeof t->err);
+  if (!st) st = kt__dev_event_record(t->ev, caller, t->err, sizeof t->err);
+  if (!st) st = kt__dev_wait_event(t->stream, t->ev, t->err, sizeof t->err);
+  for (int i = 0; i < t->ng && !st; i++) {
+    group *g = &t->g[i];
+    if (!g->written) continue;
+    size_t span = g->end - g->start;
+    g->off = GUARD + g->start % 256;
+    st = kt__dev_malloc(&g->scratch, g->off + span + GUARD, t->err, sizeof t->err);
+    if (!st) st = kt__dev_malloc(&g->pristine, span, t->err, sizeof t->err);
+    if (!st) st = kt__dev_dtod_async(g->pristine, g->start, span, t->stream, t->err, sizeof t->err);
+  }
+  for (int i = 0; i < t->s->nparams; i++) t->args[i] = t->orig[i];
+  for (int i = 0; i < t->nr && !st; i++) {
+    group *g = &t->g[t->r[i].group];
+    if (!g->written) continue;
+    t->args[t->r[i].param].v.ptr = g->scratch + g->off + (t->r[i].start - g->start);
+    t->grp_of[t->r[i].param] = t->r[i].group;
+  }
+  if (!st) st = kt__dev_sync(t->stream, t->err, sizeof t->err);
+  return dev(t, st);
+}
+
+static void scratch_free(tuner *t) {
+  for (int i = 0; i < t->ng; i++) {
+    kt__dev_free(t->g[i].scratch);
+    kt__dev_free(t->g[i].pristine);
+  }
+  kt__dev_event_destroy(t->ev);
+  kt__dev_stream_destroy(t->stream);
+  for (int i = 0; i < KT_MAX_PARAMS; i++) kt__free(t->ref[i]);
+  kt__free(t->host);
+}
+
+/* Before every trial: the scratch as the caller's buffers were, guard zones
+** filled, outputs that read nothing poisoned so an unwritten element shows. */
+static kt_status restore(void *user, kt_stream s) {
+  tuner *t = user;
+  kt_status st = KT_OK;
+  for (int i = 0; i < t->ng && !st; i++) {
+    group *g = &t->g[i];
+    if (!g->written) continue;
+    size_t span = g->end - g->start;
+    st = kt__dev_dtod_async(g->scratch + g->off, g->pristine, span, s, t->err, sizeof t->err);
+    if (!st) st = kt__dev_memset8_async(g->scratch, GUARD_BYTE, g->off, s, t->err, sizeof t->err);
+    if (!st) st = kt__dev_memset8_async(g->scratch + g->off + span, GUARD_BYTE, GUARD, s, t->err, sizeof t->err);
+  }
+  for (int i = 0; i < t->nr && !st; i++) {
+    const kt__range *r = &t->r[i];
+    if (t->s->params[r->param].access != KT__OUT || t->g[r->group].reads) continue;
+    st = kt__dev_memset8_async(t->args[r->param].v.ptr, POISON_BYTE, r->end - r->start, s, t->err, sizeof t->err);
+  }
+  return st;
+}
+
+static kt_status host_room(tuner *t, size_t n) {
+  if (n <= t->hostcap) return KT_OK;
+  void *p = kt__realloc(t->host, n);
+  if (!p) {
+    snprintf(t->err, sizeof t->err, "out of memory");
+    return KT_ERR_NOMEM;
+  }
+  t->host = p;
+  t->hostcap = n;
+  return KT_OK;
+}
+
+/* Guard zones intact? */
+static kt_status guards_ok(tuner *t, int *ok, char *why, size_t wl) {
+  *ok = 1;
+  for (int i = 0; i < t->ng; i++) {
+    group *g = &t->g[i];
+    if (!g->written) continue;
+    size_t span = g->end - g->start;
+    kt_status st = host_room(t, g->off);
+    if (!st) st = kt__dev_dtoh(t->host, g->scratch, g->off, t->err, sizeof t->err);
+    for (size_t b = 0; !st && b < g->off; b++)
+      if (((unsigned char *)t->host)[b] != GUARD_BYTE) {
+        snprintf(why, wl, "wrote %zu bytes before its buffer", g->off - b);
+        *ok = 0;
+        return KT_OK;
+      }
+    if (!st) st = kt__dev_dtoh(t->host, g->scratch + g->off + span, GUARD, t->err, sizeof t->err);
+    for (size_t b = GUARD; !st && b-- > 0;)
+      if (((unsigned char *)t->host)[b] != GUARD_BYTE) {
+        snprintf(why, wl, "wrote %zu bytes past the end of its buffer", b + 1);
+        *ok = 0;
+        return KT_OK;
+      }
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
+/* Run one config once on scratch and wait. */
+static kt_status run_once(tuner *t, const kt__call *c) {
+  kt_status st = restore(t, t->stream);
+  if (!st) st = kt__call_launch(t->k, c, t->stream, t->args);
+  else return dev(t, st);
+  if (st) {
+    snprintf(t->err, sizeof t->err, "%s", kt__errmsg(t->rt->id));
+    return st;
+  }
+  return kt__dev_sync(t->stream, t->err, sizeof t->err);
+}
+
+static kt_status save_reference(tuner *t) {
+  for (int i = 0; i < t->nr; i++) {
+    const kt__range *r = &t->r[i];
+    if (!r->written) continue;
+    size_t n = r->end - r->start;
+    if (!(t->ref[r->param] = kt__malloc(n ? n : 1))) {
+      snprintf(t->err, sizeof t->err, "out of memory");
+      return KT_ERR_NOMEM;
+    }
+    kt_status st = kt__dev_dtoh(t->ref[r->param], t->args[r->param].v.ptr, n, t->err, sizeof t->err);
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
+static kt_status outputs_match(tuner *t, int *ok, char *why, size_t wl) {
+  *ok = 1;
+  for (int i = 0; i < t->nr; i++) {
+    const kt__range *r = &t->r[i];
+    if (!r->written) continue;
+    const kt__param *p = &t->s->params[r->param];
+    size_t n = r->end - r->start;
+    kt_status st = host_room(t, n);
+    if (!st) st = kt__dev_dtoh(t->host, t->args[r->param].v.ptr, n, t->err, sizeof t->err);
+    if (st) return st;
+    kt_dtype dt = t->orig[r->param].dtype;
+    double atol = p->atol, rtol = p->rtol, da, dr;
+    kt__default_tolerance(dt, &da, &dr);
+    if (atol < 0) atol = da;
+    if (rtol < 0) rtol = dr;
+    size_t esz = kt_dtype_size(dt);
+    char w[300];
+    size_t bad = kt__compare(dt, t->ref[r->param], t->host, esz ? n / esz : 0, atol, rtol, w, sizeof w);
+    if (bad) {
+      snprintf(why, wl, "%s: %zu elements differ from the default config's; first %s", p->name, bad, w);
+      *ok = 0;
+      return KT_OK;
+    }
+  }
+  return KT_OK;
+}
+
+static void candidate_list(tuner *t, const kt__call *base) {
+  const kt__spec *s = t->s;
+  int idx[64] = {0};
+  for (;;) {
+    candidate *cd = &t->cand[t->ncand];
+    cd->c = *base;
+    for (int i = 0; i < s->ncfields; i++) cd->cfg[i] = s->cfields[i].values[idx[i]];
+    int bad;
+    if (!kt__call_config(t->k, &cd->c, cd->cfg) && !kt__call_check(t->k, &cd->c, &bad) && bad < 0) {
+      kt__config_json(s, cd->cfg, cd->json, sizeof cd->json);
+      if (++t->ncand == MAX_CANDIDATES) return;
+    }
+    int i = s->ncfields - 1;
+    while (i >= 0 && ++idx[i] == s->cfields[i].n) idx[i--] = 0;
+    if (i < 0) return;
+  }
+}
+
+static int on_prior(void *user, const kt__trialrow *r) {
+  tuner *t = user;
+  for (int i = 0; i < t->ncand; i++) {
+    candidate *cd = &t->cand[i];
+    if (cd->status || strcmp(cd->json, r->config)) continue;
+    cd->prior = 1;
+    cd->status = !strcmp(r->status, "ok") ? "ok" : "prior";
+    cd->median = r->median_us;
+    cd->spread = r->spread_us;
+  }
+  return 0;
+}
+
+static void compile_one(void *user, int i) {
+  tuner *t = user;
+  candidate *cd = &t->cand[i];
+  if (cd->status) return;
+  void *fn;
+  cd->compiled = kt__variant_info(t->k, &cd->c, &fn, &cd->attrs);
+  if (cd->compiled) snprintf(cd->err, sizeof cd->err, "%s", kt__errmsg(t->rt->id));
+}
+
+static void store_trial(tuner *t, const candidate *cd) {
+  if (!t->rt->store || kt__store_readonly(t->rt->store) || cd->prior) return;
+  kt__trialrow tr = {t->s->name, t->k->spec_hash, t->rt->fingerprint, t->key, cd->json, cd->status,
+                     cd->median, cd->spread, cd->attrs.regs, cd->attrs.static_smem, cd->attrs.local_bytes,
+                     cd->detail};
+  char err[KT_ERRMAX];
+  if (kt__store_put_trial(t->rt->store, &tr, err, sizeof err))
+    kt__log(&t->rt->log, KT_LOG_WARN, "%s", err);
+}
+
+static void quarantine(tuner *t, const candidate *cd, const char *reason) {
+  char err[KT_ERRMAX];
+  if (t->rt->store && !kt__store_readonly(t->rt->store) &&
+      kt__store_quarantine(t->rt->store, t->s->name, t->k->spec_hash, t->rt->fingerprint, t->key, cd->json,
+                           reason, err, sizeof err))
+    kt__log(&t->rt->log, KT_LOG_WARN, "%s", err);
+}
+
+/* Resources after compilation: threads, shared memory, occupancy, spills. */
+static int fits(tuner *t, candidate *cd) {
+  const kt__spec *s = t->s;
+  int64_t threads = 1, b;
+  for (int i = 0; i < 3; i++)
+    if (!kt__expr_eval(&s->block[i], cd->c.slots, &b)) threads *= b;
+  int64_t smem = cd->c.slots[s->smem_slot];
+  if (threads > cd->attrs.max_threads) {
+    snprintf(cd->detail, sizeof cd->detail, "block of %lld threads, the kernel allows %d (%d registers)",
+             (long long)threads, cd->attrs.max_threads, cd->attrs.regs);
+    return 0;
+  }
+  if (smem + cd->attrs.static_smem > t->rt->dev.smem_per_block_optin) {
+    snprintf(cd->detail, sizeof cd->detail, "%lld bytes of shared memory, the device has %d", (long long)smem,
+             t->rt->dev.smem_per_block_optin);
+    return 0;
+  }
+  int blocks = 0;
+  void *fn;
+  char err[KT_ERRMAX];
+  if (!kt__variant_get(t->k, &cd->c, &fn) &&
+      !kt__dev_occupancy(fn, (int)threads, (size_t)smem, &blocks, err, sizeof err) && blocks == 0) {
+    snprintf(cd->detail, sizeof cd->detail, "no block fits on a multiprocessor");
+    return 0;
+  }
+  return 1;
+}
+
+/* Tune: fills best with the winner; returns KT_ERR_DEVICE_FAULT naming the
+** config that left the context unusable. */
+static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best, const int64_t *fallback) {
+  kt_runtime *rt = t->rt;
+  const kt__spec *s = t->s;
+  kt_status st;
+  /* Compile every candidate not already measured, in parallel. */
+  kt__parallel_for(t->ncand, kt__ncpus(), compile_one, t);
+  int spill_free = 0;
+  for (int i = 0; i < t->ncand; i++) {
+    candidate *cd = &t->cand[i];
+    if (cd->status) continue;
+    if (cd->compiled) {
+      cd->status = "compile_error";
+      snprintf(cd->detail, sizeof cd->detail, "%s", cd->err);
+    } else if (!fits(t, cd)) {
+      cd->status = "resources";
+    } else if (!cd->attrs.local_bytes) {
+      spill_free++;
+    }
+  }
+  for (int i = 0; i < t->ncand && spill_free; i++) {
+    candidate *cd = &t->cand[i];
+    if (cd->status || !cd->attrs.local_bytes) continue;
+    cd->status = "resources";
+    snprintf(cd->detail, sizeof cd->detail, "spills %d bytes per thread to local memory", cd->attrs.local_bytes);
+  }
+  if ((st = call_ranges(t->k, base, t->orig, t->r, &t->nr))) return st;
+  if ((st = scratch_make(t, caller))) return st;
+  /* The reference: the default config (or the fallback when a constraint
+  ** refuses the default for this call). */
+  kt__call ref = *base;
+  if ((st = kt__call_config(t->k, &ref, fallback))) return st;
+  char why[600];
+  int ok;
+  if ((st = run_once(t, &ref)) || (st = save_reference(t)))
+    return kt__err(rt->id, st, "%s %s: the default config failed on scratch: %s", s->name, t->key, t->err);
+  if ((st = guards_ok(t, &ok, why, sizeof why))) return dev(t, st);
+  if (!ok)
+    return kt__err(rt->id, KT_ERR_CONSTRAINT, "%s %s: the default config %s", s->name, t->key, why);
+  kt__benchopts quick = {10, 5.0, 200.0, NULL, restore, t};
+  for (int i = 0; i < t->ncand; i++) {
+    candidate *cd = &t->cand[i];
+    if (cd->status) continue;
+    /* Recorded before the trial and cleared after: a process that dies in
+    ** it leaves the culprit quarantined for the next one. */
+    char reason[160];
+    snprintf(reason, sizeof reason, "in progress in pid %d", (int)getpid());
+    quarantine(t, cd, reason);
+    st = run_once(t, &cd->c);
+    if (st == KT_ERR_DEVICE_FAULT) {
+      snprintf(reason, sizeof reason, "fault: %.140s", t->err);
+      quarantine(t, cd, reason);
+      cd->status = "fault";
+      snprintf(cd->detail, sizeof cd->detail, "%s", t->err);
+      store_trial(t, cd);
+      return kt__err(rt->id, KT_ERR_DEVICE_FAULT,
+                     "%s %s: config %s faulted (%s); it is quarantined for this key and the CUDA context is "
+                     "unusable: restart the process",
+                     s->name, t->key, cd->json, t->err);
+    }
+    if (st) {
+      cd->status = "resources";
+      snprintf(cd->detail, sizeof cd->detail, "launch: %s", t->err);
+    } else if ((st = guards_ok(t, &ok, why, sizeof why))) {
+      return dev(t, st);
+    } else if (!ok) {
+      cd->status = "oob_write";
+      snprintf(cd->detail, sizeof cd->detail, "%s", why);
+    } else if ((st = outputs_match(t, &ok, why, sizeof why))) {
+      return dev(t, st);
+    } else if (!ok) {
+      cd->status = "mismatch";
+      snprintf(cd->detail, sizeof cd->detail, "%s", why);
+    } else if ((st = kt__bench(t->k, &cd->c, t->args, &quick, &cd->median, &cd->spread))) {
+      cd->status = "resources";
+      snprintf(cd->detail, sizeof cd->detail, "timing: %s", kt__errmsg(rt->id));
+    } else {
+      cd->status = "ok";
+    }
+    quarantine(t, cd, NULL);
+  }
+  /* The best few are measured again, longer, before one is chosen. */
+  kt__benchopts careful = {30, 30.0, 500.0, NULL, restore, t};
+  for (int round = 0; round < REMEASURE; round++) {
+    int pick = -1;
+    for (int i = 0; i < t->ncand; i++) {
+      candidate *cd = &t->cand[i];
+      if (cd->status && !strcmp(cd->status, "ok") && !cd->prior && cd->spread >= 0 &&
+          (pick < 0 || cd->median < t->cand[pick].median))
+        pick = i;
+    }
+    if (pick < 0) break;
+    candidate *cd = &t->cand[pick];
+    double m, sp;
+    if (!kt__bench(t->k, &cd->c, t->args, &careful, &m, &sp)) {
+      cd->median = m;
+      cd->spread = sp;
+    }
+    cd->spread = -cd->spread - 1; /* mark re-measured */
+  }
+  int win = -1, tried = 0, rejected = 0;
+  for (int i = 0; i < t->ncand; i++) {
+    candidate *cd = &t->cand[i];
+    if (cd->spread < -0.5) cd->spread = -cd->spread - 1;
+    if (!cd->status || !strcmp(cd->status, "prior")) continue;
+    tried++;
+    if (strcmp(cd->status, "ok")) {
+      rejected++;
+    } else if (win < 0 || cd->median < t->cand[win].median) {
+      win = i;
+    }
+    store_trial(t, cd);
+  }
+  if (win < 0)
+    return kt__err(rt->id, KT_ERR_NO_CONFIG, "%s %s: every candidate was rejected", s->name, t->key);
+  memcpy(best, t->cand[win].cfg, (size_t)s->ncfields * sizeof *best);
+  double dflt = -1;
+  for (int i = 0; i < t->ncand; i++)
+    if (!memcmp(t->cand[i].cfg, fallback, (size_t)s->ncfields * sizeof *fallback) && t->cand[i].status &&
+        !strcmp(t->cand[i].status, "ok"))
+      dflt = t->cand[i].median;
+  kt__log(&rt->log, KT_LOG_INFO, "tuned %s %s: %s at %.2f us (default %.2f us), %d tried, %d rejected", s->name,
+          t->key, t->cand[win].json, t->cand[win].median, dflt, tried, rejected);
+  if (rt->store && !kt__store_readonly(rt->store)) {
+    char nv[16], drv[16], err[KT_ERRMAX];
+    snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
+    snprintf(drv, sizeof drv, "%d", rt->dev.driver_version);
+    kt__cfgrow row = {s->name, t->k->spec_hash, rt->fingerprint, t->key, t->cand[win].json, t->cand[win].median,
+                      tried, rejected, nv, drv, 0, 0};
+    if (kt__store_put_config(rt->store, &row, NULL, err, sizeof err)) kt__log(&rt->log, KT_LOG_WARN, "%s", err);
+  }
+  return KT_OK;
+}
+
+static kt_status insert(kt_kernel *k, const int64_t *key, uint64_t h, const int64_t *cfg,
+                        const kt__tuned **out) {
+  kt__tuned *e = kt__calloc(1, sizeof *e);
+  if (!e) return kt__err(k->rt->id, KT_ERR_NOMEM, "%s: out of memory", k->spec->name);
+  e->hash = h;
+  e->nkey = k->keydef.n;
+  memcpy(e->key, key, (size_t)e->nkey * sizeof *key);
+  memcpy(e->cfg, cfg, (size_t)k->spec->ncfields * sizeof *cfg);
+  if (kt__lfmap_insert(&k->tuned, e)) {
+    kt__free(e);
+    return kt__err(k->rt->id, KT_ERR_NOMEM, "%s: out of memory", k->spec->name);
+  }
+  *out = e;
+  return KT_OK;
+}
+
+kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream,
+                        const kt_arg *args, const kt__tuned **out, int64_t *cfg) {
+  kt_runtime *rt = k->rt;
+  const kt__spec *s = k->spec;
+  *out = NULL;
+  int64_t fallback[64];
+  kt_status st = kt__call_fallback(k, c, fallback);
+  if (st) return st;
+  pthread_mutex_lock(&k->tune_lock);
+  /* Single flight: whoever tuned this key while we waited left it here. */
+  if ((*out = kt__tuned_find(k, key, h))) {
+    pthread_mutex_unlock(&k->tune_lock);
+    return KT_OK;
+  }
+  tuner *t = kt__calloc(1, sizeof *t);
+  if (!t) {
+    pthread_mutex_unlock(&k->tune_lock);
+    return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
+  }
+  t->k = k;
+  t->rt = rt;
+  t->s = s;
+  t->orig = args;
+  kt__key_json(&k->keydef, key, t->key, sizeof t->key);
+  int capturing = 0;
+  char err[KT_ERRMAX];
+  if (rt->have_device && kt__dev_is_capturing(stream, &capturing, err, sizeof err)) capturing = 0;
+  int64_t stored[64];
+  int have_stored = 0;
+  if (rt->store) {
+    char json[512];
+    st = kt__store_get_config(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, json, sizeof json, NULL,
+                              err, sizeof err);
+    if (!st) {
+      have_stored = !kt__config_from_json(s, json, stored);
+      if (!have_stored)
+        kt__log(&rt->log, KT_LOG_WARN, "%s %s: cached config %s is not in the spec's space; ignored", s->name,
+                t->key, json);
+    } else if (st != KT_ERR_NOT_FOUND) {
+      kt__log(&rt->log, KT_LOG_WARN, "%s", err);
+    }
+    st = KT_OK;
+  }
+  int may_tune = rt->mode == KT_MODE_TUNE && !capturing && rt->have_device;
+  int new_candidates = 0;
+  if (may_tune && (t->cand = kt__calloc(MAX_CANDIDATES, sizeof *t->cand))) {
+    candidate_list(t, c);
+    if (rt->store) {
+      kt__store_trials(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, on_prior, t, err, sizeof err);
+      for (int i = 0; i < t->ncand; i++) {
+        int q = 0;
+        char why[200];
+        if (!t->cand[i].status &&
+            !kt__store_is_quarantined(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, t->cand[i].json, &q,
+                                      why, sizeof why, err, sizeof err) &&
+            q) {
+          t->cand[i].status = "prior";
+          t->cand[i].prior = 1;
+          kt__log(&rt->log, KT_LOG_INFO, "%s %s: skipping quarantined config %s (%s)", s->name, t->key,
+                  t->cand[i].json, why);
+        }
+      }
+    }
+    for (int i = 0; i < t->ncand; i++) new_candidates += !t->cand[i].status;
+  } else if (may_tune) {
+    st = kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
+  }
+  if (!st && have_stored && !new_candidates) {
+    st = insert(k, key, h, stored, out);
+  } else if (!st && !may_tune) {
+    memcpy(cfg, have_stored ? stored : fallback, (size_t)s->ncfields * sizeof *cfg);
+    if (capturing) {
+      /* Never tune inside a capture: the graph would record the trials. */
+      if (!atomic_exchange(&k->logged_capture, 1))
+        kt__log(&rt->log, KT_LOG_WARN,
+                "%s %s: stream is capturing; %s config used without tuning (tune before capture to avoid this)",
+                s->name, t->key, have_stored ? "the cached" : "the default");
+    } else {
+      if (!have_stored && rt->mode == KT_MODE_CACHE_ONLY && !atomic_exchange(&k->logged_cache_only, 1))
+        kt__log(&rt->log, KT_LOG_INFO, "%s %s: not in the cache; cache-only mode uses the default config", s->name,
+                t->key);
+      st = insert(k, key, h, cfg, out);
+    }
+  } else if (!st) {
+    int64_t best[64];
+    st = tune(t, c, stream, best, fallback);
+    if (!st && have_stored) {
+      /* New candidates were measured; the stored winner stands unless beaten. */
+      double stored_us = -1;
+      char sj[256];
+      kt__config_json(s, stored, sj, sizeof sj);
+      for (int i = 0; i < t->ncand; i++)
+        if (!strcmp(t->cand[i].json, sj) && t->cand[i].status && !strcmp(t->cand[i].status, "ok"))
+          stored_us = t->cand[i].median;
+      for (int i = 0; i < t->ncand && stored_us >= 0; i++)
+        if (!memcmp(t->cand[i].cfg, best, (size_t)s->ncfields * sizeof *best) && t->cand[i].median > stored_us)
+          memcpy(best, stored, (size_t)s->ncfields * sizeof *best);
+    }
+    if (!st) st = insert(k, key, h, best, out);
+  }
+  if (t->ng || t->stream) scratch_free(t);
+  kt__free(t->cand);
+  kt__free(t);
+  pthread_mutex_unlock(&k->tune_lock);
+  return st;
+}
+
+int kt__test_tuned_count(const kt_kernel *k);
+int kt__test_tuned_count(const kt_kernel *k) { return (int)k->tuned.count; }

@@ -1,0 +1,265 @@
+/* The tuner on the GPU: in-place calls, broken and faulting configs, stream
+** capture. Each test uses a cache file of its own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "gpu_util.h"
+#include "harness.h"
+
+const char *g_self;  /* this binary, for child processes */
+
+typedef struct logbuf {
+  char text[65536];
+  int tunings;
+} logbuf;
+
+static void capture_log(void *user, kt_log_level level, const char *msg) {
+  logbuf *l = user;
+  (void)level;
+  if (!strncmp(msg, "tuned ", 6)) l->tunings++;
+  size_t n = strlen(l->text);
+  snprintf(l->text + n, sizeof l->text - n, "%s\n", msg);
+}
+
+static kt_runtime *open_with(const char *cache, logbuf *l) {
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache;
+  o.log = capture_log;
+  o.log_user = l;
+  o.log_level = KT_LOG_INFO;
+  kt_runtime *rt = NULL;
+  kt_status st = kt_runtime_open(&rt, &o);
+  if (st == KT_OK) return rt;
+  char why[2300];
+  snprintf(why, sizeof why, "no GPU: %s", kt_errmsg(rt));
+  kt_runtime_close(rt);
+  if (st == KT_ERR_NO_DRIVER || st == KT_ERR_NO_DEVICE) t_skip(why);
+  else t_fail(__FILE__, __LINE__, "%s", why);
+  return NULL;
+}
+
+static const char *fresh_cache(void) {
+  static char path[8][700];
+  static int next;
+  char *p = path[next++ % 8];
+  snprintf(p, sizeof path[0], "%s/ktune.db", t_tmpdir());
+  return p;
+}
+
+typedef struct status_count {
+  int ok, mismatch, oob, fault, other, rows;
+} status_count;
+
+static int on_trial(void *user, const kt_trial_row *t) {
+  status_count *c = user;
+  if (!strcmp(t->status, "ok")) c->ok++;
+  else if (!strcmp(t->status, "mismatch")) c->mismatch++;
+  else if (!strcmp(t->status, "oob_write")) c->oob++;
+  else if (!strcmp(t->status, "fault")) c->fault++;
+  else c->other++;
+  return 0;
+}
+
+typedef struct lister {
+  kt_runtime *rt;
+  status_count c;
+} lister;
+
+static int on_row(void *user, const kt_cache_row *r) {
+  lister *l = user;
+  l->c.rows++;
+  kt_cache_trials(l->rt, r, on_trial, &l->c);
+  return 0;
+}
+
+/* An in-place call (output is input): after tuning, the caller's buffer
+** holds exactly one application of the kernel. (The upstream bug: an
+** autotuner ran every candidate on the caller's buffer; x + 1 came back as
+** x + 4187.) */
+static void in_place_call_applies_once(void) {
+  static logbuf lb;
+  memset(&lb, 0, sizeof lb);
+  kt_runtime *rt = open_with(fresh_cache(), &lb);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one.json", &k), KT_OK);
+  const long long n = (1 << 20) + 3;
+  float *h = malloc((size_t)n * 4);
+  ASSERT_TRUE(h);
+  for (long long i = 0; i < n; i++) h[i] = (float)(i % 1000) * 0.5f - 7.0f;
+  uint64_t x;
+  ASSERT_STATUS(kt_device_alloc(rt, (size_t)n * 4, &x), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, x, h, (size_t)n * 4), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i64(n)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, h, x, (size_t)n * 4), KT_OK);
+  long bad = 0;
+  for (long long i = 0; i < n; i++)
+    if (h[i] != (float)(i % 1000) * 0.5f - 7.0f + 1.0f) bad++;
+  free(h);
+  kt_device_free(rt, x);
+  ASSERT_EQ(bad, 0);
+  ASSERT_EQ(lb.tunings, 1);
+  lister l = {rt, {0}};
+  ASSERT_STATUS(kt_cache_list(rt, "add_one", on_row, &l), KT_OK);
+  ASSERT_EQ(l.c.rows, 1);
+  ASSERT_EQ(l.c.ok, 12);
+  kt_runtime_close(rt);
+}
+
+/* Configs that overlap writes between programs, leave rows undone, or write
+** past the output are rejected with the reason; a correct one wins. 450
+** rows: fewer rows per program than the largest tile. */
+static void broken_configs_are_rejected(void) {
+  static logbuf lb;
+  memset(&lb, 0, sizeof lb);
+  kt_runtime *rt = open_with(fresh_cache(), &lb);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/broken.json", &k), KT_OK);
+  const int rows = 450, D = 256;
+  size_t n = (size_t)rows * D;
+  float *hy = malloc(n * 4), *hx = malloc(n * 4), *want = malloc(n * 4);
+  ASSERT_TRUE(hy && hx && want);
+  uint64_t seed = 3;
+  for (size_t i = 0; i < n; i++) {
+    hy[i] = (float)g_uniform(&seed, -1, 1);
+    hx[i] = (float)g_uniform(&seed, -1, 1);
+    want[i] = hy[i] + hx[i];
+  }
+  uint64_t y, x;
+  ASSERT_STATUS(kt_device_alloc(rt, n * 4 + 64, &y), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, n * 4, &x), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, y, hy, n * 4), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, x, hx, n * 4), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(y, KT_F32), kt_arg_ptr(x, KT_F32), kt_arg_i32(rows), kt_arg_i32(D)};
+  char cfg[128];
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 4, cfg, sizeof cfg), KT_OK);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 4), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, hy, y, n * 4), KT_OK);
+  long bad = 0;
+  for (size_t i = 0; i < n; i++) bad += hy[i] != want[i];
+  free(hy);
+  free(hx);
+  free(want);
+  kt_device_free(rt, x);
+  kt_device_free(rt, y);
+  printf("    chosen: %s\n", cfg);
+  ASSERT_EQ(bad, 0);
+  ASSERT_TRUE(strstr(cfg, "PAST=0") != NULL);
+  ASSERT_TRUE(strstr(cfg, "BT=1") == NULL);
+  ASSERT_TRUE(!strstr(cfg, "BT=4") || strstr(cfg, "MASKED=1"));
+  lister l = {rt, {0}};
+  ASSERT_STATUS(kt_cache_list(rt, "broken_rows", on_row, &l), KT_OK);
+  printf("    trials: %d ok, %d mismatch, %d oob_write, %d other\n", l.c.ok, l.c.mismatch, l.c.oob, l.c.other);
+  ASSERT_EQ(l.c.ok, 3);       /* BT=2 (masked or not), BT=4 masked; PAST=0 */
+  ASSERT_EQ(l.c.mismatch, 3); /* BT=1 twice, BT=4 unmasked */
+  ASSERT_EQ(l.c.oob, 6);      /* every PAST=1 */
+  kt_runtime_close(rt);
+}
+
+/* Run as a child: tune fault_maybe once and print the outcome. */
+int fault_child(const char *cache) {
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt;
+  kt_kernel *k;
+  uint64_t y;
+  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, "tests/specs/fault.json", &k) ||
+      kt_device_alloc(rt, 4000, &y)) {
+    printf("setup: %s\n", kt_errmsg(rt));
+    return 1;
+  }
+  kt_arg a[] = {kt_arg_ptr(y, KT_F32), kt_arg_i32(1000)};
+  kt_status st = kt_launch(k, NULL, a, 2);
+  if (!st) st = kt_stream_sync(rt, NULL);
+  float h[1000];
+  int bad = 0;
+  if (!st && !kt_device_download(rt, h, y, sizeof h))
+    for (int i = 0; i < 1000; i++) bad += h[i] != 2.0f * i;
+  printf("status=%s bad=%d msg=%s\n", kt_status_name(st), bad, st ? kt_errmsg(rt) : "");
+  return 0;
+}
+
+/* A config with an illegal address: the process that meets it reports
+** KT_ERR_DEVICE_FAULT naming it; the next process skips it and tunes. */
+static void faulting_config_is_quarantined(void) {
+  static logbuf lb;
+  kt_runtime *probe = open_with(fresh_cache(), &lb);
+  if (!probe) return;
+  kt_runtime_close(probe);
+  const char *cache = fresh_cache();
+  char out[8192];
+  ASSERT_EQ(t_sh(out, sizeof out, "%s --fault-child %s", g_self, cache), 0);
+  printf("    first process: %s", out);
+  ASSERT_CONTAINS(out, "status=KT_ERR_DEVICE_FAULT");
+  ASSERT_CONTAINS(out, "config {\"FAULT\":1} faulted");
+  ASSERT_CONTAINS(out, "it is quarantined for this key");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s --fault-child %s", g_self, cache), 0);
+  printf("    second process: %s", out);
+  ASSERT_STR_EQ(out, "status=KT_OK bad=0 msg=\n");
+  memset(&lb, 0, sizeof lb);
+  kt_runtime *rt = open_with(cache, &lb);
+  ASSERT_TRUE(rt);
+  long c[4];
+  ASSERT_STATUS(kt_cache_counts(rt, c), KT_OK);
+  ASSERT_EQ(c[0], 1); /* one configs row */
+  ASSERT_EQ(c[3], 1); /* one quarantined config */
+  kt_runtime_close(rt);
+}
+
+/* Inside a capture a miss never tunes (the graph would record the trials);
+** the default config is captured and replays correctly. */
+static void no_tuning_while_capturing(void) {
+  static logbuf lb;
+  memset(&lb, 0, sizeof lb);
+  kt_runtime *rt = open_with(fresh_cache(), &lb);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one.json", &k), KT_OK);
+  const long long n = 5000;
+  float h[5000];
+  for (int i = 0; i < n; i++) h[i] = (float)i;
+  uint64_t x;
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof h, &x), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, x, h, sizeof h), KT_OK);
+  kt_stream s;
+  char err[1024];
+  ASSERT_STATUS(kt__dev_stream_create(&s, err, sizeof err), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i64(n)};
+  ASSERT_STATUS(kt__dev_capture_begin(s, err, sizeof err), KT_OK);
+  kt_status st = kt_launch(k, s, a, 2);
+  kt_status rs = kt__dev_capture_end_and_run(s, 3, err, sizeof err);
+  ASSERT_STATUS(st, KT_OK);
+  if (rs) t_fail(__FILE__, __LINE__, "%s", err);
+  ASSERT_STATUS(rs, KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, h, x, sizeof h), KT_OK);
+  for (int i = 0; i < n; i++) ASSERT_TRUE(h[i] == (float)i + 3.0f);
+  ASSERT_EQ(lb.tunings, 0);
+  ASSERT_CONTAINS(lb.text, "stream is capturing; the default config used without tuning");
+  long c[4];
+  ASSERT_STATUS(kt_cache_counts(rt, c), KT_OK);
+  ASSERT_EQ(c[0], 0);
+  /* Outside the capture the same key tunes. */
+  ASSERT_STATUS(kt_launch(k, s, a, 2), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, s), KT_OK);
+  ASSERT_EQ(lb.tunings, 1);
+  kt__dev_stream_destroy(s);
+  kt_device_free(rt, x);
+  kt_runtime_close(rt);
+}
+
+const kt_test gpu_tune_tests[] = {
+    {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
+    {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
+    {"gpu tune: a faulting config is quarantined across processes", faulting_config_is_quarantined},
+    {"gpu tune: no tuning while the stream is capturing", no_tuning_while_capturing},
+    {NULL, NULL},
+};

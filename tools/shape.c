@@ -1,0 +1,95 @@
+#include "shape.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct item {
+  char name[64], value[64];
+  int used;
+} item;
+
+static int parse(const char *shape, item *it, int max, char *err, size_t errlen) {
+  int n = 0;
+  const char *p = shape;
+  while (*p) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    const char *eq = memchr(p, '=', len), *at = memchr(p, '@', len);
+    const char *sep = eq ? eq : at;
+    if (!sep || sep == p || n == max || (size_t)(sep - p) >= sizeof it->name || len - (size_t)(sep - p) > sizeof it->value) {
+      snprintf(err, errlen, "shape \"%s\": expected NAME=VALUE or NAME@BYTES items separated by commas", shape);
+      return -1;
+    }
+    snprintf(it[n].name, sizeof it[n].name, "%.*s", (int)(sep - p), p);
+    snprintf(it[n].value, sizeof it[n].value, "%s%.*s", sep == at ? "@" : "", (int)(len - (size_t)(sep - p) - 1), sep + 1);
+    it[n].used = 0;
+    n++;
+    p += len;
+    if (*p == ',') p++;
+  }
+  return n;
+}
+
+static item *find(item *it, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(it[i].name, name)) {
+      it[i].used = 1;
+      return &it[i];
+    }
+  return NULL;
+}
+
+int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t errlen) {
+  item it[64];
+  int n = parse(shape, it, 64, err, errlen);
+  if (n < 0) return -1;
+  for (int i = 0; i < kt_kernel_nparams(k); i++) {
+    kt_param_info p;
+    kt_kernel_param(k, i, &p);
+    item *v = find(it, n, p.name);
+    if (p.kind == KT_ARG_PTR) {
+      kt_dtype dt;
+      if (kt_dtype_parse(p.dtype, &dt)) {
+        item *tv = find(it, n, p.dtype);
+        if (!tv) tv = find(it, n, "dtype");
+        if (!tv || kt_dtype_parse(tv->value, &dt)) {
+          snprintf(err, errlen, "shape \"%s\": give the dtype of %s as %s=bf16 (or dtype=...)", shape, p.name, p.dtype);
+          return -1;
+        }
+      }
+      uint64_t addr = 0x7f0000000000ULL + (uint64_t)i * 0x10000000ULL;
+      if (v && !strcmp(v->value, "null")) addr = 0;
+      else if (v && v->value[0] == '@') addr += strtoull(v->value + 1, NULL, 10);
+      else if (v) {
+        snprintf(err, errlen, "shape \"%s\": pointer %s takes =null or @BYTES", shape, p.name);
+        return -1;
+      }
+      args[i] = kt_arg_ptr(addr, dt);
+      continue;
+    }
+    if (!v && strcmp(p.key, "ignore")) {
+      snprintf(err, errlen, "shape \"%s\": %s is in the tuning key; give its value", shape, p.name);
+      return -1;
+    }
+    const char *val = v ? v->value : (p.kind == KT_ARG_F32 ? "0" : "1");
+    char *end;
+    if (p.kind == KT_ARG_F32) {
+      args[i] = kt_arg_f32(strtof(val, &end));
+    } else {
+      long long x = strtoll(val, &end, 10);
+      args[i] = p.kind == KT_ARG_I32 ? kt_arg_i32((int32_t)x) : kt_arg_i64(x);
+    }
+    if (end == val || *end) {
+      snprintf(err, errlen, "shape \"%s\": %s=%s is not a number", shape, p.name, val);
+      return -1;
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (!it[i].used && strcmp(it[i].name, "dtype")) {
+      snprintf(err, errlen, "shape \"%s\": %s is not a param or type variable of %s", shape, it[i].name,
+               kt_kernel_name(k));
+      return -1;
+    }
+  return 0;
+}

@@ -1,0 +1,14 @@
+/* A call described in words, "N=24000,D=256,T=bf16,res=null,x@2", turned
+** into launch args for a spec. Pointers are taken as non-null and 16-byte
+** aligned unless the shape says NAME=null or NAME@BYTES (an address offset
+** by BYTES). A type variable takes its dtype from NAME=dtype or dtype=...;
+** scalars the key ignores default to 1 (f32: 0). */
+#ifndef KT_SHAPE_H
+#define KT_SHAPE_H
+
+#include "ktune.h"
+
+/* Fills args (nparams of them); returns 0, or -1 with the reason in err. */
+int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t errlen);
+
+#endif
