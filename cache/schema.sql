@@ -1,4 +1,4 @@
--- ktune config cache, schema version 2. This file is compiled into the
+-- ktune config cache, schema version 3. This file is compiled into the
 -- library; a running ktune never reads it from disk. Table and column names
 -- are fixed: people and scripts rely on them (docs/cache.md).
 
@@ -73,6 +73,20 @@ CREATE TABLE IF NOT EXISTS quarantine (
   since     INTEGER NOT NULL,
   pid       INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (kernel, spec_hash, device, key, config)
+) WITHOUT ROWID;
+
+-- Who is tuning a key right now, so that two processes do not tune the
+-- same key at the same moment. A lease past expires_at, or held by a
+-- process of this host that no longer exists, is taken over.
+CREATE TABLE IF NOT EXISTS leases (
+  kernel     TEXT NOT NULL,
+  spec_hash  TEXT NOT NULL,
+  device     TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  host       TEXT NOT NULL,
+  pid        INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (kernel, spec_hash, device, key)
 ) WITHOUT ROWID;
 
 CREATE VIEW IF NOT EXISTS v_configs AS

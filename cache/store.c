@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +168,8 @@ static const char *const sql[ST_COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
 };
 
-/* Version 1 lacked candidate counts, spill bytes, binaries' spec hash, the
+/* Schema 2 lacked the leases table, which schema.sql creates. Version 1
+** lacked candidate counts, spill bytes, binaries' spec hash, the
 ** quarantine table and the views; the statements of schema.sql create what
 ** is missing once the columns exist. */
 static const char migrate_1_to_2[] =
@@ -203,8 +205,9 @@ static kt_status ensure_schema(kt_store *s, char *err, size_t errlen) {
   if (!rc && v == 1) {
     what = "migrating schema 1 to 2";
     rc = sqlite3_exec(s->db, migrate_1_to_2, NULL, NULL, NULL);
-    if (!rc) kt__log(&s->log, KT_LOG_INFO, "%s: migrated the cache from schema 1 to 2", s->path);
   }
+  if (!rc && v >= 1 && v < KT_SCHEMA_VERSION)
+    kt__log(&s->log, KT_LOG_INFO, "%s: migrating the cache from schema %d to %d", s->path, v, KT_SCHEMA_VERSION);
   if (!rc && v < KT_SCHEMA_VERSION) {
     what = "creating the schema";
     rc = sqlite3_exec(s->db, kt__schema_sql, NULL, NULL, NULL);
@@ -619,4 +622,109 @@ char *kt__store_binary_lowered(kt_store *s, const char *hash) {
   }
   pthread_mutex_unlock(&s->lock);
   return out;
+}
+
+kt_status kt__store_quarantined(kt_store *s, const char *kernel, const char *spec_hash,
+                               const char *device, const char *key,
+                               void (*fn)(void *user, const char *config, const char *reason),
+                               void *user, char *err, size_t errlen) {
+  pthread_mutex_lock(&s->lock);
+  sqlite3_stmt *q;
+  kt_status st = KT_OK;
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT config, reason FROM quarantine WHERE kernel=?1 AND spec_hash=?2 AND device=?3"
+                         " AND key=?4",
+                         -1, &q, NULL)) {
+    st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
+  } else {
+    bind_key(q, kernel, spec_hash, device, key);
+    int rc;
+    while ((rc = kt__db_step(q)) == SQLITE_ROW)
+      fn(user, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1));
+    if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
+    sqlite3_finalize(q);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+kt_status kt__store_lease(kt_store *s, const char *kernel, const char *spec_hash, const char *device,
+                          const char *key, const char *host, long pid, int ttl_s, int *taken, long *holder,
+                          char *err, size_t errlen) {
+  *taken = 0;
+  *holder = 0;
+  if (s->readonly) {
+    *taken = 1; /* nothing to coordinate through */
+    return KT_OK;
+  }
+  pthread_mutex_lock(&s->lock);
+  kt_status st = kt__db_begin(s, err, errlen);
+  sqlite3_stmt *q = NULL;
+  if (!st && sqlite3_prepare_v2(s->db,
+                                "SELECT host, pid, expires_at FROM leases WHERE kernel=?1 AND spec_hash=?2 AND"
+                                " device=?3 AND key=?4",
+                                -1, &q, NULL))
+    st = kt__db_err(s, s->db, "reading leases", err, errlen);
+  int free_ = 1;
+  if (!st) {
+    bind_key(q, kernel, spec_hash, device, key);
+    int rc = kt__db_step(q);
+    if (rc == SQLITE_ROW) {
+      const char *h = (const char *)sqlite3_column_text(q, 0);
+      long p = (long)sqlite3_column_int64(q, 1);
+      int64_t exp = sqlite3_column_int64(q, 2);
+      int same_host = h && !strcmp(h, host);
+      int gone = same_host && p != pid && kill((pid_t)p, 0) && errno == ESRCH;
+      int mine = same_host && p == pid;
+      free_ = mine || gone || exp < kt__db_now();
+      if (!free_) *holder = p;
+    } else if (rc != SQLITE_DONE) {
+      st = kt__db_err(s, s->db, "reading leases", err, errlen);
+    }
+  }
+  sqlite3_finalize(q);
+  q = NULL;
+  if (!st && free_) {
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO leases (kernel, spec_hash, device, key, host, pid, expires_at)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                           -1, &q, NULL)) {
+      st = kt__db_err(s, s->db, "writing leases", err, errlen);
+    } else {
+      bind_key(q, kernel, spec_hash, device, key);
+      kt__db_bind_text(q, 5, host);
+      sqlite3_bind_int64(q, 6, pid);
+      sqlite3_bind_int64(q, 7, kt__db_now() + ttl_s);
+      if (kt__db_step(q) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing leases", err, errlen);
+      else *taken = 1;
+    }
+    sqlite3_finalize(q);
+  }
+  st = kt__db_end(s, st, err, errlen);
+  pthread_mutex_unlock(&s->lock);
+  if (st) *taken = 0;
+  return st;
+}
+
+kt_status kt__store_lease_release(kt_store *s, const char *kernel, const char *spec_hash,
+                                  const char *device, const char *key, const char *host, long pid,
+                                  char *err, size_t errlen) {
+  if (s->readonly) return KT_OK;
+  pthread_mutex_lock(&s->lock);
+  sqlite3_stmt *q;
+  kt_status st = KT_OK;
+  if (sqlite3_prepare_v2(s->db,
+                         "DELETE FROM leases WHERE kernel=?1 AND spec_hash=?2 AND device=?3 AND key=?4 AND host=?5"
+                         " AND pid=?6",
+                         -1, &q, NULL)) {
+    st = kt__db_err(s, s->db, "writing leases", err, errlen);
+  } else {
+    bind_key(q, kernel, spec_hash, device, key);
+    kt__db_bind_text(q, 5, host);
+    sqlite3_bind_int64(q, 6, pid);
+    if (kt__db_step(q) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing leases", err, errlen);
+    sqlite3_finalize(q);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
 }

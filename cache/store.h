@@ -13,7 +13,7 @@
 #include "error.h"
 #include "ktune.h"
 
-#define KT_SCHEMA_VERSION 2
+#define KT_SCHEMA_VERSION 3
 
 typedef struct kt_store kt_store;
 
@@ -89,6 +89,23 @@ kt_status kt__store_is_quarantined(kt_store *s, const char *kernel, const char *
                                    const char *device, const char *key, const char *config,
                                    int *yes, char *reason, size_t reasonlen, char *err,
                                    size_t errlen);
+
+/* Call fn for each quarantined config of a key (one query). */
+kt_status kt__store_quarantined(kt_store *s, const char *kernel, const char *spec_hash,
+                               const char *device, const char *key,
+                               void (*fn)(void *user, const char *config, const char *reason),
+                               void *user, char *err, size_t errlen);
+
+/* Take the tuning lease of a key for (host, pid) until now + ttl_s. *taken
+** is 0 when another live holder has it (its pid in *holder). A lease that
+** expired, or whose holder is a process of this host that is gone, is
+** taken over. */
+kt_status kt__store_lease(kt_store *s, const char *kernel, const char *spec_hash, const char *device,
+                          const char *key, const char *host, long pid, int ttl_s, int *taken, long *holder,
+                          char *err, size_t errlen);
+kt_status kt__store_lease_release(kt_store *s, const char *kernel, const char *spec_hash,
+                                  const char *device, const char *key, const char *host, long pid,
+                                  char *err, size_t errlen);
 
 /* transfer.c */
 kt_status kt__store_list(kt_store *s, const char *kernel,

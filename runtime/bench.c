@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "runtime.h"
@@ -14,64 +15,83 @@ static int cmp_f(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-typedef struct timer {
+struct kt__timer {
   kt_stream s;
   void *ev[2];
   kt__dptr flush;
   size_t flush_bytes;
-} timer;
+  float *ms;
+};
 
-static void timer_free(timer *t) {
+double kt__now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void kt__timer_free(kt__timer *t) {
+  if (!t) return;
   kt__dev_event_destroy(t->ev[0]);
   kt__dev_event_destroy(t->ev[1]);
   kt__dev_stream_destroy(t->s);
   kt__dev_free(t->flush);
+  kt__free(t->ms);
+  kt__free(t);
 }
 
-/* Each repetition starts with L2 flushed, by writing a buffer of twice its
-** size, so that a kernel is not timed on inputs the last repetition left
-** in cache. */
+kt_status kt__timer_new(kt_kernel *k, kt__timer **out) {
+  kt_runtime *rt = k->rt;
+  char err[KT_ERRMAX];
+  kt__timer *t = kt__calloc(1, sizeof *t);
+  if (!t || !(t->ms = kt__malloc(MAX_REPS * sizeof *t->ms))) {
+    kt__free(t);
+    return kt__err(rt->id, KT_ERR_NOMEM, "%s: timing: out of memory", k->spec->name);
+  }
+  /* Each repetition starts with L2 flushed, by writing a buffer of twice
+  ** its size, so that a kernel is not timed on inputs the last repetition
+  ** left in cache. */
+  t->flush_bytes = (size_t)rt->dev.l2_bytes * 2;
+  kt_status st = kt__dev_use(rt->ctx, err, sizeof err);
+  if (!st) st = kt__dev_stream_create(&t->s, err, sizeof err);
+  if (!st) st = kt__dev_event_create(&t->ev[0], err, sizeof err);
+  if (!st) st = kt__dev_event_create(&t->ev[1], err, sizeof err);
+  if (!st && t->flush_bytes) st = kt__dev_malloc(&t->flush, t->flush_bytes, err, sizeof err);
+  if (st) {
+    kt__timer_free(t);
+    return kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
+  }
+  *out = t;
+  return KT_OK;
+}
+
 kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const kt__benchopts *o,
                     double *median_us, double *spread_us) {
   kt_runtime *rt = k->rt;
   char err[KT_ERRMAX];
-  timer t;
-  memset(&t, 0, sizeof t);
-  float *ms = NULL;
-  kt_status st = kt__dev_use(rt->ctx, err, sizeof err);
-  t.flush_bytes = (size_t)rt->dev.l2_bytes * 2;
-  if (!st) st = kt__dev_stream_create(&t.s, err, sizeof err);
-  if (!st) st = kt__dev_event_create(&t.ev[0], err, sizeof err);
-  if (!st) st = kt__dev_event_create(&t.ev[1], err, sizeof err);
-  if (!st && t.flush_bytes) st = kt__dev_malloc(&t.flush, t.flush_bytes, err, sizeof err);
-  if (!st && !(ms = kt__malloc(MAX_REPS * sizeof *ms))) {
-    snprintf(err, sizeof err, "out of memory");
-    st = KT_ERR_NOMEM;
-  }
-  if (st) {
-    timer_free(&t);
-    kt__free(ms);
-    return kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
-  }
-  if (!st && o->after) {
-    st = kt__dev_event_record(t.ev[0], o->after, err, sizeof err);
-    if (!st) st = kt__dev_wait_event(t.s, t.ev[0], err, sizeof err);
+  kt__timer *t = o->timer;
+  kt_status st = t ? KT_OK : kt__timer_new(k, &t);
+  if (st) return st;
+  float *ms = t->ms;
+  if (o->after) {
+    st = kt__dev_event_record(t->ev[0], o->after, err, sizeof err);
+    if (!st) st = kt__dev_wait_event(t->s, t->ev[0], err, sizeof err);
     if (st) kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
   }
   for (int i = 0; i < WARMUP && !st; i++) {
-    if (o->prep) st = o->prep(o->user, t.s);
-    if (!st) st = kt__call_launch(k, c, t.s, args);
+    if (o->prep) st = o->prep(o->user, t->s);
+    if (!st) st = kt__call_launch(k, c, t->s, args);
   }
   int n = 0;
-  double total = 0;
-  while (!st && n < MAX_REPS && (n < o->min_reps || total < o->min_ms) && total < o->max_ms) {
-    if (o->prep && (st = o->prep(o->user, t.s))) break;
-    if (t.flush) st = kt__dev_memset8_async(t.flush, (uint8_t)n, t.flush_bytes, t.s, err, sizeof err);
-    if (!st) st = kt__dev_event_record(t.ev[0], t.s, err, sizeof err);
-    if (!st && (st = kt__call_launch(k, c, t.s, args))) break;
-    if (!st) st = kt__dev_event_record(t.ev[1], t.s, err, sizeof err);
-    if (!st) st = kt__dev_event_sync(t.ev[1], err, sizeof err);
-    if (!st) st = kt__dev_elapsed(&ms[n], t.ev[0], t.ev[1], err, sizeof err);
+  double total = 0, wall0 = kt__now_ms();
+  while (!st && n < MAX_REPS && (n < o->min_reps || (total < o->min_ms && kt__now_ms() - wall0 < o->max_wall_ms)) &&
+         total < o->max_ms) {
+    if (o->prep && (st = o->prep(o->user, t->s))) break;
+    if (t->flush) st = kt__dev_memset8_async(t->flush, (uint8_t)n, t->flush_bytes, t->s, err, sizeof err);
+    if (!st) st = kt__dev_event_record(t->ev[0], t->s, err, sizeof err);
+    if (!st && (st = kt__call_launch(k, c, t->s, args))) break;
+    if (!st) st = kt__dev_event_record(t->ev[1], t->s, err, sizeof err);
+    if (!st) st = kt__dev_event_sync(t->ev[1], err, sizeof err);
+    if (!st) st = kt__dev_elapsed(&ms[n], t->ev[0], t->ev[1], err, sizeof err);
     if (!st) total += ms[n++];
     else kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
   }
@@ -80,9 +100,8 @@ kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const k
     *median_us = (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) * 1e3;
     *spread_us = (ms[n - 1] - ms[0]) * 1e3;
   }
-  if (!st) st = kt__dev_sync(t.s, err, sizeof err) ? kt__err(rt->id, KT_ERR_CUDA, "%s", err) : KT_OK;
-  timer_free(&t);
-  kt__free(ms);
+  if (!st && kt__dev_sync(t->s, err, sizeof err)) st = kt__err(rt->id, KT_ERR_CUDA, "%s", err);
+  if (!o->timer) kt__timer_free(t);
   return st;
 }
 
@@ -96,7 +115,7 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
   if (!st && !k->rt->have_device)
     st = kt__err(k->rt->id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device",
                  k->spec->name);
-  kt__benchopts o = {20, 100.0, 2000.0, NULL, NULL, NULL};
+  kt__benchopts o = {20, 100.0, 2000.0, 5000.0, NULL, NULL, NULL, NULL};
   return st ? st : kt__bench(k, &c, args, &o, median_us, spread_us);
 }
 

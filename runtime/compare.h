@@ -16,4 +16,8 @@ double kt__decode(kt_dtype t, const void *buf, size_t i);
 size_t kt__compare(kt_dtype t, const void *ref, const void *got, size_t n, double atol,
                    double rtol, char *why, size_t whylen);
 
+/* The same, split over the CPUs for large n; the same result. */
+size_t kt__compare_parallel(kt_dtype t, const void *ref, const void *got, size_t n, double atol,
+                            double rtol, char *why, size_t whylen);
+
 #endif

@@ -232,7 +232,6 @@ kt_status kt__call_key(kt_kernel *k, kt__call *c, int64_t *key) {
 ** particular call (one on an ignored param, say) gives way to the fallback. */
 kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg) {
   kt_status st;
-  int bad;
   if (k->rt->mode == KT_MODE_OFF) return kt__call_fallback(k, c, cfg);
   int64_t key[KT_MAX_KEY];
   if ((st = kt__call_key(k, c, key))) return st;
@@ -240,8 +239,15 @@ kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_ar
   const kt__tuned *t = kt__tuned_find(k, key, h);
   if (!t && (st = kt__tune_miss(k, c, key, h, stream, args, &t, cfg))) return st;
   if (t) memcpy(cfg, t->cfg, (size_t)k->spec->ncfields * sizeof *cfg);
-  if ((st = kt__call_config(k, c, cfg)) || (st = kt__call_check(k, c, &bad))) return st;
-  return bad < 0 ? KT_OK : kt__call_fallback(k, c, cfg);
+  if ((st = kt__call_config(k, c, cfg))) return st;
+  /* Constraints the key settles held when the entry was made. */
+  const kt__spec *s = k->spec;
+  for (int i = 0; i < s->nconstraints; i++) {
+    int64_t v;
+    if (t && !k->hit_checks[i]) continue;
+    if (kt__expr_eval(&s->constraints[i].e, c->slots, &v) || !v) return kt__call_fallback(k, c, cfg);
+  }
+  return KT_OK;
 }
 
 kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {

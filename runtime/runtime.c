@@ -97,6 +97,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
 
 static void kernel_free(kt_kernel *k) {
   if (!k) return;
+  kt__free(k->hit_checks);
   if (atomic_load(&k->tuned.slots)) {
     kt__lfmap_free(&k->tuned, kt__tuned_free);
     pthread_mutex_destroy(&k->tune_lock);
@@ -164,6 +165,24 @@ static kt_status kernel_options(kt_kernel *k) {
   return KT_OK;
 }
 
+/* Whether an expression's value follows from the tuning key and the config
+** alone: then a config tuned for the key satisfies it on every call with
+** that key, and the launch path need not evaluate it again. */
+static int key_determines(const kt__spec *s, const kt__expr *e) {
+  for (int sl = 0; sl < s->nslots; sl++) {
+    if (!kt__expr_uses(e, sl)) continue;
+    if (sl < s->nparams) {
+      const kt__param *p = &s->params[sl];
+      if (p->type != KT__P_PTR && p->key != KT__KEY_EXACT) return 0;
+      continue;
+    }
+    if (sl == s->smem_slot && !key_determines(s, &s->smem)) return 0;
+    for (int d = 0; d < s->nderived; d++)
+      if (sl == s->derived[d].slot && !key_determines(s, &s->derived[d].e)) return 0;
+  }
+  return 1;
+}
+
 kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out) {
   if (!rt) return KT_ERR_INVALID;
   if (!spec_path || !out) return kt__err(rt->id, KT_ERR_INVALID, "kt_kernel_load: NULL argument");
@@ -190,6 +209,12 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
     kernel_free(k);
     return kt__err(rt->id, KT_ERR_SPEC, "%s: the tuning key would have more than %d fields", spec_path, KT_MAX_KEY);
   }
+  if (!(k->hit_checks = kt__calloc((size_t)k->spec->nconstraints + 1, 1))) {
+    kernel_free(k);
+    return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", spec_path);
+  }
+  for (int i = 0; i < k->spec->nconstraints; i++)
+    k->hit_checks[i] = !key_determines(k->spec, &k->spec->constraints[i].e);
   if (kt__lfmap_init(&k->tuned)) {
     kernel_free(k);
     return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", spec_path);

@@ -49,6 +49,7 @@ struct kt_kernel {
   uint64_t variant_seed;  /* hash of source, arch and compile options */
   char spec_hash[17];
   kt__keydef keydef;
+  unsigned char *hit_checks; /* per constraint: must be checked on a hit */
   kt__lfmap tuned;        /* key -> config, read without a lock */
   pthread_mutex_t tune_lock; /* one miss at a time: cache lookups, tuning */
   atomic_int logged_capture, logged_cache_only;
@@ -117,12 +118,22 @@ kt_status kt__call_launch(kt_kernel *k, const kt__call *c, kt_stream stream,
 ** private stream that first waits for `after` (may be NULL). prep, when
 ** not NULL, runs before each repetition outside the timed region (the
 ** tuner restores in-place inputs there). */
+typedef struct kt__timer kt__timer;
+/* A private stream, two events and an L2-flush buffer, made once and used
+** for many measurements. */
+kt_status kt__timer_new(kt_kernel *k, kt__timer **out);
+void kt__timer_free(kt__timer *t);
+double kt__now_ms(void);
+
 typedef struct kt__benchopts {
   int min_reps;
-  double min_ms, max_ms;
+  double min_ms, max_ms; /* of kernel time */
+  double max_wall_ms;    /* of wall time, once min_reps are done: short
+                            kernels spend most of it between repetitions */
   kt_stream after;
   kt_status (*prep)(void *user, kt_stream s);
   void *user;
+  kt__timer *timer; /* NULL: one for this measurement */
 } kt__benchopts;
 kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const kt__benchopts *o,
                     double *median_us, double *spread_us);

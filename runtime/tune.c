@@ -111,6 +111,7 @@ typedef struct tuner {
   int grp_of[KT_MAX_PARAMS]; /* param -> group, -1 when not in scratch */
   kt_stream stream;
   void *ev;
+  kt__timer *timer;
   void *ref[KT_MAX_PARAMS];
   void *host;
   size_t hostcap;
@@ -164,6 +165,7 @@ static kt_status scratch_make(tuner *t, kt_stream caller) {
 }
 
 static void scratch_free(tuner *t) {
+  kt__timer_free(t->timer);
   for (int i = 0; i < t->ng; i++) {
     kt__dev_free(t->g[i].scratch);
     kt__dev_free(t->g[i].pristine);
@@ -278,7 +280,7 @@ static kt_status outputs_match(tuner *t, int *ok, char *why, size_t wl) {
     if (rtol < 0) rtol = dr;
     size_t esz = kt_dtype_size(dt);
     char w[300];
-    size_t bad = kt__compare(dt, t->ref[r->param], t->host, esz ? n / esz : 0, atol, rtol, w, sizeof w);
+    size_t bad = kt__compare_parallel(dt, t->ref[r->param], t->host, esz ? n / esz : 0, atol, rtol, w, sizeof w);
     if (bad) {
       snprintf(why, wl, "%s: %zu elements differ from the default config's; first %s", p->name, bad, w);
       *ok = 0;
@@ -317,6 +319,18 @@ static int on_prior(void *user, const kt__trialrow *r) {
     cd->spread = r->spread_us;
   }
   return 0;
+}
+
+static void on_quarantined(void *user, const char *config, const char *reason) {
+  tuner *t = user;
+  for (int i = 0; i < t->ncand; i++) {
+    candidate *cd = &t->cand[i];
+    if (cd->status || strcmp(cd->json, config)) continue;
+    cd->status = "prior";
+    cd->prior = 1;
+    kt__log(&t->rt->log, KT_LOG_INFO, "%s %s: skipping quarantined config %s (%s)", t->s->name, t->key, config,
+            reason);
+  }
 }
 
 static void compile_one(void *user, int i) {
@@ -380,8 +394,10 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
   kt_runtime *rt = t->rt;
   const kt__spec *s = t->s;
   kt_status st;
+  double t0 = kt__now_ms();
   /* Compile every candidate not already measured, in parallel. */
   kt__parallel_for(t->ncand, kt__ncpus(), compile_one, t);
+  double t_compiled = kt__now_ms();
   int spill_free = 0;
   for (int i = 0; i < t->ncand; i++) {
     candidate *cd = &t->cand[i];
@@ -403,6 +419,7 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
   }
   if ((st = call_ranges(t->k, base, t->orig, t->r, &t->nr))) return st;
   if ((st = scratch_make(t, caller))) return st;
+  if ((st = kt__timer_new(t->k, &t->timer))) return st;
   /* The reference: the default config (or the fallback when a constraint
   ** refuses the default for this call). */
   kt__call ref = *base;
@@ -414,7 +431,8 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
   if ((st = guards_ok(t, &ok, why, sizeof why))) return dev(t, st);
   if (!ok)
     return kt__err(rt->id, KT_ERR_CONSTRAINT, "%s %s: the default config %s", s->name, t->key, why);
-  kt__benchopts quick = {10, 5.0, 200.0, NULL, restore, t};
+  double t_ref = kt__now_ms();
+  kt__benchopts quick = {10, 2.0, 200.0, 30.0, NULL, restore, t, t->timer};
   for (int i = 0; i < t->ncand; i++) {
     candidate *cd = &t->cand[i];
     if (cd->status) continue;
@@ -457,7 +475,8 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
     quarantine(t, cd, NULL);
   }
   /* The best few are measured again, longer, before one is chosen. */
-  kt__benchopts careful = {30, 30.0, 500.0, NULL, restore, t};
+  double t_trials = kt__now_ms();
+  kt__benchopts careful = {30, 20.0, 500.0, 150.0, NULL, restore, t, t->timer};
   for (int round = 0; round < REMEASURE; round++) {
     int pick = -1;
     for (int i = 0; i < t->ncand; i++) {
@@ -475,12 +494,13 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
     }
     cd->spread = -cd->spread - 1; /* mark re-measured */
   }
-  int win = -1, tried = 0, rejected = 0;
+  int win = -1, tried = 0, rejected = 0, measured = 0;
   for (int i = 0; i < t->ncand; i++) {
     candidate *cd = &t->cand[i];
     if (cd->spread < -0.5) cd->spread = -cd->spread - 1;
     if (!cd->status || !strcmp(cd->status, "prior")) continue;
     tried++;
+    measured += !cd->prior;
     if (strcmp(cd->status, "ok")) {
       rejected++;
     } else if (win < 0 || cd->median < t->cand[win].median) {
@@ -496,8 +516,12 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
     if (!memcmp(t->cand[i].cfg, fallback, (size_t)s->ncfields * sizeof *fallback) && t->cand[i].status &&
         !strcmp(t->cand[i].status, "ok"))
       dflt = t->cand[i].median;
-  kt__log(&rt->log, KT_LOG_INFO, "tuned %s %s: %s at %.2f us (default %.2f us), %d tried, %d rejected", s->name,
-          t->key, t->cand[win].json, t->cand[win].median, dflt, tried, rejected);
+  double t_end = kt__now_ms();
+  kt__log(&rt->log, KT_LOG_INFO,
+          "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected; %.0f ms: compile "
+          "%.0f, reference %.0f, trials %.0f, re-measure %.0f",
+          s->name, t->key, t->cand[win].json, t->cand[win].median, dflt, tried, measured, rejected, t_end - t0,
+          t_compiled - t0, t_ref - t_compiled, t_trials - t_ref, t_end - t_trials);
   if (rt->store && !kt__store_readonly(rt->store)) {
     char nv[16], drv[16], err[KT_ERRMAX];
     snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
@@ -507,6 +531,54 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
     if (kt__store_put_config(rt->store, &row, NULL, err, sizeof err)) kt__log(&rt->log, KT_LOG_WARN, "%s", err);
   }
   return KT_OK;
+}
+
+/* A lease outlives any reasonable tuning; a longer one may be taken over,
+** which costs a second tuning, never a wrong row (the faster one wins). */
+#define LEASE_S 600
+#define LEASE_POLL_US 50000
+
+/* Take the key's lease, or wait while another process holds it. Returns 1
+** when the holder stored a config meanwhile (then in stored), else 0 with
+** the lease ours (*held) or, after LEASE_S, without it. */
+static int lease_or_wait(tuner *t, kt__call *c, int64_t *stored, int *held, char *host, size_t hostlen) {
+  kt_runtime *rt = t->rt;
+  const kt__spec *s = t->s;
+  char err[KT_ERRMAX], json[512];
+  *held = 0;
+  if (gethostname(host, hostlen)) snprintf(host, hostlen, "localhost");
+  double deadline = kt__now_ms() + LEASE_S * 1e3;
+  int said = 0;
+  for (;;) {
+    int taken = 0;
+    long holder = 0;
+    if (kt__store_lease(rt->store, s->name, t->k->spec_hash, rt->fingerprint, t->key, host, (long)getpid(), LEASE_S,
+                        &taken, &holder, err, sizeof err)) {
+      kt__log(&rt->log, KT_LOG_WARN, "%s", err);
+      return 0;
+    }
+    if (taken) {
+      *held = 1;
+      return 0;
+    }
+    if (!said++)
+      kt__log(&rt->log, KT_LOG_INFO, "%s %s: process %ld is tuning this key; waiting for its result", s->name, t->key,
+              holder);
+    usleep(LEASE_POLL_US);
+    if (!kt__store_get_config(rt->store, s->name, t->k->spec_hash, rt->fingerprint, t->key, json, sizeof json, NULL,
+                              err, sizeof err)) {
+      int bad = 0;
+      kt__call probe = *c;
+      if (!kt__config_from_json(s, json, stored) && !kt__call_config(t->k, &probe, stored) &&
+          !kt__call_check(t->k, &probe, &bad) && bad < 0)
+        return 1;
+    }
+    if (kt__now_ms() > deadline) {
+      kt__log(&rt->log, KT_LOG_WARN, "%s %s: process %ld has held the tuning lease for %d s; tuning here too",
+              s->name, t->key, holder, LEASE_S);
+      return 0;
+    }
+  }
 }
 
 static kt_status insert(kt_kernel *k, const int64_t *key, uint64_t h, const int64_t *cfg,
@@ -559,9 +631,14 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     st = kt__store_get_config(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, json, sizeof json, NULL,
                               err, sizeof err);
     if (!st) {
-      have_stored = !kt__config_from_json(s, json, stored);
+      /* Rows may come from another version or another machine: a config
+      ** must lie in the space and satisfy every constraint for this call. */
+      int bad = 0;
+      kt__call probe = *c;
+      have_stored = !kt__config_from_json(s, json, stored) && !kt__call_config(k, &probe, stored) &&
+                    !kt__call_check(k, &probe, &bad) && bad < 0;
       if (!have_stored)
-        kt__log(&rt->log, KT_LOG_WARN, "%s %s: cached config %s is not in the spec's space; ignored", s->name,
+        kt__log(&rt->log, KT_LOG_WARN, "%s %s: cached config %s is not in the spec's space or violates a constraint; ignored", s->name,
                 t->key, json);
     } else if (st != KT_ERR_NOT_FOUND) {
       kt__log(&rt->log, KT_LOG_WARN, "%s", err);
@@ -569,24 +646,15 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     st = KT_OK;
   }
   int may_tune = rt->mode == KT_MODE_TUNE && !capturing && rt->have_device;
+  int held = 0;
+  char host[256] = "";
   int new_candidates = 0;
   if (may_tune && (t->cand = kt__calloc(MAX_CANDIDATES, sizeof *t->cand))) {
     candidate_list(t, c);
     if (rt->store) {
       kt__store_trials(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, on_prior, t, err, sizeof err);
-      for (int i = 0; i < t->ncand; i++) {
-        int q = 0;
-        char why[200];
-        if (!t->cand[i].status &&
-            !kt__store_is_quarantined(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, t->cand[i].json, &q,
-                                      why, sizeof why, err, sizeof err) &&
-            q) {
-          t->cand[i].status = "prior";
-          t->cand[i].prior = 1;
-          kt__log(&rt->log, KT_LOG_INFO, "%s %s: skipping quarantined config %s (%s)", s->name, t->key,
-                  t->cand[i].json, why);
-        }
-      }
+      kt__store_quarantined(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, on_quarantined, t, err,
+                            sizeof err);
     }
     for (int i = 0; i < t->ncand; i++) new_candidates += !t->cand[i].status;
   } else if (may_tune) {
@@ -608,6 +676,8 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
                 t->key);
       st = insert(k, key, h, cfg, out);
     }
+  } else if (!st && rt->store && lease_or_wait(t, c, stored, &held, host, sizeof host)) {
+    st = insert(k, key, h, stored, out);
   } else if (!st) {
     int64_t best[64];
     st = tune(t, c, stream, best, fallback);
@@ -625,6 +695,9 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     }
     if (!st) st = insert(k, key, h, best, out);
   }
+  if (held && kt__store_lease_release(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, host, (long)getpid(),
+                                      err, sizeof err))
+    kt__log(&rt->log, KT_LOG_WARN, "%s", err);
   if (t->ng || t->stream) scratch_free(t);
   kt__free(t->cand);
   kt__free(t);

@@ -76,7 +76,7 @@ static const char *ctype(kt_dtype t) {
 
 static void targ_values(const kt_kernel *k, const kt__call *c, int64_t *vals) {
   const kt__spec *s = k->spec;
-  for (int i = 0; i < KT_MAX_TARGS; i++) vals[i] = 0;
+  for (int i = s->ntargs; i < KT_MAX_TARGS; i++) vals[i] = 0;
   for (int i = 0; i < s->ntargs; i++)
     vals[i] = s->targs[i].tvar >= 0 ? (int64_t)c->tvals[s->targs[i].tvar]
                                     : c->slots[s->targs[i].slot];
@@ -106,11 +106,6 @@ static kt__variant *find(const kt__vtable *vt, uint64_t h, const int64_t *vals) 
   return kt__lfmap_find(&vt->map, h, same_vals, vals);
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
                        char *err, size_t errlen) {
@@ -136,7 +131,7 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
   char prog[300];
   snprintf(prog, sizeof prog, "%s.cu", s->name);
   char *lowered = NULL;
-  double t0 = now_ms();
+  double t0 = kt__now_ms();
   /* A cubin another process compiled: same source, constants, options,
   ** architecture and NVRTC version. The lowered name is the name expression
   ** as NVRTC mangles it, which a cubin from the cache does not carry, so it
@@ -159,10 +154,12 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
     st = kt__nvrtc_compile(s->source, prog, expr, k->opts, k->nopts, &v->cubin, &v->cubin_size, &lowered, msg,
                            sizeof msg);
     if (st) {
-      v->compile_ms = now_ms() - t0;
+      v->compile_ms = kt__now_ms() - t0;
       snprintf(err, errlen, "%s: %s", vname, msg);
       return st;
     }
+    kt__log(&rt->log, KT_LOG_DEBUG, "%s: compiled in %.1f ms (%zu bytes)", vname, kt__now_ms() - t0,
+            v->cubin_size);
     if (rt->store && !kt__store_readonly(rt->store)) {
       snprintf(consts, sizeof consts, "{\"entry\":\"%s\",\"lowered\":\"%s\"}", expr, lowered);
       char nv[16];
@@ -171,9 +168,8 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
       if (kt__store_put_binary(rt->store, &b, msg, sizeof msg)) kt__log(&rt->log, KT_LOG_WARN, "%s", msg);
     }
   }
-  v->compile_ms = now_ms() - t0;
-  kt__log(&rt->log, KT_LOG_DEBUG, "%s: compiled in %.1f ms (%zu bytes)", vname,
-          v->compile_ms, v->cubin_size);
+  v->compile_ms = kt__now_ms() - t0;
+
   if (rt->have_device) {
     if (!(st = kt__dev_use(rt->ctx, msg, sizeof msg)) &&
         !(st = kt__dev_module_load(v->cubin, &v->module, msg, sizeof msg)) &&
@@ -195,7 +191,7 @@ kt_status kt__variant_get(kt_kernel *k, const kt__call *c, void **fn) {
 kt_status kt__variant_info(kt_kernel *k, const kt__call *c, void **fn, kt__funcattrs *attrs) {
   int64_t vals[KT_MAX_TARGS];
   targ_values(k, c, vals);
-  uint64_t h = XXH3_64bits_withSeed(vals, sizeof vals, k->variant_seed);
+  uint64_t h = XXH3_64bits_withSeed(vals, (size_t)k->spec->ntargs * sizeof vals[0], k->variant_seed);
   kt__vtable *vt = &k->vt;
   kt__variant *v = find(vt, h, vals);
   if (v && atomic_load_explicit(&v->state, memory_order_acquire) == V_READY) {
@@ -403,7 +399,8 @@ kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
     int64_t vals[KT_MAX_TARGS];
     kt__variant_name(k, &es->calls[i], '.', name, sizeof name);
     targ_values(k, &es->calls[i], vals);
-    const kt__variant *v = find(&k->vt, XXH3_64bits_withSeed(vals, sizeof vals, k->variant_seed), vals);
+    const kt__variant *v =
+        find(&k->vt, XXH3_64bits_withSeed(vals, (size_t)k->spec->ntargs * sizeof vals[0], k->variant_seed), vals);
     kt_status vs = es->status[i];
     if (!vs && out_dir) vs = write_cubin(out_dir, name, v, es->errs[i], KT_ERRMAX);
     if (fn) fn(user, name, vs, v && !vs ? v->cubin_size : 0, v ? v->compile_ms : 0, es->errs[i]);

@@ -124,13 +124,13 @@ static int warm_child(void) {
   kt_runtime *rt;
   if (kt_runtime_open(&rt, &o)) return 1;
   uint64_t x, y, w;
-  kt_device_alloc(rt, 4096 * 2, &x);
-  kt_device_alloc(rt, 4096 * 2, &y);
-  kt_device_alloc(rt, 4096 * 2, &w);
-  kt_device_fill(rt, x, 0x3c, 8192);
-  kt_device_fill(rt, w, 0x3c, 8192);
+  kt_device_alloc(rt, 3072 * 2, &x);
+  kt_device_alloc(rt, 3072 * 2, &y);
+  kt_device_alloc(rt, 3072 * 2, &w);
+  kt_device_fill(rt, x, 0x3c, 6144);
+  kt_device_fill(rt, w, 0x3c, 6144);
   kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(4096), kt_arg_f32(1e-6f)};
+                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(3072), kt_arg_f32(1e-6f)};
   double t0 = now_us();
   kt_kernel *k;
   kt_status st = kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k);
@@ -146,17 +146,17 @@ static int warm_child(void) {
 
 static void warm_start(kt_runtime *rt, kt_kernel *k, const char *self) {
   uint64_t x, y, w;
-  kt_device_alloc(rt, 4096 * 2, &x);
-  kt_device_alloc(rt, 4096 * 2, &y);
-  kt_device_alloc(rt, 4096 * 2, &w);
-  kt_device_fill(rt, x, 0x3c, 8192);
-  kt_device_fill(rt, w, 0x3c, 8192);
+  kt_device_alloc(rt, 3072 * 2, &x);
+  kt_device_alloc(rt, 3072 * 2, &y);
+  kt_device_alloc(rt, 3072 * 2, &w);
+  kt_device_fill(rt, x, 0x3c, 6144);
+  kt_device_fill(rt, w, 0x3c, 6144);
   kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(4096), kt_arg_f32(1e-6f)};
+                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(3072), kt_arg_f32(1e-6f)};
   double t0 = now_us();
   kt_status st = kt_launch(k, NULL, a, 7);
   kt_stream_sync(rt, NULL);
-  printf("\n%-44s %10.2f ms%s\n", "cold: first launch of a new key (tunes)", (now_us() - t0) / 1e3,
+  printf("\n%-44s %10.2f ms%s\n", "cold: first launch of a new key, D=3072 (tunes)", (now_us() - t0) / 1e3,
          st ? kt_errmsg(rt) : "");
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "%s --warm", self);

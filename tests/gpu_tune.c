@@ -108,6 +108,27 @@ static void in_place_call_applies_once(void) {
   ASSERT_STATUS(kt_cache_list(rt, "add_one", on_row, &l), KT_OK);
   ASSERT_EQ(l.c.rows, 1);
   ASSERT_EQ(l.c.ok, 12);
+  /* A spec with one more candidate (same spec hash): only it is measured. */
+  const char *cache = kt_cache_path(rt);
+  char path[700];
+  snprintf(path, sizeof path, "%s", cache);
+  kt_runtime_close(rt);
+  memset(&lb, 0, sizeof lb);
+  rt = open_with(path, &lb);
+  ASSERT_TRUE(rt);
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one_more.json", &k), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, (size_t)n * 4, &x), KT_OK);
+  ASSERT_STATUS(kt_device_fill(rt, x, 0x3f, (size_t)n * 4), KT_OK);
+  a[0] = kt_arg_ptr(x, KT_F32);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  kt_device_free(rt, x);
+  ASSERT_EQ(lb.tunings, 1);
+  ASSERT_CONTAINS(lb.text, "13 tried (1 measured now)");
+  lister l2 = {rt, {0}};
+  ASSERT_STATUS(kt_cache_list(rt, "add_one", on_row, &l2), KT_OK);
+  ASSERT_EQ(l2.c.rows, 1);
+  ASSERT_EQ(l2.c.ok, 13);
   kt_runtime_close(rt);
 }
 

@@ -179,7 +179,8 @@ static void migrates_schema_1(void) {
   ASSERT_STR_EQ(cfg, "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}");
   ASSERT_STATUS(kt__store_quarantine(s, "k", "h", "d", "{}", "{}", "fault", err, sizeof err), KT_OK);
   kt__store_close(s);
-  ASSERT_EQ(q_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 2);
+  ASSERT_EQ(q_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 3);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM leases"), 0);
   ASSERT_EQ(q_int(p, "SELECT candidates FROM configs"), 0);
   ASSERT_EQ(q_int(p, "SELECT created_at FROM configs"), 1700000000);
   ASSERT_EQ(q_int(p, "SELECT count(*) FROM trials WHERE spill_bytes IS NULL"), 1);
@@ -219,7 +220,7 @@ static void newer_schema_is_read_only(void) {
   lg.user = logged;
   ASSERT_STATUS(kt__store_open(&s, p, NULL, &lg, err, sizeof err), KT_OK);
   ASSERT_EQ(kt__store_readonly(s), 1);
-  ASSERT_CONTAINS(logged, "written by a newer ktune (schema 99, this one knows 2): opened read-only");
+  ASSERT_CONTAINS(logged, "written by a newer ktune (schema 99, this one knows 3): opened read-only");
   char cfg[128];
   ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":64}", cfg,
                                      sizeof cfg, NULL, err, sizeof err),
@@ -640,6 +641,47 @@ static void gc_removes_stale_rows(void) {
   ASSERT_EQ(q_int(p, "SELECT count(*) FROM binaries WHERE hash = 'b1'"), 1);
 }
 
+/* The row that stops two processes tuning one key at the same moment. */
+static void tuning_leases(void) {
+  const char *p = tmpfile_in("lease.db");
+  kt_store *s;
+  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  int taken;
+  long holder;
+  long me = (long)getpid();
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  /* Another live holder on another host: refused, and named. */
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{}", "hostB", 4242, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 0);
+  ASSERT_EQ(holder, me);
+  /* A different key is free. */
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{\"D\":1}", "hostB", 4242, 60, &taken, &holder, err, sizeof err),
+                KT_OK);
+  ASSERT_EQ(taken, 1);
+  /* Released: free again. */
+  ASSERT_STATUS(kt__store_lease_release(s, "k", "h", "d", "{}", "hostA", me, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{}", "hostB", 4242, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  /* Expired: taken over. */
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{\"D\":2}", "hostB", 4242, -5, &taken, &holder, err, sizeof err),
+                KT_OK);
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{\"D\":2}", "hostC", 77, 60, &taken, &holder, err, sizeof err),
+                KT_OK);
+  ASSERT_EQ(taken, 1);
+  /* Held on this host by a process that is gone: taken over. */
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, NULL, 0);
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{\"D\":3}", "hostA", (long)dead, 60, &taken, &holder, err,
+                                sizeof err),
+                KT_OK);
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{\"D\":3}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  kt__store_close(s);
+  ASSERT_EQ(q_int(p, "SELECT count(*) FROM leases"), 4);
+}
+
 static void network_filesystems_are_recognised(void) {
   ASSERT_EQ(kt__store_fs_is_network(0x6969), 1);
   ASSERT_EQ(kt__store_fs_is_network(0xFF534D42L), 1);
@@ -663,6 +705,7 @@ const kt_test t_store_tests[] = {
     {"cache: the system cache is read after the user's, never written", system_cache_is_read_after_and_never_written},
     {"cache: export then import gives identical rows", export_import_round_trip},
     {"cache: gc removes stale configs and unreferenced binaries", gc_removes_stale_rows},
+    {"cache: tuning leases: taken, refused, released, taken over", tuning_leases},
     {"cache: network filesystems are recognised", network_filesystems_are_recognised},
     {NULL, NULL},
 };

@@ -146,6 +146,38 @@ static void comparisons(void) {
   ASSERT_EQ(kt__compare(KT_I32, r32, g32, 3, 0, 0, why, sizeof why), 0);
 }
 
+static void large_outputs_compare_in_parallel(void) {
+  size_t n = 3000000;
+  float *r = malloc(n * 4), *g = malloc(n * 4);
+  ASSERT_TRUE(r && g);
+  for (size_t i = 0; i < n; i++) r[i] = g[i] = (float)(i % 977) * 0.25f;
+  g[2500000] += 1.0f;
+  g[2999999] = NAN;
+  char why[300] = "";
+  size_t bad = kt__compare_parallel(KT_F32, r, g, n, 1e-5, 1e-4, why, sizeof why);
+  free(r);
+  free(g);
+  ASSERT_EQ(bad, 2);
+  ASSERT_CONTAINS(why, "element 2500000: ");
+}
+
+/* A kernel whose spec says it cannot run in place, called with an output
+** overlapping its input, is refused with the two params named. */
+static void overlap_refused_where_not_in_place(void) {
+  kt_runtime *rt = offline();
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/shift.json", &k), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(0x10000, KT_F32), kt_arg_ptr(0x10000, KT_F32), kt_arg_i32(100)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 3), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "shift_left: y (written) overlaps x; this kernel cannot run in place");
+  a[1].v.ptr = 0x10000 + 396; /* the last element of y is x's first */
+  ASSERT_STATUS(kt_launch(k, NULL, a, 3), KT_ERR_ALIAS);
+  a[1].v.ptr = 0x10000 + 400; /* adjacent: fine */
+  ASSERT_STATUS(kt_launch(k, NULL, a, 3), KT_ERR_NO_DEVICE);
+  kt_runtime_close(rt);
+}
+
 static void cached_configs_are_validated(void) {
   char err[2048];
   kt__spec *s;
@@ -228,6 +260,8 @@ const kt_test t_tune_tests[] = {
     {"tune: alias groups: adjacent, nested, identical, chained", alias_groups},
     {"tune: comparisons with tolerance, NaN and Inf", comparisons},
     {"tune: cached configs are validated against the space", cached_configs_are_validated},
+    {"tune: large outputs compare in parallel, same answer", large_outputs_compare_in_parallel},
+    {"tune: overlap refused for a kernel that cannot run in place", overlap_refused_where_not_in_place},
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: ktune key and ktune lint", cli_key_and_lint},
     {NULL, NULL},
