@@ -8,6 +8,9 @@
 
 #include "ktune.h"
 
+/* The NVRTC ABI this build loads (the soname's major version). */
+#define KT_NVRTC_ABI 13
+
 kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen);
 /* e.g. 13000 for 13.0; 0 when not loaded. */
 int kt__nvrtc_version(void);

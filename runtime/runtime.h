@@ -62,6 +62,7 @@ struct kt_kernel {
 typedef struct kt__call {
   int64_t slots[KT_MAX_SLOTS];
   kt_dtype tvals[KT_MAX_PARAMS];
+  const struct kt__tuned *hit; /* the table entry the config came from */
 } kt__call;
 
 /* A tuned (or cached, or fallback) config for one key. */
@@ -70,6 +71,10 @@ typedef struct kt__tuned {
   int nkey;
   int64_t key[KT_MAX_KEY];
   int64_t cfg[64];
+  /* The variant of the call that made the entry: a later call whose
+  ** template values are the same (nearly always) skips the variant table. */
+  int64_t vals[KT_MAX_TARGS];
+  void *fn;
 } kt__tuned;
 
 /* tune.c: the config for c's key when the table has none: from the cache,
@@ -88,6 +93,8 @@ void kt__vtable_free(kt__vtable *vt);
 ** *fn is the function to launch. Thread-safe; waits while another thread
 ** compiles the same variant. */
 kt_status kt__variant_get(kt_kernel *k, const kt__call *c, void **fn);
+/* The template values of c, in the spec's order (ntargs of them). */
+void kt__variant_vals(const kt_kernel *k, const kt__call *c, int64_t *vals);
 /* The same, with the function's resource use. */
 kt_status kt__variant_info(kt_kernel *k, const kt__call *c, void **fn, kt__funcattrs *attrs);
 /* "rmsnorm_fwd T=bf16 BLOCK=256 VEC=4" (sep ' ') or with '.' for files. */
@@ -99,6 +106,8 @@ kt_status kt__call_bind(kt_kernel *k, const kt_arg *args, int nargs,
                         kt__call *c);
 /* Set config values and evaluate derived constants and smem. */
 kt_status kt__call_config(kt_kernel *k, kt__call *c, const int64_t *cfg);
+/* The same when kt__call_key has evaluated the param-only constants. */
+kt_status kt__call_config_keyed(kt_kernel *k, kt__call *c, const int64_t *cfg);
 /* Index of the first constraint violated, or -1; KT_ERR_EVAL sets *bad to
 ** the failing constraint too. */
 kt_status kt__call_check(kt_kernel *k, const kt__call *c, int *bad);

@@ -90,9 +90,8 @@ typedef struct candidate {
   char json[256];
   kt__call c;
   kt_status compiled;
-  char err[KT_ERRMAX];
   const char *status;   /* trial status, NULL while pending */
-  char detail[512];
+  char detail[1024];
   double median, spread;
   kt__funcattrs attrs;
   int prior;            /* measured by an earlier run */
@@ -339,7 +338,7 @@ static void compile_one(void *user, int i) {
   if (cd->status) return;
   void *fn;
   cd->compiled = kt__variant_info(t->k, &cd->c, &fn, &cd->attrs);
-  if (cd->compiled) snprintf(cd->err, sizeof cd->err, "%s", kt__errmsg(t->rt->id));
+  if (cd->compiled) snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(t->rt->id));
 }
 
 static void store_trial(tuner *t, const candidate *cd) {
@@ -404,7 +403,6 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
     if (cd->status) continue;
     if (cd->compiled) {
       cd->status = "compile_error";
-      snprintf(cd->detail, sizeof cd->detail, "%s", cd->err);
     } else if (!fits(t, cd)) {
       cd->status = "resources";
     } else if (!cd->attrs.local_bytes) {
@@ -581,7 +579,7 @@ static int lease_or_wait(tuner *t, kt__call *c, int64_t *stored, int *held, char
   }
 }
 
-static kt_status insert(kt_kernel *k, const int64_t *key, uint64_t h, const int64_t *cfg,
+static kt_status insert(kt_kernel *k, const kt__call *c, const int64_t *key, uint64_t h, const int64_t *cfg,
                         const kt__tuned **out) {
   kt__tuned *e = kt__calloc(1, sizeof *e);
   if (!e) return kt__err(k->rt->id, KT_ERR_NOMEM, "%s: out of memory", k->spec->name);
@@ -589,6 +587,13 @@ static kt_status insert(kt_kernel *k, const int64_t *key, uint64_t h, const int6
   e->nkey = k->keydef.n;
   memcpy(e->key, key, (size_t)e->nkey * sizeof *key);
   memcpy(e->cfg, cfg, (size_t)k->spec->ncfields * sizeof *cfg);
+  /* The launch right after needs this variant anyway; a failure to make it
+  ** is reported by that launch. */
+  kt__call v = *c;
+  if (k->rt->have_device && !kt__call_config(k, &v, cfg) && !kt__variant_get(k, &v, &e->fn))
+    kt__variant_vals(k, &v, e->vals);
+  else
+    e->fn = NULL;
   if (kt__lfmap_insert(&k->tuned, e)) {
     kt__free(e);
     return kt__err(k->rt->id, KT_ERR_NOMEM, "%s: out of memory", k->spec->name);
@@ -661,7 +666,7 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     st = kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
   }
   if (!st && have_stored && !new_candidates) {
-    st = insert(k, key, h, stored, out);
+    st = insert(k, c, key, h, stored, out);
   } else if (!st && !may_tune) {
     memcpy(cfg, have_stored ? stored : fallback, (size_t)s->ncfields * sizeof *cfg);
     if (capturing) {
@@ -674,10 +679,10 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
       if (!have_stored && rt->mode == KT_MODE_CACHE_ONLY && !atomic_exchange(&k->logged_cache_only, 1))
         kt__log(&rt->log, KT_LOG_INFO, "%s %s: not in the cache; cache-only mode uses the default config", s->name,
                 t->key);
-      st = insert(k, key, h, cfg, out);
+      st = insert(k, c, key, h, cfg, out);
     }
   } else if (!st && rt->store && lease_or_wait(t, c, stored, &held, host, sizeof host)) {
-    st = insert(k, key, h, stored, out);
+    st = insert(k, c, key, h, stored, out);
   } else if (!st) {
     int64_t best[64];
     st = tune(t, c, stream, best, fallback);
@@ -693,7 +698,7 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
         if (!memcmp(t->cand[i].cfg, best, (size_t)s->ncfields * sizeof *best) && t->cand[i].median > stored_us)
           memcpy(best, stored, (size_t)s->ncfields * sizeof *best);
     }
-    if (!st) st = insert(k, key, h, best, out);
+    if (!st) st = insert(k, c, key, h, best, out);
   }
   if (held && kt__store_lease_release(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, host, (long)getpid(),
                                       err, sizeof err))

@@ -74,7 +74,7 @@ static const char *ctype(kt_dtype t) {
   }
 }
 
-static void targ_values(const kt_kernel *k, const kt__call *c, int64_t *vals) {
+void kt__variant_vals(const kt_kernel *k, const kt__call *c, int64_t *vals) {
   const kt__spec *s = k->spec;
   for (int i = s->ntargs; i < KT_MAX_TARGS; i++) vals[i] = 0;
   for (int i = 0; i < s->ntargs; i++)
@@ -137,9 +137,11 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
   ** as NVRTC mangles it, which a cubin from the cache does not carry, so it
   ** is stored beside the constants. */
   char hash[17], consts[1400];
-  int nvv = kt__nvrtc_load(rt->cuda_home, msg, sizeof msg) ? 0 : kt__nvrtc_version();
+  /* The hash names NVRTC by the ABI major version that is loaded
+  ** (libnvrtc.so.13), so that a warm start never loads NVRTC just to ask
+  ** its version; the exact version is recorded in the row. */
   snprintf(hash, sizeof hash, "%016llx",
-           (unsigned long long)XXH3_64bits_withSeed(v->vals, sizeof v->vals, k->variant_seed ^ (uint64_t)nvv));
+           (unsigned long long)XXH3_64bits_withSeed(v->vals, sizeof v->vals, k->variant_seed ^ KT_NVRTC_ABI));
   kt_status st = KT_ERR_NOT_FOUND;
   if (rt->store && kt__store_binaries_trusted(rt->store)) {
     st = kt__store_get_binary(rt->store, hash, &v->cubin, &v->cubin_size, msg, sizeof msg);
@@ -163,7 +165,7 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
     if (rt->store && !kt__store_readonly(rt->store)) {
       snprintf(consts, sizeof consts, "{\"entry\":\"%s\",\"lowered\":\"%s\"}", expr, lowered);
       char nv[16];
-      snprintf(nv, sizeof nv, "%d", nvv);
+      snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
       kt__binrow b = {hash, s->name, k->spec_hash, rt->arch, nv, consts, 0, 0, 0, v->cubin, v->cubin_size};
       if (kt__store_put_binary(rt->store, &b, msg, sizeof msg)) kt__log(&rt->log, KT_LOG_WARN, "%s", msg);
     }
@@ -190,7 +192,7 @@ kt_status kt__variant_get(kt_kernel *k, const kt__call *c, void **fn) {
 
 kt_status kt__variant_info(kt_kernel *k, const kt__call *c, void **fn, kt__funcattrs *attrs) {
   int64_t vals[KT_MAX_TARGS];
-  targ_values(k, c, vals);
+  kt__variant_vals(k, c, vals);
   uint64_t h = XXH3_64bits_withSeed(vals, (size_t)k->spec->ntargs * sizeof vals[0], k->variant_seed);
   kt__vtable *vt = &k->vt;
   kt__variant *v = find(vt, h, vals);
@@ -292,9 +294,9 @@ static kt_status collect(enum_state *es) {
     if (kt__expr_eval(&s->constraints[i].e, es->c.slots, &v) || !v) return KT_OK;
   }
   int64_t vals[KT_MAX_TARGS], seen[KT_MAX_TARGS];
-  targ_values(k, &es->c, vals);
+  kt__variant_vals(k, &es->c, vals);
   for (int i = 0; i < es->n; i++) {
-    targ_values(k, &es->calls[i], seen);
+    kt__variant_vals(k, &es->calls[i], seen);
     if (!memcmp(seen, vals, sizeof vals)) return KT_OK;
   }
   if (es->n == es->cap) {
@@ -398,7 +400,7 @@ kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
     char name[512];
     int64_t vals[KT_MAX_TARGS];
     kt__variant_name(k, &es->calls[i], '.', name, sizeof name);
-    targ_values(k, &es->calls[i], vals);
+    kt__variant_vals(k, &es->calls[i], vals);
     const kt__variant *v =
         find(&k->vt, XXH3_64bits_withSeed(vals, (size_t)k->spec->ntargs * sizeof vals[0], k->variant_seed), vals);
     kt_status vs = es->status[i];
