@@ -30,15 +30,7 @@ static kt_runtime *open_with(const char *cache, logbuf *l) {
   o.log = capture_log;
   o.log_user = l;
   o.log_level = KT_LOG_INFO;
-  kt_runtime *rt = NULL;
-  kt_status st = kt_runtime_open(&rt, &o);
-  if (st == KT_OK) return rt;
-  char why[2300];
-  snprintf(why, sizeof why, "no GPU: %s", kt_errmsg(rt));
-  kt_runtime_close(rt);
-  if (st == KT_ERR_NO_DRIVER || st == KT_ERR_NO_DEVICE) t_skip(why);
-  else t_fail(__FILE__, __LINE__, "%s", why);
-  return NULL;
+  return g_open_with(&o);
 }
 
 static const char *fresh_cache(void) {

@@ -9,8 +9,12 @@ kt_runtime *g_open(void) {
   kt_options o;
   kt_options_init(&o);
   o.log_level = KT_LOG_WARN;
+  return g_open_with(&o);
+}
+
+kt_runtime *g_open_with(const kt_options *o) {
   kt_runtime *rt = NULL;
-  kt_status st = kt_runtime_open(&rt, &o);
+  kt_status st = kt_runtime_open(&rt, o);
   if (st == KT_OK) return rt;
   char why[2300];
   snprintf(why, sizeof why, "no GPU: %s", kt_errmsg(rt));

@@ -7,7 +7,9 @@
 
 #include "ktune.h"
 
-/* A runtime on GPU 0, or NULL after t_skip() saying why. */
+/* A runtime on GPU 0, or NULL after t_skip() saying why (t_fail when a
+** GPU is there but the runtime fails). o NULL: defaults. */
+kt_runtime *g_open_with(const kt_options *o);
 kt_runtime *g_open(void);
 float g_bf16_to_f(uint16_t h);
 uint16_t g_f_to_bf16(float f);

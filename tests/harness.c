@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include "ktune.h"
+
 #include <stdarg.h>
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -90,4 +92,19 @@ int t_have_driver(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h) dlclose(h);
   return h != NULL;
+}
+
+kt_runtime *t_offline(int no_cache) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.arch = "sm_90";
+  o.no_cache = no_cache;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = NULL;
+  if (kt_runtime_open(&rt, &o)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
 }

@@ -27,26 +27,13 @@ static void on_variant(void *user, const char *name, kt_status st, size_t bytes,
   if (!s->min_bytes || bytes < s->min_bytes) s->min_bytes = bytes;
 }
 
-static kt_runtime *open_offline(void) {
-  kt_options o;
-  kt_options_init(&o);
-  o.no_device = 1;
-  o.arch = "sm_90";
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *rt = NULL;
-  if (kt_runtime_open(&rt, &o)) {
-    kt_runtime_close(rt);
-    return NULL;
-  }
-  return rt;
-}
 
 static int cmp_names(const void *a, const void *b) { return strcmp(a, b); }
 
 /* Every variant of the bundled spec compiles to an sm_90 cubin, and no two
 ** share a name: a variant is its full tuple of compile-time constants. */
 static void every_bundled_variant_compiles(void) {
-  kt_runtime *rt = open_offline();
+  kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
@@ -75,7 +62,7 @@ static void every_bundled_variant_compiles(void) {
 }
 
 static void cubins_are_written(void) {
-  kt_runtime *rt = open_offline();
+  kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
@@ -120,7 +107,7 @@ static void compile_errors_carry_the_log(void) {
         " \"access\": \"out\", \"extent\": \"1\"}], \"config\": {\"BLOCK\": [128]},\n"
         " \"default\": {\"BLOCK\": 128}, \"grid\": 1, \"block\": \"BLOCK\"}\n", f);
   fclose(f);
-  kt_runtime *rt = open_offline();
+  kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);

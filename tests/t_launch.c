@@ -3,26 +3,13 @@
 #include "harness.h"
 #include "ktune.h"
 
-static kt_runtime *open_offline(void) {
-  kt_options o;
-  kt_options_init(&o);
-  o.no_device = 1;
-  o.arch = "sm_90";
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *rt = NULL;
-  if (kt_runtime_open(&rt, &o)) {
-    kt_runtime_close(rt);
-    return NULL;
-  }
-  return rt;
-}
 
 #define ARGS(y, x, res, w, n, d)                                                     \
   {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(res, KT_BF16),         \
    kt_arg_ptr(w, KT_BF16), kt_arg_i32(n), kt_arg_i32(d), kt_arg_f32(1e-6f)}
 
 static void bad_arguments_are_named(void) {
-  kt_runtime *rt = open_offline();
+  kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
@@ -52,7 +39,7 @@ static void bad_arguments_are_named(void) {
 /* Vectorized loads on an unaligned pointer: a config whose vector width
 ** needs 16-byte alignment is never launched on a pointer that lacks it. */
 static void vector_width_needs_alignment(void) {
-  kt_runtime *rt = open_offline();
+  kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
@@ -68,7 +55,7 @@ static void vector_width_needs_alignment(void) {
 }
 
 static void forced_configs_are_checked(void) {
-  kt_runtime *rt = open_offline();
+  kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);

@@ -13,20 +13,6 @@
 
 int kt__test_tuned_count(const kt_kernel *k);
 
-static kt_runtime *offline(void) {
-  kt_options o;
-  kt_options_init(&o);
-  o.no_device = 1;
-  o.arch = "sm_90";
-  o.no_cache = 1;
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *rt = NULL;
-  if (kt_runtime_open(&rt, &o)) {
-    kt_runtime_close(rt);
-    return NULL;
-  }
-  return rt;
-}
 
 #define RMS(y, x, res, w, n, d, t) \
   {kt_arg_ptr(y, t), kt_arg_ptr(x, t), kt_arg_ptr(res, t), kt_arg_ptr(w, t), kt_arg_i32(n), kt_arg_i32(d), kt_arg_f32(1e-6f)}
@@ -34,7 +20,7 @@ static kt_runtime *offline(void) {
 /* The token count is "ignore": every T maps to one key. (The upstream bug:
 ** a key holding NB = cdiv(T, 2048) tuned again for every new T.) */
 static void keys_ignore_what_the_spec_says(void) {
-  kt_runtime *rt = offline();
+  kt_runtime *rt = t_offline(1);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
@@ -54,7 +40,7 @@ static void keys_ignore_what_the_spec_says(void) {
 }
 
 static void alignment_classes(void) {
-  kt_runtime *rt = offline();
+  kt_runtime *rt = t_offline(1);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
@@ -73,7 +59,7 @@ static void alignment_classes(void) {
 }
 
 static void pow2_buckets(void) {
-  kt_runtime *rt = offline();
+  kt_runtime *rt = t_offline(1);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one.json", &k), KT_OK);
@@ -164,7 +150,7 @@ static void large_outputs_compare_in_parallel(void) {
 /* A kernel whose spec says it cannot run in place, called with an output
 ** overlapping its input, is refused with the two params named. */
 static void overlap_refused_where_not_in_place(void) {
-  kt_runtime *rt = offline();
+  kt_runtime *rt = t_offline(1);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/shift.json", &k), KT_OK);
@@ -212,7 +198,7 @@ static void *race(void *arg) {
 }
 
 static void single_flight(void) {
-  kt_runtime *rt = offline();
+  kt_runtime *rt = t_offline(1);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
