@@ -51,7 +51,9 @@
   X(cuGraphInstantiateWithFlags, 11040, 1)                  \
   X(cuGraphLaunch, 10000, 1)                                \
   X(cuGraphExecDestroy, 10000, 1)                           \
-  X(cuGraphDestroy, 10000, 1)
+  X(cuGraphDestroy, 10000, 1)                               \
+  X(cuMemAllocAsync, 11020, 1)                              \
+  X(cuMemFreeAsync, 11020, 1)
 
 #define KT__PFN(name, ver, req) PFN_##name##_v##ver name;
 static struct {
@@ -397,5 +399,17 @@ kt_status kt__dev_capture_end_and_run(kt_stream s, int replays, char *err, size_
   if (x) drv.cuGraphExecDestroy(x);
   drv.cuGraphDestroy(g);
   if (r != CUDA_SUCCESS) return kt__dev_error((int)r, "graph replay", err, errlen);
+  return KT_OK;
+}
+
+kt_status kt__dev_malloc_async(kt__dptr *p, size_t bytes, kt_stream s, char *err, size_t errlen) {
+  CUdeviceptr d;
+  CHECK("cuMemAllocAsync", drv.cuMemAllocAsync(&d, bytes ? bytes : 1, (CUstream)s));
+  *p = d;
+  return KT_OK;
+}
+
+kt_status kt__dev_free_async(kt__dptr p, kt_stream s, char *err, size_t errlen) {
+  CHECK("cuMemFreeAsync", drv.cuMemFreeAsync((CUdeviceptr)p, (CUstream)s));
   return KT_OK;
 }

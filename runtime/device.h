@@ -68,6 +68,9 @@ int kt__dev_is_sticky(int res);
 
 kt_status kt__dev_malloc(kt__dptr *p, size_t bytes, char *err, size_t errlen);
 void kt__dev_free(kt__dptr p);
+/* Stream-ordered allocation, for temporaries of one launch. */
+kt_status kt__dev_malloc_async(kt__dptr *p, size_t bytes, kt_stream s, char *err, size_t errlen);
+kt_status kt__dev_free_async(kt__dptr p, kt_stream s, char *err, size_t errlen);
 kt_status kt__dev_htod(kt__dptr dst, const void *src, size_t bytes, char *err,
                        size_t errlen);
 kt_status kt__dev_dtoh(void *dst, kt__dptr src, size_t bytes, char *err,

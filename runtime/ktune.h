@@ -201,6 +201,14 @@ typedef struct kt_options {
   const char *system_cache_path; /* read-only cache consulted after the
                              user's (e.g. shipped with a model); NULL:
                              $KTUNE_SYSTEM_CACHE. Never written. Copied. */
+  int stage_aliased;      /* nonzero: a kernel whose spec cannot run in place,
+                             called with an output overlapping an input, writes
+                             to a stream-ordered temporary that is then copied
+                             into the output; zero: such a call returns
+                             KT_ERR_ALIAS */
+  int miss_runs_default;  /* nonzero: a thread that misses a key while
+                             another thread of this kernel is tuning launches
+                             the default config instead of waiting */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */

@@ -276,9 +276,10 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
   kt__call c;
   int64_t cfg[64];
   kt_status st;
-  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_alias(k, &c, args)) ||
-      (st = kt__call_plan(k, &c, stream, args, cfg)))
-    return st;
+  if ((st = kt__call_bind(k, args, nargs, &c))) return st;
+  if ((st = kt__call_alias(k, &c, args)))
+    return st == KT_ERR_ALIAS && k->rt->stage_aliased ? kt__launch_staged(k, stream, args, nargs) : st;
+  if ((st = kt__call_plan(k, &c, stream, args, cfg))) return st;
   return kt__call_launch(k, &c, stream, args);
 }
 

@@ -58,6 +58,8 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   rt->log.level = o.log_level >= 0 ? o.log_level : kt__log_level_from_env();
   rt->mode = o.mode ? o.mode : mode_from_env();
   rt->no_cache = o.no_cache;
+  rt->stage_aliased = o.stage_aliased;
+  rt->miss_runs_default = o.miss_runs_default;
   *out = rt;
   const char *home = o.cuda_home ? o.cuda_home : getenv("CUDA_HOME");
   if (!(rt->cuda_home = kt__strdup(home && *home ? home : "/usr/local/cuda")) ||

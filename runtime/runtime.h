@@ -27,6 +27,7 @@ struct kt_runtime {
   char *system_cache_path;
   struct kt_store *store; /* NULL when no cache is used */
   char cache_error[KT_ERRMAX]; /* why, when the cache could not be opened */
+  int stage_aliased, miss_runs_default;
   pthread_mutex_t lock;   /* kernels */
   kt_kernel **kernels;
   int nkernels, capkernels;
@@ -150,6 +151,8 @@ kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const k
 ** a written arg overlapping another; KT_OK otherwise (always for in-place
 ** specs, without evaluating anything). */
 kt_status kt__call_alias(kt_kernel *k, const kt__call *c, const kt_arg *args);
+/* kt_launch of such a call through temporaries (kt_options.stage_aliased). */
+kt_status kt__launch_staged(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs);
 /* launch.c: the config of a call (tuned table, miss path, fallback), set
 ** into c and checked. */
 kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg);

@@ -63,19 +63,68 @@ static kt_status call_ranges(kt_kernel *k, const kt__call *c, const kt_arg *args
   return KT_OK;
 }
 
+/* Index into r of an arg that r[i] overlaps, or -1. */
+static int overlapping(const kt__range *r, int n, int i) {
+  for (int j = 0; j < n; j++)
+    if (i != j && r[i].start < r[j].end && r[j].start < r[i].end && r[i].end > r[i].start && r[j].end > r[j].start)
+      return j;
+  return -1;
+}
+
 kt_status kt__call_alias(kt_kernel *k, const kt__call *c, const kt_arg *args) {
   if (k->spec->inplace) return KT_OK;
   kt__range r[KT_MAX_PARAMS];
   int n;
   kt_status st = call_ranges(k, c, args, r, &n);
   if (st) return st;
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < n; j++)
-      if (i != j && r[i].written && r[i].start < r[j].end && r[j].start < r[i].end && r[i].end > r[i].start &&
-          r[j].end > r[j].start)
-        return kt__err(k->rt->id, KT_ERR_ALIAS, "%s: %s (written) overlaps %s; this kernel cannot run in place",
-                       k->spec->name, k->spec->params[r[i].param].name, k->spec->params[r[j].param].name);
+  for (int i = 0; i < n; i++) {
+    int j = r[i].written ? overlapping(r, n, i) : -1;
+    if (j >= 0)
+      return kt__err(k->rt->id, KT_ERR_ALIAS, "%s: %s (written) overlaps %s; this kernel cannot run in place",
+                     k->spec->name, k->spec->params[r[i].param].name, k->spec->params[r[j].param].name);
+  }
   return KT_OK;
+}
+
+/* The call of a kernel that cannot run in place, with each written arg that
+** overlaps another redirected to a stream-ordered temporary, launched, and
+** the temporaries copied into the caller's outputs, all on the caller's
+** stream. An inout arg's temporary starts as a copy of it. */
+kt_status kt__launch_staged(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {
+  kt_runtime *rt = k->rt;
+  kt__call c;
+  kt_status st = kt__call_bind(k, args, nargs, &c);
+  if (st) return st;
+  if (!rt->have_device)
+    return kt__err(rt->id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", k->spec->name);
+  kt__range r[KT_MAX_PARAMS];
+  int n;
+  if ((st = call_ranges(k, &c, args, r, &n))) return st;
+  kt_arg staged[KT_MAX_PARAMS];
+  kt__dptr tmp[KT_MAX_PARAMS] = {0};
+  memcpy(staged, args, (size_t)nargs * sizeof *args);
+  char err[KT_ERRMAX];
+  if ((st = kt__dev_use(rt->ctx, err, sizeof err))) return kt__err(rt->id, st, "%s: %s", k->spec->name, err);
+  for (int i = 0; i < n && !st; i++) {
+    if (!r[i].written || overlapping(r, n, i) < 0) continue;
+    size_t bytes = r[i].end - r[i].start;
+    st = kt__dev_malloc_async(&tmp[i], bytes + 256, stream, err, sizeof err);
+    /* The same alignment class as the caller's pointer. */
+    kt__dptr p = tmp[i] + r[i].start % 256;
+    if (!st && k->spec->params[r[i].param].access == KT__INOUT)
+      st = kt__dev_dtod_async(p, r[i].start, bytes, stream, err, sizeof err);
+    staged[r[i].param].v.ptr = p;
+  }
+  if (st) st = kt__err(rt->id, st, "%s: staging: %s", k->spec->name, err);
+  else st = kt_launch(k, stream, staged, nargs);
+  for (int i = 0; i < n; i++) {
+    if (!tmp[i]) continue;
+    if (!st && kt__dev_dtod_async(r[i].start, staged[r[i].param].v.ptr, r[i].end - r[i].start, stream, err,
+                                  sizeof err))
+      st = kt__err(rt->id, KT_ERR_CUDA, "%s: staging: %s", k->spec->name, err);
+    kt__dev_free_async(tmp[i], stream, err, sizeof err);
+  }
+  return st;
 }
 
 typedef struct group {
@@ -610,7 +659,15 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
   int64_t fallback[64];
   kt_status st = kt__call_fallback(k, c, fallback);
   if (st) return st;
-  pthread_mutex_lock(&k->tune_lock);
+  if (rt->miss_runs_default) {
+    if (pthread_mutex_trylock(&k->tune_lock)) {
+      /* Another thread is tuning: run the default now, look again later. */
+      memcpy(cfg, fallback, (size_t)s->ncfields * sizeof *cfg);
+      return KT_OK;
+    }
+  } else {
+    pthread_mutex_lock(&k->tune_lock);
+  }
   /* Single flight: whoever tuned this key while we waited left it here. */
   if ((*out = kt__tuned_find(k, key, h))) {
     pthread_mutex_unlock(&k->tune_lock);

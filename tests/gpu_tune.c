@@ -269,7 +269,56 @@ static void no_tuning_while_capturing(void) {
   kt_runtime_close(rt);
 }
 
+/* A kernel that cannot run in place, called in place: refused by default;
+** with stage_aliased, computed through a temporary as if out of place. */
+static void aliased_call_is_refused_or_staged(void) {
+  static logbuf lb;
+  memset(&lb, 0, sizeof lb);
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = fresh_cache();
+  o.log = capture_log;
+  o.log_user = &lb;
+  o.log_level = KT_LOG_WARN;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/shift.json", &k), KT_OK);
+  enum { N = 100000 };
+  static float h[N + 1];
+  for (int i = 0; i <= N; i++) h[i] = (float)(3 * i + 1);
+  uint64_t x;
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof h, &x), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, x, h, sizeof h), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_ptr(x, KT_F32), kt_arg_i32(N)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 3), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "shift_left: y (written) overlaps x; this kernel cannot run in place");
+  kt_device_free(rt, x);
+  kt_runtime_close(rt);
+  o.stage_aliased = 1;
+  o.cache_path = fresh_cache();
+  rt = g_open_with(&o);
+  ASSERT_TRUE(rt);
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/shift.json", &k), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof h, &x), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, x, h, sizeof h), KT_OK);
+  a[0] = a[1] = kt_arg_ptr(x, KT_F32);
+  kt_status st = kt_launch(k, NULL, a, 3);
+  if (st) t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  static float got[N + 1];
+  ASSERT_STATUS(kt_device_download(rt, got, x, sizeof got), KT_OK);
+  long bad = 0;
+  for (int i = 0; i < N; i++) bad += got[i] != (float)(3 * (i + 1) + 1);
+  ASSERT_EQ(bad, 0);
+  ASSERT_TRUE(got[N] == h[N]);
+  kt_device_free(rt, x);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_tune_tests[] = {
+    {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
     {"gpu tune: a faulting config is quarantined across processes", faulting_config_is_quarantined},

@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "key.h"
 #include "ktune.h"
+#include "runtime.h"
 #include "spec.h"
 
 int kt__test_tuned_count(const kt_kernel *k);
@@ -217,6 +218,34 @@ static void single_flight(void) {
   kt_runtime_close(rt);
 }
 
+/* With miss_runs_default, a thread that misses while the kernel's tuner is
+** busy launches the default config at once, and leaves no entry. */
+static void miss_runs_default_while_tuning(void) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.arch = "sm_90";
+  o.no_cache = 1;
+  o.miss_runs_default = 1;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  pthread_mutex_lock(&k->tune_lock); /* as a tuner would hold it */
+  kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, 100, 1024, KT_BF16);
+  char cfg[128];
+  kt_status st = kt_kernel_config_for(k, a, 7, cfg, sizeof cfg);
+  int entries = kt__test_tuned_count(k);
+  pthread_mutex_unlock(&k->tune_lock);
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_STR_EQ(cfg, "BLOCK=128,ROWS=4,VEC=1");
+  ASSERT_EQ(entries, 0);
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 7, cfg, sizeof cfg), KT_OK);
+  ASSERT_EQ(kt__test_tuned_count(k), 1);
+  kt_runtime_close(rt);
+}
+
 static void cli_key_and_lint(void) {
   char out[8192];
   const char *bin = getenv("KTUNE_BIN") ? getenv("KTUNE_BIN") : "build/ktune";
@@ -249,6 +278,7 @@ const kt_test t_tune_tests[] = {
     {"tune: large outputs compare in parallel, same answer", large_outputs_compare_in_parallel},
     {"tune: overlap refused for a kernel that cannot run in place", overlap_refused_where_not_in_place},
     {"tune: single flight: 16 threads miss one key", single_flight},
+    {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},
     {NULL, NULL},
 };
