@@ -1,5 +1,6 @@
 /* The tuner on the GPU: in-place calls, broken and faulting configs, stream
 ** capture. Each test uses a cache file of its own. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,7 +318,83 @@ static void aliased_call_is_refused_or_staged(void) {
   kt_runtime_close(rt);
 }
 
+/* 16 threads launch a cached key on streams of their own while one more
+** thread tunes a new key of the same kernel: the launches never wait for
+** the tuner, and every result is right. */
+typedef struct hammer {
+  kt_runtime *rt;
+  kt_kernel *k;
+  uint64_t x;
+  long long n;
+  int reps;
+  kt_status st;
+  char err[512];
+} hammer;
+
+static void *hammer_run(void *arg) {
+  hammer *h = arg;
+  kt_stream s;
+  char e[512];
+  if (kt__dev_stream_create(&s, e, sizeof e)) {
+    h->st = KT_ERR_CUDA;
+    snprintf(h->err, sizeof h->err, "%s", e);
+    return NULL;
+  }
+  kt_arg a[] = {kt_arg_ptr(h->x, KT_F32), kt_arg_i64(h->n)};
+  for (int i = 0; i < h->reps && !h->st; i++) h->st = kt_launch(h->k, s, a, 2);
+  if (!h->st) h->st = kt_stream_sync(h->rt, s);
+  if (h->st) snprintf(h->err, sizeof h->err, "%s", kt_errmsg(h->rt));
+  kt__dev_stream_destroy(s);
+  return NULL;
+}
+
+static void threads_launch_while_one_tunes(void) {
+  static logbuf lb;
+  memset(&lb, 0, sizeof lb);
+  kt_runtime *rt = open_with(fresh_cache(), &lb);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one.json", &k), KT_OK);
+  enum { THREADS = 16, REPS = 500, N = 4096 };
+  static float h[THREADS][N];
+  hammer hs[THREADS + 1];
+  for (int t = 0; t <= THREADS; t++) {
+    long long n = t < THREADS ? N : (1 << 22);
+    hs[t] = (hammer){rt, k, 0, n, t < THREADS ? REPS : 1, KT_OK, ""};
+    ASSERT_STATUS(kt_device_alloc(rt, (size_t)n * 4, &hs[t].x), KT_OK);
+    ASSERT_STATUS(kt_device_fill(rt, hs[t].x, 0x3f, (size_t)n * 4), KT_OK);
+  }
+  /* Tune the small key first, so that the hammering threads hit it. */
+  kt_arg a[] = {kt_arg_ptr(hs[0].x, KT_F32), kt_arg_i64(N)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_fill(rt, hs[0].x, 0x3f, (size_t)N * 4), KT_OK);
+  pthread_t th[THREADS + 1];
+  pthread_create(&th[THREADS], NULL, hammer_run, &hs[THREADS]); /* tunes n = 2^22 */
+  for (int t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, hammer_run, &hs[t]);
+  for (int t = 0; t <= THREADS; t++) pthread_join(th[t], NULL);
+  for (int t = 0; t <= THREADS; t++) {
+    if (hs[t].st) t_fail(__FILE__, __LINE__, "thread %d: %s", t, hs[t].err);
+    ASSERT_STATUS(hs[t].st, KT_OK);
+  }
+  /* The same float additions on the host, from the fill pattern. */
+  uint32_t bits = 0x3f3f3f3fu;
+  float want;
+  memcpy(&want, &bits, 4);
+  for (int i = 0; i < REPS; i++) want += 1.0f;
+  long bad = 0;
+  for (int t = 0; t < THREADS; t++) {
+    ASSERT_STATUS(kt_device_download(rt, h[t], hs[t].x, sizeof h[t]), KT_OK);
+    for (int i = 0; i < N; i++) bad += h[t][i] != want;
+  }
+  for (int t = 0; t <= THREADS; t++) kt_device_free(rt, hs[t].x);
+  ASSERT_EQ(bad, 0);
+  ASSERT_EQ(lb.tunings, 2);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_tune_tests[] = {
+    {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
