@@ -307,6 +307,10 @@ KT_API kt_status kt_device_download(kt_runtime *rt, void *dst, uint64_t src,
 /* Fill bytes of device memory with one byte value (e.g. 0xFF to poison). */
 KT_API kt_status kt_device_fill(kt_runtime *rt, uint64_t dst, uint8_t byte,
                                 size_t bytes);
+/* A non-blocking stream on the runtime's device, made current in the
+** calling thread. Caller owns *out; free with kt_stream_destroy(). */
+KT_API kt_status kt_stream_create(kt_runtime *rt, kt_stream *out /* OUT */);
+KT_API kt_status kt_stream_destroy(kt_runtime *rt, kt_stream s);
 /* Wait for all work queued on stream (NULL: the legacy default stream). */
 KT_API kt_status kt_stream_sync(kt_runtime *rt, kt_stream stream);
 

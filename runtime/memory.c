@@ -48,3 +48,13 @@ kt_status kt_device_fill(kt_runtime *rt, uint64_t dst, uint8_t byte, size_t byte
 kt_status kt_stream_sync(kt_runtime *rt, kt_stream s) {
   WITH_DEVICE("kt_stream_sync", kt__dev_sync(s, err, sizeof err));
 }
+
+kt_status kt_stream_create(kt_runtime *rt, kt_stream *out) {
+  if (!out) return KT_ERR_INVALID;
+  WITH_DEVICE("kt_stream_create", kt__dev_stream_create(out, err, sizeof err));
+}
+
+kt_status kt_stream_destroy(kt_runtime *rt, kt_stream s) {
+  if (!s) return KT_OK;
+  WITH_DEVICE("kt_stream_destroy", (kt__dev_stream_destroy(s), KT_OK));
+}

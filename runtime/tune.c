@@ -685,6 +685,13 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
   kt__key_json(&k->keydef, key, t->key, sizeof t->key);
   int capturing = 0;
   char err[KT_ERRMAX];
+  /* A thread's first call may arrive here before anything made the
+  ** runtime's context current in it. */
+  if (rt->have_device && (st = kt__dev_use(rt->ctx, err, sizeof err))) {
+    kt__free(t);
+    pthread_mutex_unlock(&k->tune_lock);
+    return kt__err(rt->id, st, "%s: %s", s->name, err);
+  }
   if (rt->have_device && kt__dev_is_capturing(stream, &capturing, err, sizeof err)) capturing = 0;
   int64_t stored[64];
   int have_stored = 0;

@@ -334,17 +334,15 @@ typedef struct hammer {
 static void *hammer_run(void *arg) {
   hammer *h = arg;
   kt_stream s;
-  char e[512];
-  if (kt__dev_stream_create(&s, e, sizeof e)) {
-    h->st = KT_ERR_CUDA;
-    snprintf(h->err, sizeof h->err, "%s", e);
+  if ((h->st = kt_stream_create(h->rt, &s))) {
+    snprintf(h->err, sizeof h->err, "%s", kt_errmsg(h->rt));
     return NULL;
   }
   kt_arg a[] = {kt_arg_ptr(h->x, KT_F32), kt_arg_i64(h->n)};
   for (int i = 0; i < h->reps && !h->st; i++) h->st = kt_launch(h->k, s, a, 2);
   if (!h->st) h->st = kt_stream_sync(h->rt, s);
   if (h->st) snprintf(h->err, sizeof h->err, "%s", kt_errmsg(h->rt));
-  kt__dev_stream_destroy(s);
+  kt_stream_destroy(h->rt, s);
   return NULL;
 }
 
