@@ -397,11 +397,6 @@ const char *kt__store_path(const kt_store *s) { return s ? s->path : ""; }
 int kt__store_readonly(const kt_store *s) { return s ? s->readonly : 1; }
 int kt__store_binaries_trusted(const kt_store *s) { return s && s->trusted; }
 
-static kt_status readonly_err(kt_store *s, char *err, size_t errlen) {
-  snprintf(err, errlen, "%s: the cache is read-only", s->path);
-  return KT_ERR_READONLY;
-}
-
 static void bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash, const char *device,
                      const char *key) {
   kt__db_bind_text(st, 1, kernel);
@@ -409,6 +404,26 @@ static void bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash
   kt__db_bind_text(st, 3, device);
   kt__db_bind_text(st, 4, key);
 }
+
+/* A statement made for one use, its first four params bound to a key;
+** NULL with *st set (and err) when it cannot be prepared. */
+static sqlite3_stmt *keyed(kt_store *s, const char *q, const char *kernel, const char *spec_hash,
+                           const char *device, const char *key, const char *what, kt_status *st, char *err,
+                           size_t errlen) {
+  sqlite3_stmt *p;
+  if (sqlite3_prepare_v2(s->db, q, -1, &p, NULL)) {
+    *st = kt__db_err(s, s->db, what, err, errlen);
+    return NULL;
+  }
+  bind_key(p, kernel, spec_hash, device, key);
+  return p;
+}
+
+static kt_status readonly_err(kt_store *s, char *err, size_t errlen) {
+  snprintf(err, errlen, "%s: the cache is read-only", s->path);
+  return KT_ERR_READONLY;
+}
+
 
 kt_status kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen) {
   if (s->readonly) return readonly_err(s, err, errlen);
@@ -629,15 +644,12 @@ kt_status kt__store_quarantined(kt_store *s, const char *kernel, const char *spe
                                void (*fn)(void *user, const char *config, const char *reason),
                                void *user, char *err, size_t errlen) {
   pthread_mutex_lock(&s->lock);
-  sqlite3_stmt *q;
   kt_status st = KT_OK;
-  if (sqlite3_prepare_v2(s->db,
-                         "SELECT config, reason FROM quarantine WHERE kernel=?1 AND spec_hash=?2 AND device=?3"
-                         " AND key=?4",
-                         -1, &q, NULL)) {
-    st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
-  } else {
-    bind_key(q, kernel, spec_hash, device, key);
+  sqlite3_stmt *q = keyed(s,
+                          "SELECT config, reason FROM quarantine WHERE kernel=?1 AND spec_hash=?2 AND device=?3"
+                          " AND key=?4",
+                          kernel, spec_hash, device, key, "reading quarantine", &st, err, errlen);
+  if (q) {
     int rc;
     while ((rc = kt__db_step(q)) == SQLITE_ROW)
       fn(user, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1));
@@ -660,14 +672,11 @@ kt_status kt__store_lease(kt_store *s, const char *kernel, const char *spec_hash
   pthread_mutex_lock(&s->lock);
   kt_status st = kt__db_begin(s, err, errlen);
   sqlite3_stmt *q = NULL;
-  if (!st && sqlite3_prepare_v2(s->db,
-                                "SELECT host, pid, expires_at FROM leases WHERE kernel=?1 AND spec_hash=?2 AND"
-                                " device=?3 AND key=?4",
-                                -1, &q, NULL))
-    st = kt__db_err(s, s->db, "reading leases", err, errlen);
+  if (!st)
+    q = keyed(s, "SELECT host, pid, expires_at FROM leases WHERE kernel=?1 AND spec_hash=?2 AND device=?3 AND key=?4",
+              kernel, spec_hash, device, key, "reading leases", &st, err, errlen);
   int free_ = 1;
-  if (!st) {
-    bind_key(q, kernel, spec_hash, device, key);
+  if (q) {
     int rc = kt__db_step(q);
     if (rc == SQLITE_ROW) {
       const char *h = (const char *)sqlite3_column_text(q, 0);
@@ -681,23 +690,18 @@ kt_status kt__store_lease(kt_store *s, const char *kernel, const char *spec_hash
     } else if (rc != SQLITE_DONE) {
       st = kt__db_err(s, s->db, "reading leases", err, errlen);
     }
+    sqlite3_finalize(q);
   }
-  sqlite3_finalize(q);
-  q = NULL;
-  if (!st && free_) {
-    if (sqlite3_prepare_v2(s->db,
-                           "INSERT OR REPLACE INTO leases (kernel, spec_hash, device, key, host, pid, expires_at)"
-                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                           -1, &q, NULL)) {
-      st = kt__db_err(s, s->db, "writing leases", err, errlen);
-    } else {
-      bind_key(q, kernel, spec_hash, device, key);
-      kt__db_bind_text(q, 5, host);
-      sqlite3_bind_int64(q, 6, pid);
-      sqlite3_bind_int64(q, 7, kt__db_now() + ttl_s);
-      if (kt__db_step(q) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing leases", err, errlen);
-      else *taken = 1;
-    }
+  if (!st && free_ &&
+      (q = keyed(s,
+                 "INSERT OR REPLACE INTO leases (kernel, spec_hash, device, key, host, pid, expires_at)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 kernel, spec_hash, device, key, "writing leases", &st, err, errlen))) {
+    kt__db_bind_text(q, 5, host);
+    sqlite3_bind_int64(q, 6, pid);
+    sqlite3_bind_int64(q, 7, kt__db_now() + ttl_s);
+    if (kt__db_step(q) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing leases", err, errlen);
+    else *taken = 1;
     sqlite3_finalize(q);
   }
   st = kt__db_end(s, st, err, errlen);
@@ -711,15 +715,12 @@ kt_status kt__store_lease_release(kt_store *s, const char *kernel, const char *s
                                   char *err, size_t errlen) {
   if (s->readonly) return KT_OK;
   pthread_mutex_lock(&s->lock);
-  sqlite3_stmt *q;
   kt_status st = KT_OK;
-  if (sqlite3_prepare_v2(s->db,
-                         "DELETE FROM leases WHERE kernel=?1 AND spec_hash=?2 AND device=?3 AND key=?4 AND host=?5"
-                         " AND pid=?6",
-                         -1, &q, NULL)) {
-    st = kt__db_err(s, s->db, "writing leases", err, errlen);
-  } else {
-    bind_key(q, kernel, spec_hash, device, key);
+  sqlite3_stmt *q = keyed(s,
+                          "DELETE FROM leases WHERE kernel=?1 AND spec_hash=?2 AND device=?3 AND key=?4 AND host=?5"
+                          " AND pid=?6",
+                          kernel, spec_hash, device, key, "writing leases", &st, err, errlen);
+  if (q) {
     kt__db_bind_text(q, 5, host);
     sqlite3_bind_int64(q, 6, pid);
     if (kt__db_step(q) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing leases", err, errlen);

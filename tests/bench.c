@@ -128,6 +128,29 @@ static void count_compiles(void *user, kt_log_level level, const char *msg) {
   if (strstr(msg, ": cubin from the cache")) l->from_cache++;
 }
 
+/* One row of 3072 bf16 values (x, y, w), the args of an RMSNorm call on it. */
+typedef struct row3072 {
+  uint64_t x, y, w;
+  kt_arg a[7];
+} row3072;
+
+static void row_make(kt_runtime *rt, row3072 *r) {
+  kt_device_alloc(rt, 3072 * 2, &r->x);
+  kt_device_alloc(rt, 3072 * 2, &r->y);
+  kt_device_alloc(rt, 3072 * 2, &r->w);
+  kt_device_fill(rt, r->x, 0x3c, 6144);
+  kt_device_fill(rt, r->w, 0x3c, 6144);
+  kt_arg a[] = {kt_arg_ptr(r->y, KT_BF16), kt_arg_ptr(r->x, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(r->w, KT_BF16), kt_arg_i32(1), kt_arg_i32(3072), kt_arg_f32(1e-6f)};
+  memcpy(r->a, a, sizeof a);
+}
+
+static void row_free(kt_runtime *rt, row3072 *r) {
+  kt_device_free(rt, r->x);
+  kt_device_free(rt, r->y);
+  kt_device_free(rt, r->w);
+}
+
 /* A second process that finds config and cubin in SQLite: time from
 ** kt_kernel_load to the first launch returning (driver start-up excluded). */
 static int warm_child(void) {
@@ -139,38 +162,27 @@ static int warm_child(void) {
   o.log_level = KT_LOG_DEBUG;
   kt_runtime *rt;
   if (kt_runtime_open(&rt, &o)) return 1;
-  uint64_t x, y, w;
-  kt_device_alloc(rt, 3072 * 2, &x);
-  kt_device_alloc(rt, 3072 * 2, &y);
-  kt_device_alloc(rt, 3072 * 2, &w);
-  kt_device_fill(rt, x, 0x3c, 6144);
-  kt_device_fill(rt, w, 0x3c, 6144);
-  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(3072), kt_arg_f32(1e-6f)};
+  row3072 r;
+  row_make(rt, &r);
   double t0 = now_us();
   kt_kernel *k;
   kt_status st = kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k);
-  if (!st) st = kt_launch(k, NULL, a, 7);
+  if (!st) st = kt_launch(k, NULL, r.a, 7);
   double t1 = now_us();
   kt_stream_sync(rt, NULL);
   printf("%-44s %10.2f ms  (NVRTC runs: %d, cubins from the cache: %d)%s\n",
          "warm start, kt_kernel_load to first launch", (t1 - t0) / 1e3, l.compiled, l.from_cache,
          st ? kt_errmsg(rt) : "");
+  row_free(rt, &r);
   kt_runtime_close(rt);
   return 0;
 }
 
 static void warm_start(kt_runtime *rt, kt_kernel *k, const char *self) {
-  uint64_t x, y, w;
-  kt_device_alloc(rt, 3072 * 2, &x);
-  kt_device_alloc(rt, 3072 * 2, &y);
-  kt_device_alloc(rt, 3072 * 2, &w);
-  kt_device_fill(rt, x, 0x3c, 6144);
-  kt_device_fill(rt, w, 0x3c, 6144);
-  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(3072), kt_arg_f32(1e-6f)};
+  row3072 r;
+  row_make(rt, &r);
   double t0 = now_us();
-  kt_status st = kt_launch(k, NULL, a, 7);
+  kt_status st = kt_launch(k, NULL, r.a, 7);
   kt_stream_sync(rt, NULL);
   printf("\n%-44s %10.2f ms%s\n", "cold: first launch of a new key, D=3072 (tunes)", (now_us() - t0) / 1e3,
          st ? kt_errmsg(rt) : "");
@@ -178,9 +190,7 @@ static void warm_start(kt_runtime *rt, kt_kernel *k, const char *self) {
   snprintf(cmd, sizeof cmd, "%s --warm", self);
   fflush(stdout);
   if (system(cmd)) printf("warm child failed\n");
-  kt_device_free(rt, x);
-  kt_device_free(rt, y);
-  kt_device_free(rt, w);
+  row_free(rt, &r);
 }
 
 /* Cold tuning of a 12-config space: compile in parallel, validate, time. */
