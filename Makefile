@@ -31,7 +31,7 @@ BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c
 B := build
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test test-plain test-asan gpu-test bench demo install clean
+.PHONY: all deps test test-plain test-asan gpu-test bench demo install clean FORCE
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
 
 deps:
@@ -77,7 +77,8 @@ $(B)/asan/ktune-test: $(call OBJ,$(B)/asan,$(TEST_SRC) $(LIB_SRC))
 $(B)/asan/ktune: $(call OBJ,$(B)/asan,$(CLI_SRC) $(LIB_SRC))
 	$(CC) $(SAN) $(LDFLAGS) $^ $(LIBS) -o $@
 
-$(B)/ktune.pc: runtime/ktune.h Makefile
+# Written on every run, so that `make install PREFIX=...` records that PREFIX.
+$(B)/ktune.pc: FORCE
 	@mkdir -p $(B)
 	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ktune\nDescription: autotuning GPU kernel runtime\nVersion: %s\nRequires.private: sqlite3 libcjson\nLibs: -L$${libdir} -lktune\nLibs.private: -ldl -lpthread -lm\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$(VERSION)" > $@
@@ -118,3 +119,5 @@ install: all
 
 clean:
 	rm -rf $(B)
+
+FORCE:
