@@ -237,6 +237,26 @@ KT_API const char *kt_errmsg(const kt_runtime *rt);
 KT_API const char *kt_runtime_arch(const kt_runtime *rt);
 KT_API const char *kt_runtime_device_name(const kt_runtime *rt);
 
+/* What a runtime runs on, for tools and logs. Strings borrowed; valid until
+** kt_runtime_close(). Fields of a runtime without a device are "" or 0. */
+typedef struct kt_runtime_info {
+  const char *device_name;
+  const char *arch;        /* "sm_90" */
+  const char *fingerprint; /* "NAME/sm_XY/SMS": the cache's device column */
+  int num_sms;
+  int l2_bytes;
+  int smem_per_block_optin;
+  int driver_version;      /* e.g. 13000 */
+  int nvrtc_version;       /* e.g. 13000; 0 when NVRTC cannot be loaded */
+  const char *cache_path;  /* "" without a cache */
+  const char *cache_error; /* why there is no cache, or "" */
+} kt_runtime_info;
+KT_API kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out /* OUT */);
+
+/* The number of CUDA devices; KT_ERR_NO_DRIVER (with the reason in
+** kt_errmsg(NULL)) when the driver cannot be loaded. */
+KT_API kt_status kt_device_count(int *out /* OUT */);
+
 /* Load a kernel spec and prepare it for launching. The spec file and its
 ** source are read and parsed now; variants are compiled on first use.
 ** Loading the same path twice gives two independent kernels.

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "rtc.h"
 #include "store.h"
 #include "runtime.h"
 
@@ -247,4 +248,27 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
   pthread_mutex_unlock(&rt->lock);
   *out = k;
   return KT_OK;
+}
+
+kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
+  if (!rt || !out) return KT_ERR_INVALID;
+  char err[KT_ERRMAX];
+  out->device_name = rt->have_device ? rt->dev.name : "";
+  out->arch = rt->arch;
+  out->fingerprint = rt->fingerprint;
+  out->num_sms = rt->dev.num_sms;
+  out->l2_bytes = rt->dev.l2_bytes;
+  out->smem_per_block_optin = rt->dev.smem_per_block_optin;
+  out->driver_version = rt->dev.driver_version;
+  out->nvrtc_version = kt__nvrtc_load(rt->cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version();
+  out->cache_path = kt_cache_path(rt);
+  out->cache_error = rt->store ? "" : rt->cache_error;
+  return KT_OK;
+}
+
+kt_status kt_device_count(int *out) {
+  if (!out) return KT_ERR_INVALID;
+  char err[KT_ERRMAX];
+  kt_status st = kt__dev_count(out, err, sizeof err);
+  return st ? kt__err(0, st, "%s", err) : KT_OK;
 }

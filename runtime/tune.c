@@ -750,6 +750,15 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
   } else if (!st) {
     int64_t best[64];
     st = tune(t, c, stream, best, fallback);
+    if (st == KT_ERR_NOMEM) {
+      /* Scratch copies did not fit beside the caller's data: the call still
+      ** runs, with the default config, and the key is tuned another time. */
+      kt__log(&rt->log, KT_LOG_WARN, "%s %s: not enough memory to tune (%s); the default config is used",
+              s->name, t->key, kt__errmsg(rt->id));
+      memcpy(cfg, fallback, (size_t)s->ncfields * sizeof *cfg);
+      st = KT_OK;
+      goto done;
+    }
     if (!st && have_stored) {
       /* New candidates were measured; the stored winner stands unless beaten. */
       double stored_us = -1;
@@ -764,6 +773,7 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     }
     if (!st) st = insert(k, c, key, h, best, out);
   }
+done:
   if (held && kt__store_lease_release(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, host, (long)getpid(),
                                       err, sizeof err))
     kt__log(&rt->log, KT_LOG_WARN, "%s", err);

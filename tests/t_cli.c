@@ -56,6 +56,15 @@ static void compile_writes_cubins(void) {
 static void gpu_commands_without_a_gpu(void) {
   if (t_have_driver()) SKIP("a CUDA driver is present; this checks the behaviour without one");
   char out[8192];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache %s/info.db", bin(), dir), 1);
+  ASSERT_CONTAINS(out, "ktune      " KT_VERSION_STRING "\n");
+  ASSERT_CONTAINS(out, "nvrtc      13.");
+  ASSERT_CONTAINS(out, "driver     missing: cannot load the CUDA driver (libcuda.so.1)");
+  ASSERT_CONTAINS(out, "cache      ");
+  ASSERT_CONTAINS(out, "/info.db  (");
+  ASSERT_CONTAINS(out, " KiB: 0 configs, 0 trials, 0 binaries, 0 quarantined)\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile kernels_src/rmsnorm.json", bin()), 1);
   ASSERT_CONTAINS(out, "cannot load the CUDA driver (libcuda.so.1)");
   ASSERT_CONTAINS(out, "(give --arch to compile without a GPU)");

@@ -22,5 +22,6 @@ int cmd_import(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 int cmd_lint(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 #endif

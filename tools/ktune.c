@@ -19,6 +19,7 @@ static const char help[] =
     "                  the canonical tuning key of a call: why calls share a tuning\n"
     "  lint SPEC...    phantom key fields and variants that do not compile\n"
     "  demo [SPEC]     run the bundled RMSNorm on GPU 0: config, time, GB/s\n"
+    "  info            versions, GPUs and their fingerprints, the cache\n"
     "  list [KERNEL]   the cached configs as a table (--json for scripts)\n"
     "  show KERNEL     cached configs of a kernel with every candidate measured\n"
     "  export [-o FILE] [--binaries]\n"
@@ -80,6 +81,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "gc")) return cmd_gc(argc - 1, argv + 1);
   if (!strcmp(cmd, "key")) return cmd_key(argc - 1, argv + 1);
   if (!strcmp(cmd, "lint")) return cmd_lint(argc - 1, argv + 1);
+  if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
   fprintf(stderr, "ktune: unknown command '%s'\nTry 'ktune --help'.\n", cmd);
   return EXIT_USAGE;
 }
