@@ -193,6 +193,7 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
   kt_kernel *k = kt__calloc(1, sizeof *k);
   if (!k) return kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", spec_path);
   k->rt = rt;
+  k->uid = kt__err_new_id();
   char err[KT_ERRMAX];
   kt_status st = kt__spec_load(spec_path, &k->spec, err, sizeof err);
   if (st) {

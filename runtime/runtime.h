@@ -47,6 +47,8 @@ struct kt_kernel {
   kt__spec *spec;
   kt__vtable vt;
   int64_t builtins[KT__NBUILTINS];
+  uint64_t uid;           /* never reused in a process: names the kernel in
+                             per-thread launch plans */
   uint64_t variant_seed;  /* hash of source, arch and compile options */
   char spec_hash[17];
   kt__keydef keydef;
@@ -64,6 +66,7 @@ typedef struct kt__call {
   int64_t slots[KT_MAX_SLOTS];
   kt_dtype tvals[KT_MAX_PARAMS];
   const struct kt__tuned *hit; /* the table entry the config came from */
+  const int64_t *sig;          /* kt_launch's signature of the call, or NULL */
 } kt__call;
 
 /* A tuned (or cached, or fallback) config for one key. */

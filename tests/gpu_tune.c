@@ -391,7 +391,51 @@ static void threads_launch_while_one_tunes(void) {
   kt_runtime_close(rt);
 }
 
+/* Calls of one shape on new tensors are launched from the thread's plan;
+** a call whose n differs (same pow2 bucket, so the same key) is not: it gets
+** its own grid, and leaves the element past its n alone. */
+static void plans_follow_the_signature(void) {
+  static logbuf lb;
+  memset(&lb, 0, sizeof lb);
+  kt_runtime *rt = open_with(fresh_cache(), &lb);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one.json", &k), KT_OK);
+  enum { N = 4096 };
+  static float h[3][N], got[N];
+  uint64_t x[3];
+  for (int b = 0; b < 3; b++) {
+    for (int i = 0; i < N; i++) h[b][i] = (float)(b * 1000 + i);
+    ASSERT_STATUS(kt_device_alloc(rt, sizeof h[b], &x[b]), KT_OK);
+    ASSERT_STATUS(kt_device_upload(rt, x[b], h[b], sizeof h[b]), KT_OK);
+  }
+  int count[3] = {0, 0, 0};
+  for (int r = 0; r < 30; r++) {
+    int b = (r * 7) % 3;
+    kt_arg a[] = {kt_arg_ptr(x[b], KT_F32), kt_arg_i64(N)};
+    ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+    count[b]++;
+  }
+  kt_arg shorter[] = {kt_arg_ptr(x[0], KT_F32), kt_arg_i64(N - 1)};
+  ASSERT_STATUS(kt_launch(k, NULL, shorter, 2), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  for (int b = 0; b < 3; b++) {
+    ASSERT_STATUS(kt_device_download(rt, got, x[b], sizeof got), KT_OK);
+    long bad = 0;
+    for (int i = 0; i < N; i++) {
+      int extra = b == 0 && i < N - 1;
+      bad += got[i] != h[b][i] + (float)(count[b] + extra);
+    }
+    if (bad) t_fail(__FILE__, __LINE__, "buffer %d: %ld wrong elements", b, bad);
+    ASSERT_EQ(bad, 0);
+    kt_device_free(rt, x[b]);
+  }
+  ASSERT_EQ(lb.tunings, 1);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_tune_tests[] = {
+    {"gpu tune: launch plans follow the call's signature", plans_follow_the_signature},
     {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
