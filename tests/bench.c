@@ -48,10 +48,17 @@ static void rmsnorm_table(kt_runtime *rt, kt_kernel *k) {
   }
 }
 
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 /* CPU cost per launch: kt_launch against cuLaunchKernel of the same
-** function, back to back on one stream (the GPU work is tiny). */
+** function, back to back on one stream. The two paths alternate over
+** several rounds and the medians are compared, because a run of either path
+** alone drifts by several percent from one run to the next. */
 static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
-  const int N = 1000000;
+  enum { ROUNDS = 10, PER = 100000 };
   uint64_t x = 0, y = 0, w = 0;
   if (kt_device_alloc(rt, 256 * 2, &x) || kt_device_alloc(rt, 256 * 2, &y) ||
       kt_device_alloc(rt, 256 * 2, &w) || kt_device_fill(rt, x, 0x3c, 512) || kt_device_fill(rt, w, 0x3c, 512)) {
@@ -61,22 +68,12 @@ static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
   kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
                 kt_arg_ptr(w, KT_BF16), kt_arg_i32(1), kt_arg_i32(256), kt_arg_f32(1e-6f)};
   kt_stream s;
-  char err[512];
-  if (kt__dev_stream_create(&s, err, sizeof err)) {
-    printf("stream: %s\n", err);
+  if (kt_stream_create(rt, &s)) {
+    printf("stream: %s\n", kt_errmsg(rt));
     return;
   }
   for (int i = 0; i < 1000; i++) kt_launch(k, s, a, 7);
   kt_stream_sync(rt, s);
-  double t0 = now_us();
-  for (int i = 0; i < N; i++)
-    if (kt_launch(k, s, a, 7)) {
-      printf("kt_launch: %s\n", kt_errmsg(rt));
-      return;
-    }
-  kt_stream_sync(rt, s);
-  double kt_us = (now_us() - t0) / N;
-  /* The same launch, raw: the variant's function through the device layer. */
   extern kt_status kt__bench_raw_fn(kt_kernel *, const kt_arg *, int, void **, uint32_t *, uint32_t *);
   void *fn;
   uint32_t grid[3], block[3];
@@ -86,32 +83,34 @@ static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
   }
   void *params[7];
   for (int i = 0; i < 7; i++) params[i] = (void *)&a[i].v;
-  t0 = now_us();
-  for (int i = 0; i < N; i++) kt__dev_launch(fn, grid, block, 0, s, params);
-  kt_stream_sync(rt, s);
-  double raw_us = (now_us() - t0) / N;
-  /* Again, both ways, to show the spread between runs. */
-  t0 = now_us();
-  for (int i = 0; i < N; i++) kt_launch(k, s, a, 7);
-  kt_stream_sync(rt, s);
-  double kt_us2 = (now_us() - t0) / N;
-  t0 = now_us();
-  for (int i = 0; i < N; i++) kt__dev_launch(fn, grid, block, 0, s, params);
-  kt_stream_sync(rt, s);
-  double raw_us2 = (now_us() - t0) / N;
+  double raw[ROUNDS], kt[ROUNDS];
+  for (int r = 0; r < ROUNDS; r++)
+    for (int half = 0; half < 2; half++) {
+      int ktfirst = r % 2, use_kt = half ? !ktfirst : ktfirst;
+      double t0 = now_us();
+      for (int i = 0; i < PER; i++) {
+        if (use_kt) kt_launch(k, s, a, 7);
+        else kt__dev_launch(fn, grid, block, 0, s, params);
+      }
+      kt_stream_sync(rt, s);
+      (use_kt ? kt : raw)[r] = (now_us() - t0) / PER;
+    }
   extern void kt__launch_dry(int on);
   kt__launch_dry(1);
-  t0 = now_us();
-  for (int i = 0; i < N; i++) kt_launch(k, s, a, 7);
-  double own_us = (now_us() - t0) / N;
+  double t0 = now_us();
+  for (int i = 0; i < PER * 10; i++) kt_launch(k, s, a, 7);
+  double own_us = (now_us() - t0) / (PER * 10);
   kt__launch_dry(0);
-  printf("\nlaunch cost, %d back-to-back launches of rmsnorm_fwd T=1 D=256, cache hit\n", N);
-  printf("%-34s %10s %10s\n", "path", "run 1", "run 2");
-  printf("%-34s %10.2f %10.2f  us/launch\n", "cuLaunchKernel", raw_us, raw_us2);
-  printf("%-34s %10.2f %10.2f  us/launch\n", "kt_launch", kt_us, kt_us2);
-  printf("%-34s %10.3f %10.3f\n", "ratio", kt_us / raw_us, kt_us2 / raw_us2);
-  printf("%-34s %10.3f  us/launch (no driver call)\n", "ktune's own CPU work in kt_launch", own_us);
-  kt__dev_stream_destroy(s);
+  qsort(raw, ROUNDS, sizeof raw[0], cmp_d);
+  qsort(kt, ROUNDS, sizeof kt[0], cmp_d);
+  printf("\nlaunch cost, %d rounds of %d back-to-back launches each way, alternating (rmsnorm_fwd T=1 D=256, cache hit)\n",
+         ROUNDS, PER);
+  printf("%-34s %8s %8s %8s  us/launch\n", "path", "min", "median", "max");
+  printf("%-34s %8.2f %8.2f %8.2f\n", "cuLaunchKernel", raw[0], raw[ROUNDS / 2], raw[ROUNDS - 1]);
+  printf("%-34s %8.2f %8.2f %8.2f\n", "kt_launch", kt[0], kt[ROUNDS / 2], kt[ROUNDS - 1]);
+  printf("%-34s %8.3f\n", "ratio of medians", kt[ROUNDS / 2] / raw[ROUNDS / 2]);
+  printf("%-34s %8.3f  us/launch (no driver call)\n", "ktune's own CPU work in kt_launch", own_us);
+  kt_stream_destroy(rt, s);
   kt_device_free(rt, x);
   kt_device_free(rt, y);
   kt_device_free(rt, w);
