@@ -659,14 +659,6 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
       kt__constraint *k = &s->constraints[s->nconstraints];
       if (parse_expr(c, f, j, &k->e)) return c->st;
       s->nconstraints++;
-      for (int sl = 0; sl < s->builtin_slot; sl++) k->uses_params |= kt__expr_uses(&k->e, sl);
-      if (kt__expr_uses(&k->e, s->smem_slot) && !s->smem.is_const) {
-        for (int sl = 0; sl < s->builtin_slot; sl++) k->uses_params |= kt__expr_uses(&s->smem, sl);
-      }
-      for (int d = 0; d < s->nderived; d++)
-        if (kt__expr_uses(&k->e, s->derived[d].slot))
-          for (int sl = 0; sl < s->builtin_slot; sl++)
-            k->uses_params |= kt__expr_uses(&s->derived[d].e, sl);
     }
   }
   return compute_hashes(c);

@@ -63,7 +63,6 @@ typedef struct kt__derived {
 
 typedef struct kt__constraint {
   kt__expr e;
-  int uses_params;   /* needs a call's params (not only config/derived) */
 } kt__constraint;
 
 /* A template argument of the entry point: a type variable or a constant. */

@@ -144,6 +144,7 @@ typedef struct candidate {
   double median, spread;
   kt__funcattrs attrs;
   int prior;            /* measured by an earlier run */
+  int remeasured;
 } candidate;
 
 typedef struct tuner {
@@ -528,7 +529,7 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
     int pick = -1;
     for (int i = 0; i < t->ncand; i++) {
       candidate *cd = &t->cand[i];
-      if (cd->status && !strcmp(cd->status, "ok") && !cd->prior && cd->spread >= 0 &&
+      if (cd->status && !strcmp(cd->status, "ok") && !cd->prior && !cd->remeasured &&
           (pick < 0 || cd->median < t->cand[pick].median))
         pick = i;
     }
@@ -539,12 +540,11 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
       cd->median = m;
       cd->spread = sp;
     }
-    cd->spread = -cd->spread - 1; /* mark re-measured */
+    cd->remeasured = 1;
   }
   int win = -1, tried = 0, rejected = 0, measured = 0;
   for (int i = 0; i < t->ncand; i++) {
     candidate *cd = &t->cand[i];
-    if (cd->spread < -0.5) cd->spread = -cd->spread - 1;
     if (!cd->status || !strcmp(cd->status, "prior")) continue;
     tried++;
     measured += !cd->prior;
@@ -580,6 +580,16 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
   return KT_OK;
 }
 
+/* A config read from the cache, parsed into cfg: it must lie in the space
+** and satisfy every constraint for this call (rows may come from another
+** version or another machine). */
+static int stored_valid(kt_kernel *k, const kt__call *c, const char *json, int64_t *cfg) {
+  int bad = 0;
+  kt__call probe = *c;
+  return !kt__config_from_json(k->spec, json, cfg) && !kt__call_config(k, &probe, cfg) &&
+         !kt__call_check(k, &probe, &bad) && bad < 0;
+}
+
 /* A lease outlives any reasonable tuning; a longer one may be taken over,
 ** which costs a second tuning, never a wrong row (the faster one wins). */
 #define LEASE_S 600
@@ -613,13 +623,9 @@ static int lease_or_wait(tuner *t, kt__call *c, int64_t *stored, int *held, char
               holder);
     usleep(LEASE_POLL_US);
     if (!kt__store_get_config(rt->store, s->name, t->k->spec_hash, rt->fingerprint, t->key, json, sizeof json, NULL,
-                              err, sizeof err)) {
-      int bad = 0;
-      kt__call probe = *c;
-      if (!kt__config_from_json(s, json, stored) && !kt__call_config(t->k, &probe, stored) &&
-          !kt__call_check(t->k, &probe, &bad) && bad < 0)
-        return 1;
-    }
+                              err, sizeof err) &&
+        stored_valid(t->k, c, json, stored))
+      return 1;
     if (kt__now_ms() > deadline) {
       kt__log(&rt->log, KT_LOG_WARN, "%s %s: process %ld has held the tuning lease for %d s; tuning here too",
               s->name, t->key, holder, LEASE_S);
@@ -700,12 +706,7 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     st = kt__store_get_config(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, json, sizeof json, NULL,
                               err, sizeof err);
     if (!st) {
-      /* Rows may come from another version or another machine: a config
-      ** must lie in the space and satisfy every constraint for this call. */
-      int bad = 0;
-      kt__call probe = *c;
-      have_stored = !kt__config_from_json(s, json, stored) && !kt__call_config(k, &probe, stored) &&
-                    !kt__call_check(k, &probe, &bad) && bad < 0;
+      have_stored = stored_valid(k, c, json, stored);
       if (!have_stored)
         kt__log(&rt->log, KT_LOG_WARN, "%s %s: cached config %s is not in the spec's space or violates a constraint; ignored", s->name,
                 t->key, json);
@@ -758,18 +759,6 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
       memcpy(cfg, fallback, (size_t)s->ncfields * sizeof *cfg);
       st = KT_OK;
       goto done;
-    }
-    if (!st && have_stored) {
-      /* New candidates were measured; the stored winner stands unless beaten. */
-      double stored_us = -1;
-      char sj[256];
-      kt__config_json(s, stored, sj, sizeof sj);
-      for (int i = 0; i < t->ncand; i++)
-        if (!strcmp(t->cand[i].json, sj) && t->cand[i].status && !strcmp(t->cand[i].status, "ok"))
-          stored_us = t->cand[i].median;
-      for (int i = 0; i < t->ncand && stored_us >= 0; i++)
-        if (!memcmp(t->cand[i].cfg, best, (size_t)s->ncfields * sizeof *best) && t->cand[i].median > stored_us)
-          memcpy(best, stored, (size_t)s->ncfields * sizeof *best);
     }
     if (!st) st = insert(k, c, key, h, best, out);
   }
