@@ -31,7 +31,7 @@ BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c
 B := build
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test test-plain test-asan gpu-test bench demo install clean FORCE
+.PHONY: all deps test test-plain test-asan gpu-test gpu-sanitize bench demo install clean FORCE
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
 
 deps:
@@ -96,10 +96,21 @@ test-asan: $(B)/asan/ktune-test $(B)/asan/ktune
 gpu-test: all $(B)/ktune-gpu-test
 	KTUNE_BIN=$(B)/ktune $(B)/ktune-gpu-test
 
+# The small GPU cases under compute-sanitizer: out-of-bounds and misaligned
+# accesses (memcheck) and shared-memory races (racecheck). Default configs
+# only (KTUNE_MODE=off), so the tuner's deliberate trials stay out of it.
+SANITIZER ?= $(CUDA_HOME)/bin/compute-sanitizer
+gpu-sanitize: all $(B)/ktune-gpu-test
+	KTUNE_MODE=off $(SANITIZER) --tool memcheck --error-exitcode 3 $(B)/ktune-gpu-test small_
+	KTUNE_MODE=off $(SANITIZER) --tool racecheck --racecheck-report all --error-exitcode 3 $(B)/ktune-gpu-test small_
+
 # A cache of its own, so that every run measures cold tuning.
 bench: all $(B)/ktune-bench
 	rm -f $(B)/bench.db*
 	KTUNE_CACHE=$(CURDIR)/$(B)/bench.db $(B)/ktune-bench
+	@if python3 -c 'import torch' 2>/dev/null; then \
+	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_kernels.py; \
+	else echo "bench_kernels.py: torch does not import here; the PyTorch comparison is skipped"; fi
 
 demo: all
 	$(B)/ktune demo kernels_src/rmsnorm.json

@@ -257,6 +257,31 @@ KT_API kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out /* OUT
 ** kt_errmsg(NULL)) when the driver cannot be loaded. */
 KT_API kt_status kt_device_count(int *out /* OUT */);
 
+/* Counters since kt_runtime_open(), for a backend's metrics. Set size to
+** sizeof(kt_stats) before the call (fields are only ever appended). */
+typedef struct kt_stats {
+  size_t size;
+  uint64_t launches;     /* kernels launched (kt_launch, kt_launch_config) */
+  uint64_t hits;         /* launches whose config came from the in-memory
+                            table without a lookup elsewhere */
+  uint64_t misses;       /* calls whose key was not in that table */
+  uint64_t tunings;      /* keys benchmarked */
+  double tuning_ms;      /* wall time spent benchmarking, compiles included */
+  uint64_t compiles;     /* variants compiled by NVRTC */
+  double compile_ms;     /* NVRTC time summed over compiles (some ran in
+                            parallel, so it can exceed wall time) */
+  uint64_t cache_loads;  /* configs found in the SQLite cache */
+  uint64_t binary_loads; /* cubins read from the cache instead of compiled */
+  uint64_t fallbacks;    /* misses answered with the default config: during
+                            a capture, in cache-only mode, out of memory,
+                            or while another thread tuned */
+} kt_stats;
+
+/* Fill *out (see kt_stats). Thread-safe; reads counters without stopping
+** launches, so fields may be a few launches apart. Returns KT_OK or
+** KT_ERR_INVALID (NULL, or out->size too small). */
+KT_API kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out /* OUT */);
+
 /* Load a kernel spec and prepare it for launching. The spec file and its
 ** source are read and parsed now; variants are compiled on first use.
 ** Loading the same path twice gives two independent kernels.
@@ -310,6 +335,18 @@ typedef void (*kt_variant_fn)(void *user, const char *name, kt_status status,
 ** message names the first failure) or KT_ERR_IO. Not thread-safe for k. */
 KT_API kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
                                        kt_variant_fn fn, void *user);
+
+/* Compile the variants that one call can use: those of every config that
+** satisfies the constraints for args (as kt_launch would bind them; pointer
+** values matter only for their null-ness and alignment, so a program
+** without a GPU may pass made-up addresses). Needed for specs with
+** specialized params, whose variants follow the values calls pass, and
+** cheaper than kt_kernel_compile_all when the shapes are known. Other
+** arguments and the result as for kt_kernel_compile_all, plus KT_ERR_ARGS
+** and KT_ERR_NO_CONFIG. */
+KT_API kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs,
+                                       const char *out_dir, kt_variant_fn fn,
+                                       void *user);
 
 
 /* Device memory helpers, for programs that do not link the CUDA runtime

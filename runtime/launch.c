@@ -96,6 +96,24 @@ kt_status kt__call_bind(kt_kernel *k, const kt_arg *args, int nargs,
   return KT_OK;
 }
 
+/* A derived constant's value for a call; one outside the values the spec
+** declares is refused (no variant was planned for it). */
+static kt_status derived_eval(kt_kernel *k, const kt__derived *d, const int64_t *slots, int64_t *v) {
+  int rc = kt__expr_eval(&d->e, slots, v);
+  if (rc)
+    return kt__err(k->rt->id, KT_ERR_EVAL, "%s: derived.%s: %s in \"%s\"", k->spec->name, d->name,
+                   kt__eval_strerror(rc), d->e.text);
+  if (!d->n) return KT_OK;
+  for (int q = 0; q < d->n; q++)
+    if (d->values[q] == *v) return KT_OK;
+  char list[256];
+  size_t u = 0;
+  for (int q = 0; q < d->n && u < sizeof list; q++)
+    u += (size_t)snprintf(list + u, sizeof list - u, "%s%lld", q ? ", " : "", (long long)d->values[q]);
+  return kt__err(k->rt->id, KT_ERR_ARGS, "%s: derived.%s = %lld (\"%s\") is not one of its declared values %s",
+                 k->spec->name, d->name, (long long)*v, d->e.text, list);
+}
+
 static kt_status call_config(kt_kernel *k, kt__call *c, const int64_t *cfg, int keyed) {
   const kt__spec *s = k->spec;
   for (int i = 0; i < s->ncfields; i++) c->slots[s->cfields[i].slot] = cfg[i];
@@ -103,9 +121,8 @@ static kt_status call_config(kt_kernel *k, kt__call *c, const int64_t *cfg, int 
   int rc;
   for (int i = 0; i < s->nderived; i++) {
     if (keyed && !s->derived[i].uses_config) continue;
-    if ((rc = kt__expr_eval(&s->derived[i].e, c->slots, &v)))
-      return kt__err(k->rt->id, KT_ERR_EVAL, "%s: derived.%s: %s in \"%s\"", s->name,
-                     s->derived[i].name, kt__eval_strerror(rc), s->derived[i].e.text);
+    kt_status st = derived_eval(k, &s->derived[i], c->slots, &v);
+    if (st) return st;
     c->slots[s->derived[i].slot] = v;
   }
   if ((rc = kt__expr_eval(&s->smem, c->slots, &v)))
@@ -290,6 +307,7 @@ kt_status kt__call_fallback(kt_kernel *k, kt__call *c, int64_t *cfg) {
   for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].dflt;
   if ((st = kt__call_config(k, c, cfg)) || (st = kt__call_check(k, c, &bad))) return st;
   if (bad < 0) return KT_OK;
+  const int dflt_bad = bad;
   for (;;) {
     for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].values[idx[i]];
     if (!kt__call_config(k, c, cfg) && !kt__call_check(k, c, &bad) && bad < 0) return KT_OK;
@@ -299,7 +317,7 @@ kt_status kt__call_fallback(kt_kernel *k, kt__call *c, int64_t *cfg) {
   }
   return kt__err(k->rt->id, KT_ERR_NO_CONFIG,
                  "%s: no config satisfies the constraints for this call (the default fails \"%s\")",
-                 s->name, s->nconstraints ? s->constraints[0].e.text : "");
+                 s->name, s->constraints[dflt_bad].e.text);
 }
 
 kt_status kt__call_key(kt_kernel *k, kt__call *c, int64_t *key) {
@@ -307,10 +325,8 @@ kt_status kt__call_key(kt_kernel *k, kt__call *c, int64_t *key) {
   for (int i = 0; i < s->nderived; i++) {
     if (s->derived[i].uses_config) continue;
     int64_t v;
-    int rc = kt__expr_eval(&s->derived[i].e, c->slots, &v);
-    if (rc)
-      return kt__err(k->rt->id, KT_ERR_EVAL, "%s: derived.%s: %s in \"%s\"", s->name, s->derived[i].name,
-                     kt__eval_strerror(rc), s->derived[i].e.text);
+    kt_status st = derived_eval(k, &s->derived[i], c->slots, &v);
+    if (st) return st;
     c->slots[s->derived[i].slot] = v;
   }
   kt__key_vector(&k->keydef, s, c->slots, c->tvals, key);
@@ -350,7 +366,11 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
                 k->rt->have_device;
   if (planned) {
     signature(args, nargs, sig);
-    if (launch_planned(k, stream, args, nargs, sig)) return KT_OK;
+    if (launch_planned(k, stream, args, nargs, sig)) {
+      atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
+      return KT_OK;
+    }
   }
   kt__call c;
   int64_t cfg[64];
@@ -360,7 +380,10 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
   if ((st = kt__call_alias(k, &c, args)))
     return st == KT_ERR_ALIAS && k->rt->stage_aliased ? kt__launch_staged(k, stream, args, nargs) : st;
   if ((st = kt__call_plan(k, &c, stream, args, cfg))) return st;
-  return kt__call_launch(k, &c, stream, args);
+  if ((st = kt__call_launch(k, &c, stream, args))) return st;
+  atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
+  if (c.hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
+  return KT_OK;
 }
 
 /* Parse "BLOCK=256,VEC=4" into cfg (spec order); every field exactly once. */
@@ -416,9 +439,11 @@ kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args,
   if (!k) return KT_ERR_INVALID;
   kt__call c;
   kt_status st;
-  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_forced(k, &c, config)))
+  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_forced(k, &c, config)) ||
+      (st = kt__call_launch(k, &c, stream, args)))
     return st;
-  return kt__call_launch(k, &c, stream, args);
+  atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
+  return KT_OK;
 }
 
 void kt__config_format(const kt_kernel *k, const int64_t *cfg, char *buf, size_t n) {

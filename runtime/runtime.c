@@ -186,6 +186,16 @@ static int key_determines(const kt__spec *s, const kt__expr *e) {
   return 1;
 }
 
+/* Opt-in shared memory per block by compute capability, for compiling
+** without a device (from the CUDA programming guide's table). */
+static int64_t offline_smem(int cc) {
+  if (cc >= 90) return 232448;
+  if (cc == 80 || cc == 87) return 166912;
+  if (cc >= 86) return 101376;
+  if (cc >= 75) return 65536;
+  return 49152;
+}
+
 kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out) {
   if (!rt) return KT_ERR_INVALID;
   if (!spec_path || !out) return kt__err(rt->id, KT_ERR_INVALID, "kt_kernel_load: NULL argument");
@@ -231,7 +241,7 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
   snprintf(k->spec_hash, sizeof k->spec_hash, "%016llx", (unsigned long long)k->spec->spec_hash);
   k->builtins[KT__BUILTIN_NUM_SMS] = rt->dev.num_sms;
   k->builtins[KT__BUILTIN_CC] = rt->cc;
-  k->builtins[KT__BUILTIN_MAX_SMEM] = rt->have_device ? rt->dev.smem_per_block_optin : 0;
+  k->builtins[KT__BUILTIN_MAX_SMEM] = rt->have_device ? rt->dev.smem_per_block_optin : offline_smem(rt->cc);
   k->builtins[KT__BUILTIN_L2_BYTES] = rt->dev.l2_bytes;
   pthread_mutex_lock(&rt->lock);
   if (rt->nkernels == rt->capkernels) {
@@ -248,6 +258,27 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
   rt->kernels[rt->nkernels++] = k;
   pthread_mutex_unlock(&rt->lock);
   *out = k;
+  return KT_OK;
+}
+
+kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
+  if (!rt || !out || out->size < sizeof *out) return KT_ERR_INVALID;
+  memset(out, 0, sizeof *out);
+  out->size = sizeof *out;
+  pthread_mutex_lock(&rt->lock);
+  for (int i = 0; i < rt->nkernels; i++) {
+    out->launches += atomic_load_explicit(&rt->kernels[i]->n_launch, memory_order_relaxed);
+    out->hits += atomic_load_explicit(&rt->kernels[i]->n_hit, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&rt->lock);
+  out->misses = atomic_load(&rt->n_miss);
+  out->tunings = atomic_load(&rt->n_tune);
+  out->tuning_ms = (double)atomic_load(&rt->tune_us) / 1000.0;
+  out->compiles = atomic_load(&rt->n_compile);
+  out->compile_ms = (double)atomic_load(&rt->compile_us) / 1000.0;
+  out->cache_loads = atomic_load(&rt->n_cache_load);
+  out->binary_loads = atomic_load(&rt->n_binary_load);
+  out->fallbacks = atomic_load(&rt->n_fallback);
   return KT_OK;
 }
 

@@ -28,6 +28,10 @@ struct kt_runtime {
   struct kt_store *store; /* NULL when no cache is used */
   char cache_error[KT_ERRMAX]; /* why, when the cache could not be opened */
   int stage_aliased, miss_runs_default;
+  /* kt_runtime_stats(); launches and hits are counted per kernel, so that
+  ** threads launching different kernels do not share a cache line. */
+  atomic_uint_fast64_t n_miss, n_tune, n_compile, n_cache_load, n_binary_load, n_fallback;
+  atomic_uint_fast64_t tune_us, compile_us;
   pthread_mutex_t lock;   /* kernels */
   kt_kernel **kernels;
   int nkernels, capkernels;
@@ -56,6 +60,7 @@ struct kt_kernel {
   kt__lfmap tuned;        /* key -> config, read without a lock */
   pthread_mutex_t tune_lock; /* one miss at a time: cache lookups, tuning */
   atomic_int logged_capture, logged_cache_only;
+  atomic_uint_fast64_t n_launch, n_hit;
   const char *opts[16];   /* NVRTC options, borrowed from optbuf/spec */
   int nopts;
   char optbuf[3][1100];

@@ -232,7 +232,7 @@ static kt_status parse_types(ctx *c, const cJSON *types) {
 
 static const char *param_fields[] = {"name", "type", "dtype", "access", "extent",
                                      "optional", "key", "init", "atol", "rtol",
-                                     "doc", NULL};
+                                     "specialize", "doc", NULL};
 
 /* First pass over params: names, types and slots, so that extents may name
 ** any scalar param. */
@@ -279,6 +279,22 @@ static kt_status parse_params(ctx *c, const cJSON *params) {
       if (p->type == KT__P_F32 && p->key == KT__KEY_POW2)
         return bad(c, f, "\"key\": \"pow2\" needs an integer param");
     }
+    const cJSON *init = cJSON_GetObjectItemCaseSensitive(j, "init");
+    if (init) {
+      if (!cJSON_IsString(init)) return bad(c, f, "\"init\" must be a string");
+      if (!(p->init = kt__strdup(init->valuestring))) return nomem(c);
+    }
+    const cJSON *spz = cJSON_GetObjectItemCaseSensitive(j, "specialize");
+    if (spz) {
+      if (!cJSON_IsBool(spz)) return bad(c, f, "\"specialize\" must be true or false");
+      p->specialize = cJSON_IsTrue(spz);
+      if (p->specialize && p->type != KT__P_I32 && p->type != KT__P_I64)
+        return bad(c, f, "\"specialize\" applies to integer params");
+      /* A compile-time value must be in the key, or two values would share
+      ** one tuning and one cached variant. */
+      if (p->specialize && p->key != KT__KEY_EXACT)
+        return bad(c, f, "a specialized param must have \"key\": \"exact\"");
+    }
     if (p->type != KT__P_PTR) {
       static const char *ptronly[] = {"dtype", "access", "extent", "optional", "atol", "rtol"};
       for (size_t k = 0; k < sizeof ptronly / sizeof ptronly[0]; k++)
@@ -302,11 +318,6 @@ static kt_status parse_params(ctx *c, const cJSON *params) {
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "optional");
     if (opt && !cJSON_IsBool(opt)) return bad(c, f, "\"optional\" must be true or false");
     p->optional = cJSON_IsTrue(opt);
-    const cJSON *init = cJSON_GetObjectItemCaseSensitive(j, "init");
-    if (init) {
-      if (!cJSON_IsString(init)) return bad(c, f, "\"init\" must be a string");
-      if (!(p->init = kt__strdup(init->valuestring))) return nomem(c);
-    }
     static const char *tolname[2] = {"atol", "rtol"};
     double *tol[2] = {&p->atol, &p->rtol};
     for (int k = 0; k < 2; k++) {
@@ -460,9 +471,9 @@ static kt_status parse_template(ctx *c, const cJSON *tpl) {
       int sl = find_slot(s, j->valuestring, strlen(j->valuestring));
       int first_const = s->ncfields ? s->cfields[0].slot
                                     : (s->nderived ? s->derived[0].slot : s->nslots);
-      if (sl < first_const)
-        return bad(c, f, "\"%s\" is not a type variable, config field or derived constant",
-                   j->valuestring);
+      if (sl < first_const && !(sl >= 0 && sl < s->nparams && s->params[sl].specialize))
+        return bad(c, f, "\"%s\" is not a type variable, config field, derived constant or "
+                   "specialized param", j->valuestring);
       t->slot = sl;
     }
     for (int k = 0; k < s->ntargs; k++)
@@ -476,6 +487,13 @@ static kt_status parse_template(ctx *c, const cJSON *tpl) {
     int in = 0;
     for (int t = 0; t < s->ntargs; t++) in |= s->targs[t].tvar == k;
     if (!in) return bad(c, "template", "type variable \"%s\" is not a template argument", s->types[k].name);
+  }
+  for (int k = 0; k < s->nparams; k++) {
+    int in = !s->params[k].specialize;
+    for (int t = 0; t < s->ntargs && !in; t++) in = s->targs[t].slot == k;
+    if (!in)
+      return bad(c, "template", "specialized param \"%s\" is not a template argument",
+                 s->params[k].name);
   }
   for (int k = 0; k < s->ncfields + s->nderived; k++) {
     int sl = k < s->ncfields ? s->cfields[k].slot : s->derived[k - s->ncfields].slot;

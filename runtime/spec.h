@@ -27,6 +27,7 @@ typedef struct kt__param {
   char *name;
   int type;          /* KT__P_* */
   int key;           /* KT__KEY_*, scalars only */
+  int specialize;    /* integer scalar compiled in as a constant */
   /* pointers */
   int access;        /* KT__IN/OUT/INOUT */
   int optional;

@@ -662,12 +662,14 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
   kt_runtime *rt = k->rt;
   const kt__spec *s = k->spec;
   *out = NULL;
+  atomic_fetch_add_explicit(&rt->n_miss, 1, memory_order_relaxed);
   int64_t fallback[64];
   kt_status st = kt__call_fallback(k, c, fallback);
   if (st) return st;
   if (rt->miss_runs_default) {
     if (pthread_mutex_trylock(&k->tune_lock)) {
       /* Another thread is tuning: run the default now, look again later. */
+      atomic_fetch_add_explicit(&rt->n_fallback, 1, memory_order_relaxed);
       memcpy(cfg, fallback, (size_t)s->ncfields * sizeof *cfg);
       return KT_OK;
     }
@@ -730,9 +732,11 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
   } else if (may_tune) {
     st = kt__err(rt->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
   }
+  if (have_stored) atomic_fetch_add_explicit(&rt->n_cache_load, 1, memory_order_relaxed);
   if (!st && have_stored && !new_candidates) {
     st = insert(k, c, key, h, stored, out);
   } else if (!st && !may_tune) {
+    if (!have_stored) atomic_fetch_add_explicit(&rt->n_fallback, 1, memory_order_relaxed);
     memcpy(cfg, have_stored ? stored : fallback, (size_t)s->ncfields * sizeof *cfg);
     if (capturing) {
       /* Never tune inside a capture: the graph would record the trials. */
@@ -750,13 +754,17 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     st = insert(k, c, key, h, stored, out);
   } else if (!st) {
     int64_t best[64];
+    double t0 = kt__now_ms();
     st = tune(t, c, stream, best, fallback);
+    atomic_fetch_add_explicit(&rt->n_tune, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rt->tune_us, (uint_fast64_t)((kt__now_ms() - t0) * 1000), memory_order_relaxed);
     if (st == KT_ERR_NOMEM) {
       /* Scratch copies did not fit beside the caller's data: the call still
       ** runs, with the default config, and the key is tuned another time. */
       kt__log(&rt->log, KT_LOG_WARN, "%s %s: not enough memory to tune (%s); the default config is used",
               s->name, t->key, kt__errmsg(rt->id));
       memcpy(cfg, fallback, (size_t)s->ncfields * sizeof *cfg);
+      atomic_fetch_add_explicit(&rt->n_fallback, 1, memory_order_relaxed);
       st = KT_OK;
       goto done;
     }

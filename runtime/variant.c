@@ -150,7 +150,10 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
       v->cubin = NULL;
       st = KT_ERR_NOT_FOUND;
     }
-    if (!st) kt__log(&rt->log, KT_LOG_DEBUG, "%s: cubin from the cache", vname);
+    if (!st) {
+      atomic_fetch_add_explicit(&rt->n_binary_load, 1, memory_order_relaxed);
+      kt__log(&rt->log, KT_LOG_DEBUG, "%s: cubin from the cache", vname);
+    }
   }
   if (st) {
     st = kt__nvrtc_compile(s->source, prog, expr, k->opts, k->nopts, &v->cubin, &v->cubin_size, &lowered, msg,
@@ -160,8 +163,10 @@ static kt_status build(kt_kernel *k, const kt__call *c, kt__variant *v,
       snprintf(err, errlen, "%s: %s", vname, msg);
       return st;
     }
-    kt__log(&rt->log, KT_LOG_DEBUG, "%s: compiled in %.1f ms (%zu bytes)", vname, kt__now_ms() - t0,
-            v->cubin_size);
+    double ms = kt__now_ms() - t0;
+    atomic_fetch_add_explicit(&rt->n_compile, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rt->compile_us, (uint_fast64_t)(ms * 1000), memory_order_relaxed);
+    kt__log(&rt->log, KT_LOG_DEBUG, "%s: compiled in %.1f ms (%zu bytes)", vname, ms, v->cubin_size);
     if (rt->store && !kt__store_readonly(rt->store)) {
       snprintf(consts, sizeof consts, "{\"entry\":\"%s\",\"lowered\":\"%s\"}", expr, lowered);
       char nv[16];
@@ -382,14 +387,10 @@ static kt_status write_cubin(const char *dir, const char *name, const kt__varian
   return KT_ERR_IO;
 }
 
-kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
+/* Compile the variants es->calls lists, in parallel, and report each. */
+static kt_status compile_listed(enum_state *es, kt_status st, const char *out_dir,
                                 kt_variant_fn fn, void *user) {
-  if (!k) return KT_ERR_INVALID;
-  enum_state *es = kt__calloc(1, sizeof *es);
-  if (!es) return kt__err(k->rt->id, KT_ERR_NOMEM, "out of memory");
-  es->k = k;
-  memcpy(&es->c.slots[k->spec->builtin_slot], k->builtins, sizeof k->builtins);
-  kt_status st = walk_types(es, 0);
+  kt_kernel *k = es->k;
   if (!st && es->n && (!(es->status = kt__calloc((size_t)es->n, sizeof *es->status)) ||
                        !(es->errs = kt__calloc((size_t)es->n, sizeof *es->errs))))
     st = kt__err(k->rt->id, KT_ERR_NOMEM, "out of memory");
@@ -417,4 +418,49 @@ kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
   kt__free(es->errs);
   kt__free(es);
   return st;
+}
+
+kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
+                                kt_variant_fn fn, void *user) {
+  if (!k) return KT_ERR_INVALID;
+  for (int p = 0; p < k->spec->nparams; p++)
+    if (k->spec->params[p].specialize)
+      return kt__err(k->rt->id, KT_ERR_INVALID,
+                     "%s: param %s is specialized: its variants follow the values calls pass; "
+                     "compile them for given shapes", k->spec->name, k->spec->params[p].name);
+  enum_state *es = kt__calloc(1, sizeof *es);
+  if (!es) return kt__err(k->rt->id, KT_ERR_NOMEM, "out of memory");
+  es->k = k;
+  memcpy(&es->c.slots[k->spec->builtin_slot], k->builtins, sizeof k->builtins);
+  return compile_listed(es, walk_types(es, 0), out_dir, fn, user);
+}
+
+kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs, const char *out_dir,
+                                kt_variant_fn fn, void *user) {
+  if (!k || (!args && nargs)) return KT_ERR_INVALID;
+  enum_state *es = kt__calloc(1, sizeof *es);
+  if (!es) return kt__err(k->rt->id, KT_ERR_NOMEM, "out of memory");
+  es->k = k;
+  kt_status st = kt__call_bind(k, args, nargs, &es->c);
+  const kt__spec *s = k->spec;
+  int idx[64] = {0}, any = 0;
+  kt__call base = es->c;
+  while (!st) {
+    int64_t cfg[64];
+    for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].values[idx[i]];
+    es->c = base;
+    int bad;
+    st = kt__call_config(k, &es->c, cfg);
+    if (!st) st = kt__call_check(k, &es->c, &bad);
+    if (st == KT_ERR_EVAL) st = KT_OK, bad = 0; /* this config cannot serve the call */
+    if (!st && bad < 0) {
+      any = 1;
+      st = collect(es);
+    }
+    int i = s->ncfields - 1;
+    while (i >= 0 && ++idx[i] == s->cfields[i].n) idx[i--] = 0;
+    if (i < 0) break;
+  }
+  if (!st && !any) st = kt__err(k->rt->id, KT_ERR_NO_CONFIG, "%s: no config satisfies the constraints for this call", s->name);
+  return compile_listed(es, st, out_dir, fn, user);
 }

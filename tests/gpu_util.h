@@ -19,4 +19,30 @@ double g_uniform(uint64_t *state, double lo, double hi);
 void g_store(kt_dtype t, void *dst, const double *src, size_t n);
 double g_load(kt_dtype t, const void *src, size_t i);
 
+/* A device buffer of n elements with its host copy h (as doubles). The
+** allocation has room for offset elements before ptr (to break alignment)
+** and a poisoned tail after the n elements. */
+typedef struct g_buf {
+  kt_runtime *rt;
+  kt_dtype dt;
+  size_t n, esz, bytes;
+  uint64_t alloc, ptr;
+  double *h;
+  void *stage;
+} g_buf;
+
+int g_buf_make(g_buf *b, kt_runtime *rt, kt_dtype dt, size_t n, int offset);
+/* Uniform values rounded to the dtype, so a reference sees what the GPU sees. */
+void g_buf_rand(g_buf *b, uint64_t *seed, double lo, double hi);
+void g_buf_round(g_buf *b);
+/* The whole allocation poisoned (0xFF bytes: NaN for floats), then h. */
+int g_buf_upload(g_buf *b);
+int g_buf_poison(g_buf *b);
+/* Compares the first n elements with ref (|y - r| <= atol + rtol |r|) and
+** checks that the bytes around them kept their poison. Returns the number
+** of bad elements (1 for a stray write), describing the first in msg. */
+long g_buf_check(g_buf *b, const double *ref, size_t n, double atol, double rtol, const char *what,
+                 char *msg, size_t msglen);
+void g_buf_free(g_buf *b);
+
 #endif

@@ -4,17 +4,21 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "shape.h"
 
 static const char help[] =
-    "usage: ktune compile SPEC... [--arch sm_XY] [-o DIR]\n"
+    "usage: ktune compile SPEC... [--arch sm_XY] [-o DIR] [--shape SHAPE]...\n"
     "\n"
     "Compile every variant each spec's space allows: every dtype, config and\n"
     "derived-constant value, less those a constraint on these alone excludes.\n"
+    "With --shape, only the variants those calls can use (every config the\n"
+    "constraints allow for them); specs with specialized params need it.\n"
     "Runs without a GPU when --arch is given; otherwise the arch of GPU 0.\n"
     "Prints one line per variant: status, name, cubin bytes, compile time.\n"
     "\n"
     "  --arch sm_XY  target architecture (e.g. sm_90)\n"
     "  -o DIR        write DIR/<kernel.constants>.cubin (DIR is created)\n"
+    "  --shape SHAPE a call, as for ktune key: 'N=4096,D=2048,T=bf16,res=null'\n"
     "\n"
     "exit codes: 0 every variant compiled, 1 a spec or variant failed, 2 usage\n";
 
@@ -37,8 +41,8 @@ static void on_variant(void *user, const char *name, kt_status st, size_t bytes,
 
 int cmd_compile(int argc, char **argv) {
   const char *arch = NULL, *out = NULL;
-  const char *specs[256];
-  int nspecs = 0;
+  const char *specs[256], *shapes[64];
+  int nspecs = 0, nshapes = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       fputs(help, stdout);
@@ -46,6 +50,10 @@ int cmd_compile(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--arch")) {
       if (++i == argc) return cli_usage("compile", "--arch needs a value such as sm_90");
       arch = argv[i];
+    } else if (!strcmp(argv[i], "--shape")) {
+      if (++i == argc) return cli_usage("compile", "--shape needs a value such as 'N=4096,D=2048,T=bf16'");
+      if (nshapes == 64) return cli_usage("compile", "at most 64 shapes");
+      shapes[nshapes++] = argv[i];
     } else if (!strcmp(argv[i], "-o")) {
       if (++i == argc) return cli_usage("compile", "-o needs a directory");
       out = argv[i];
@@ -80,7 +88,27 @@ int cmd_compile(int argc, char **argv) {
       bad_specs++;
       continue;
     }
-    kt_kernel_compile_all(k, out, on_variant, &t);
+    if (!nshapes) {
+      if (kt_kernel_compile_all(k, out, on_variant, &t) == KT_ERR_INVALID) {
+        fprintf(stderr, "ktune compile: %s\n", kt_errmsg(rt));
+        bad_specs++;
+      }
+      continue;
+    }
+    for (int j = 0; j < nshapes; j++) {
+      kt_arg args[64];
+      char err[512];
+      if (shape_args(k, shapes[j], args, err, sizeof err)) {
+        fprintf(stderr, "ktune compile: %s: --shape %s: %s\n", specs[i], shapes[j], err);
+        bad_specs++;
+        continue;
+      }
+      kt_status st = kt_kernel_compile_for(k, args, kt_kernel_nparams(k), out, on_variant, &t);
+      if (st && st != KT_ERR_COMPILE) {
+        fprintf(stderr, "ktune compile: %s: --shape %s: %s\n", specs[i], shapes[j], kt_errmsg(rt));
+        bad_specs++;
+      }
+    }
   }
   printf("%d variants compiled for %s, %d failed%s\n", t.ok, kt_runtime_arch(rt), t.failed,
          bad_specs ? ", and a spec did not load" : "");

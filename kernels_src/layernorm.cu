@@ -1,0 +1,391 @@
+// LayerNorm and RMSNorm, forward and backward, with optional residual in and
+// out, weight, bias and groups. A row of D elements is G segments of
+// L = D / G; each segment is normalised on its own (G = 1 is the plain norm,
+// G > 1 a group norm over the row) and the weight and bias index the whole row.
+// Accumulation is in fp32 whatever the storage types.
+//
+// Three entries share the helpers below:
+//   layernorm_fwd         one group of TPR = BLOCK / ROWS threads per segment
+//   layernorm_bwd         a persistent grid: program p owns the rows
+//                         [p * BS, min((p + 1) * BS, N)), BS = cdiv(N, P),
+//                         writes dx for them and its partial dw/db row
+//   layernorm_bwd_reduce  sums the partial rows into dw and db
+//
+// ITEMS > 0 keeps a segment in registers (ITEMS vectors of VEC per thread,
+// one read of global memory); ITEMS == 0 streams it from memory for segments
+// too long for registers.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace kt {
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
+
+// VEC elements moved as one access; the spec's constraints guarantee the
+// alignment a vector access needs.
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Vec {
+  T v[VEC];
+};
+
+template <int VEC, typename T> __device__ __forceinline__ void load(float *dst, const T *src) {
+  Vec<T, VEC> a = *reinterpret_cast<const Vec<T, VEC> *>(src);
+#pragma unroll
+  for (int k = 0; k < VEC; k++) dst[k] = to_f(a.v[k]);
+}
+
+template <int VEC, typename T> __device__ __forceinline__ void store(T *dst, const float *src) {
+  Vec<T, VEC> a;
+#pragma unroll
+  for (int k = 0; k < VEC; k++) a.v[k] = from_f<T>(src[k]);
+  *reinterpret_cast<Vec<T, VEC> *>(dst) = a;
+}
+
+// Sum over a group of TPR threads (whole warps). Every thread of the block
+// calls it the same number of times: it synchronises when TPR > 32.
+template <int TPR> __device__ __forceinline__ float group_sum(float v, float *part) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if constexpr (TPR > 32) {
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    const int first = (threadIdx.x / TPR) * (TPR / 32);
+    v = 0.f;
+#pragma unroll
+    for (int k = 0; k < TPR / 32; k++) v += part[first + k];
+  }
+  return v;
+}
+}  // namespace kt
+
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int IS_RMS_NORM,
+          int HAS_RESIDUAL, int STORE_RESIDUAL_OUT, int HAS_WEIGHT, int HAS_BIAS>
+__global__ void __launch_bounds__(BLOCK)
+layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ res,
+              T *__restrict__ res_out, const W *__restrict__ w, const W *__restrict__ b,
+              float *__restrict__ mean, float *__restrict__ rstd, int n_rows, int D, int G,
+              float eps, int rms) {
+  constexpr int TPR = BLOCK / ROWS;
+  static_assert(TPR % 32 == 0, "whole warps per segment");
+  __shared__ float part[BLOCK / 32];
+  (void)rms;
+  const int L = D / G;
+  const int lane = threadIdx.x % TPR;
+  const long long seg = (long long)blockIdx.x * ROWS + threadIdx.x / TPR;
+  const bool live = seg < (long long)n_rows * G;
+  const long long base = seg * L;
+  const int wbase = (int)(seg % G) * L;
+  const T *xr = x + base;
+  const T *rr = HAS_RESIDUAL ? res + base : nullptr;
+  T *yr = y + base;
+
+  float mu = 0.f, rs;
+  if constexpr (ITEMS > 0) {
+    float v[ITEMS][VEC];
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (live && i < L) {
+        kt::load<VEC>(v[j], xr + i);
+        if constexpr (HAS_RESIDUAL) {
+          float r[VEC];
+          kt::load<VEC>(r, rr + i);
+#pragma unroll
+          for (int k = 0; k < VEC; k++) v[j][k] += r[k];
+        }
+        if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, v[j]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[j][k] = 0.f;
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; k++) s += v[j][k];
+    }
+    if constexpr (!IS_RMS_NORM) mu = kt::group_sum<TPR>(s, part) / (float)L;
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (i < L) {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) q += (v[j][k] - mu) * (v[j][k] - mu);
+      }
+    }
+    rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
+    if (!live) return;
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (i >= L) continue;
+      float wv[VEC], bv[VEC], o[VEC];
+      if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+      if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + wbase + i);
+#pragma unroll
+      for (int k = 0; k < VEC; k++) {
+        o[k] = (v[j][k] - mu) * rs;
+        if constexpr (HAS_WEIGHT) o[k] *= wv[k];
+        if constexpr (HAS_BIAS) o[k] += bv[k];
+      }
+      kt::store<VEC>(yr + i, o);
+    }
+  } else {
+    // Streaming: three passes over the segment; the second and third hit L2.
+    float s = 0.f;
+    if (live && !IS_RMS_NORM) {
+      for (int i = lane * VEC; i < L; i += TPR * VEC) {
+        float a[VEC];
+        kt::load<VEC>(a, xr + i);
+        if constexpr (HAS_RESIDUAL) {
+          float r[VEC];
+          kt::load<VEC>(r, rr + i);
+#pragma unroll
+          for (int k = 0; k < VEC; k++) a[k] += r[k];
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s += a[k];
+      }
+    }
+    if constexpr (!IS_RMS_NORM) mu = kt::group_sum<TPR>(s, part) / (float)L;
+    float q = 0.f;
+    if (live) {
+      for (int i = lane * VEC; i < L; i += TPR * VEC) {
+        float a[VEC];
+        kt::load<VEC>(a, xr + i);
+        if constexpr (HAS_RESIDUAL) {
+          float r[VEC];
+          kt::load<VEC>(r, rr + i);
+#pragma unroll
+          for (int k = 0; k < VEC; k++) a[k] += r[k];
+        }
+        if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, a);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) q += (a[k] - mu) * (a[k] - mu);
+      }
+    }
+    rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
+    if (!live) return;
+    for (int i = lane * VEC; i < L; i += TPR * VEC) {
+      float a[VEC], wv[VEC], bv[VEC];
+      kt::load<VEC>(a, xr + i);
+      if constexpr (HAS_RESIDUAL) {
+        float r[VEC];
+        kt::load<VEC>(r, rr + i);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) a[k] += r[k];
+      }
+      if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+      if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + wbase + i);
+#pragma unroll
+      for (int k = 0; k < VEC; k++) {
+        a[k] = (a[k] - mu) * rs;
+        if constexpr (HAS_WEIGHT) a[k] *= wv[k];
+        if constexpr (HAS_BIAS) a[k] += bv[k];
+      }
+      kt::store<VEC>(yr + i, a);
+    }
+  }
+  if (lane == 0) {
+    if (!IS_RMS_NORM && mean) mean[seg] = mu;
+    if (rstd) rstd[seg] = rs;
+  }
+}
+
+// dx = rstd * (wdy - (xhat * mean(wdy * xhat) + mean(wdy))) [+ dres], with
+// xhat = (x - mean) * rstd, wdy = w * dy (the mean(wdy) term only for
+// LayerNorm); dw += dy * xhat, db += dy over the program's rows.
+//
+// Every store is masked to the program's own segments, so no choice of
+// ROWS (the tile of segments in flight) against BS can make two programs
+// write one row; a program whose range is empty returns at once.
+// GROUPED (G > 1) and ITEMS == 0 accumulate dw/db in the program's partial
+// row itself (ROWS == 1: a column is always the same thread's); otherwise
+// in registers, written once at the end.
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int IS_RMS_NORM,
+          int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
+__global__ void __launch_bounds__(BLOCK)
+layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,
+              const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,
+              const float *__restrict__ mean, const float *__restrict__ rstd,
+              const T *__restrict__ dres, int n_rows, int D, int G, int P, int rms) {
+  constexpr int TPR = BLOCK / ROWS;
+  static_assert(TPR % 32 == 0, "whole warps per segment");
+  constexpr bool IN_PART = GROUPED || ITEMS == 0;
+  static_assert(!IN_PART || ROWS == 1, "partial rows updated in place need one segment at a time");
+  __shared__ float part[BLOCK / 32];
+  (void)rms;
+  const int L = D / G;
+  const int lane = threadIdx.x % TPR;
+  const int sub = threadIdx.x / TPR;
+  const int bs = (n_rows + P - 1) / P;
+  const long long row0 = (long long)blockIdx.x * bs;
+  if (row0 >= n_rows) return;
+  const long long row1 = min(row0 + bs, (long long)n_rows);
+  const long long seg_end = row1 * G;
+  float *dwp = HAS_WEIGHT ? dw_part + (long long)blockIdx.x * D : nullptr;
+  float *dbp = HAS_BIAS ? db_part + (long long)blockIdx.x * D : nullptr;
+
+  if constexpr (IN_PART) {
+    for (int c = threadIdx.x; c < D; c += BLOCK) {
+      if constexpr (HAS_WEIGHT) dwp[c] = 0.f;
+      if constexpr (HAS_BIAS) dbp[c] = 0.f;
+    }
+    __syncthreads();
+  }
+
+  constexpr int NACC = ITEMS > 0 && !GROUPED ? ITEMS : 1;
+  float dwa[NACC][VEC], dba[NACC][VEC];
+#pragma unroll
+  for (int j = 0; j < NACC; j++)
+#pragma unroll
+    for (int k = 0; k < VEC; k++) dwa[j][k] = dba[j][k] = 0.f;
+
+  for (long long s0 = row0 * G; s0 < seg_end; s0 += ROWS) {
+    const long long seg = s0 + sub;
+    const bool live = seg < seg_end;
+    const long long base = seg * L;
+    const int wbase = (int)(seg % G) * L;
+    const float mu = IS_RMS_NORM || !live ? 0.f : mean[seg];
+    const float rs = live ? rstd[seg] : 0.f;
+    if constexpr (ITEMS > 0) {
+      float xh[ITEMS][VEC], g[ITEMS][VEC];
+      float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+      for (int j = 0; j < ITEMS; j++) {
+        const int i = (lane + j * TPR) * VEC;
+        if (live && i < L) {
+          float d[VEC];
+          kt::load<VEC>(xh[j], x + base + i);
+          kt::load<VEC>(d, dy + base + i);
+          float wv[VEC];
+          if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+#pragma unroll
+          for (int k = 0; k < VEC; k++) {
+            xh[j][k] = (xh[j][k] - mu) * rs;
+            g[j][k] = HAS_WEIGHT ? d[k] * wv[k] : d[k];
+            s1 += xh[j][k] * g[j][k];
+            s2 += g[j][k];
+            if constexpr (!IN_PART) {
+              if constexpr (HAS_WEIGHT) dwa[j][k] += d[k] * xh[j][k];
+              if constexpr (HAS_BIAS) dba[j][k] += d[k];
+            } else {
+              if constexpr (HAS_WEIGHT) dwp[wbase + i + k] += d[k] * xh[j][k];
+              if constexpr (HAS_BIAS) dbp[wbase + i + k] += d[k];
+            }
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) xh[j][k] = g[j][k] = 0.f;
+        }
+      }
+      const float c1 = kt::group_sum<TPR>(s1, part) / (float)L;
+      const float c2 = IS_RMS_NORM ? 0.f : kt::group_sum<TPR>(s2, part) / (float)L;
+      if (!live) continue;
+#pragma unroll
+      for (int j = 0; j < ITEMS; j++) {
+        const int i = (lane + j * TPR) * VEC;
+        if (i >= L) continue;
+        float o[VEC], r[VEC];
+        if constexpr (HAS_DRESIDUAL) kt::load<VEC>(r, dres + base + i);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+          o[k] = (g[j][k] - (xh[j][k] * c1 + c2)) * rs;
+          if constexpr (HAS_DRESIDUAL) o[k] += r[k];
+        }
+        kt::store<VEC>(dx + base + i, o);
+      }
+    } else {
+      float s1 = 0.f, s2 = 0.f;
+      if (live) {
+        for (int i = lane * VEC; i < L; i += TPR * VEC) {
+          float a[VEC], d[VEC], wv[VEC];
+          kt::load<VEC>(a, x + base + i);
+          kt::load<VEC>(d, dy + base + i);
+          if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+#pragma unroll
+          for (int k = 0; k < VEC; k++) {
+            const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
+            s1 += xh * g;
+            s2 += g;
+          }
+        }
+      }
+      const float c1 = kt::group_sum<TPR>(s1, part) / (float)L;
+      const float c2 = IS_RMS_NORM ? 0.f : kt::group_sum<TPR>(s2, part) / (float)L;
+      if (!live) continue;
+      for (int i = lane * VEC; i < L; i += TPR * VEC) {
+        float a[VEC], d[VEC], wv[VEC], r[VEC], o[VEC];
+        kt::load<VEC>(a, x + base + i);
+        kt::load<VEC>(d, dy + base + i);
+        if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+        if constexpr (HAS_DRESIDUAL) kt::load<VEC>(r, dres + base + i);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+          const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
+          o[k] = (g - (xh * c1 + c2)) * rs;
+          if constexpr (HAS_DRESIDUAL) o[k] += r[k];
+          if constexpr (HAS_WEIGHT) dwp[wbase + i + k] += d[k] * xh;
+          if constexpr (HAS_BIAS) dbp[wbase + i + k] += d[k];
+        }
+        kt::store<VEC>(dx + base + i, o);
+      }
+    }
+  }
+
+  if constexpr (!IN_PART && (HAS_WEIGHT || HAS_BIAS)) {
+    // Subgroups add their sums in turn: deterministic, no atomics.
+    for (int t = 0; t < ROWS; t++) {
+      if (sub == t) {
+#pragma unroll
+        for (int j = 0; j < NACC; j++) {
+          const int i = (lane + j * TPR) * VEC;
+          if (i >= L) continue;
+#pragma unroll
+          for (int k = 0; k < VEC; k++) {
+            if constexpr (HAS_WEIGHT) dwp[i + k] = (t ? dwp[i + k] : 0.f) + dwa[j][k];
+            if constexpr (HAS_BIAS) dbp[i + k] = (t ? dbp[i + k] : 0.f) + dba[j][k];
+          }
+        }
+      }
+      if (ROWS > 1) __syncthreads();
+    }
+  }
+}
+
+// dw[c] = sum of dw_part[p][c] over the programs that own rows (the same
+// count layernorm_bwd derives from N and P); db likewise. A BD x SP block:
+// SP threads split the partial rows of BD columns, then add in shared memory.
+template <typename W, int BD, int SP>
+__global__ void __launch_bounds__(BD * SP)
+layernorm_bwd_reduce(W *__restrict__ dw, W *__restrict__ db, const float *__restrict__ dw_part,
+                     const float *__restrict__ db_part, int n_rows, int D, int P) {
+  __shared__ float sw[SP][BD], sb[SP][BD];
+  const int c = blockIdx.x * BD + threadIdx.x;
+  const int bs = P > 0 ? (n_rows + P - 1) / P : 0;
+  const int parts = bs > 0 ? (n_rows + bs - 1) / bs : 0;
+  float aw = 0.f, ab = 0.f;
+  if (c < D) {
+    for (int p = threadIdx.y; p < parts; p += SP) {
+      if (dw) aw += dw_part[(long long)p * D + c];
+      if (db) ab += db_part[(long long)p * D + c];
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= D) return;
+#pragma unroll
+  for (int k = 1; k < SP; k++) {
+    aw += sw[k][threadIdx.x];
+    ab += sb[k][threadIdx.x];
+  }
+  if (dw) dw[c] = kt::from_f<W>(aw);
+  if (db) db[c] = kt::from_f<W>(ab);
+}

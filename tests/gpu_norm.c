@@ -1,0 +1,411 @@
+/* layernorm_fwd, layernorm_bwd and layernorm_bwd_reduce on the GPU against
+** float64 host references: every switch on and off, groups, three dtypes,
+** pointers offset by 2 bytes, and the backward's persistent grid with tiles
+** larger than a program's share of rows (T=450 over 264 programs: two rows
+** each, against tiles of up to 8). Outputs are poisoned before each launch
+** and the bytes around them must keep their poison. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu_util.h"
+#include "harness.h"
+
+typedef struct ncase {
+  int T, D, G;
+  kt_dtype dt, wdt;
+  int rms, res, store, w, b, dres, offset;
+} ncase;
+
+typedef struct nbufs {
+  ncase c;
+  int P;
+  g_buf x, res, w, b, y, res_out, mean, rstd;
+  g_buf dy, dres, dx, dw_part, db_part, dw, db;
+  double *h, *ry, *rmean, *rrstd, *rdx, *rdw, *rdb; /* reference */
+} nbufs;
+
+static void nb_free(nbufs *n) {
+  g_buf *all[] = {&n->x, &n->res, &n->w, &n->b, &n->y, &n->res_out, &n->mean, &n->rstd,
+                  &n->dy, &n->dres, &n->dx, &n->dw_part, &n->db_part, &n->dw, &n->db};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) g_buf_free(all[i]);
+  free(n->h), free(n->ry), free(n->rmean), free(n->rrstd), free(n->rdx), free(n->rdw), free(n->rdb);
+}
+
+/* Inputs, and every reference output, in float64 from the rounded inputs. */
+static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
+  memset(n, 0, sizeof *n);
+  n->c = c;
+  n->P = P;
+  size_t N = (size_t)c.T * c.D, S = (size_t)c.T * c.G, L = (size_t)(c.D / c.G);
+  int o = c.offset;
+  if (g_buf_make(&n->x, rt, c.dt, N, o) || g_buf_make(&n->res, rt, c.dt, N, o) ||
+      g_buf_make(&n->w, rt, c.wdt, (size_t)c.D, o) || g_buf_make(&n->b, rt, c.wdt, (size_t)c.D, o) ||
+      g_buf_make(&n->y, rt, c.dt, N, o) || g_buf_make(&n->res_out, rt, c.dt, N, o) ||
+      g_buf_make(&n->mean, rt, KT_F32, S, 0) || g_buf_make(&n->rstd, rt, KT_F32, S, 0) ||
+      g_buf_make(&n->dy, rt, c.dt, N, o) || g_buf_make(&n->dres, rt, c.dt, N, o) ||
+      g_buf_make(&n->dx, rt, c.dt, N, o) || g_buf_make(&n->dw_part, rt, KT_F32, (size_t)P * c.D, 0) ||
+      g_buf_make(&n->db_part, rt, KT_F32, (size_t)P * c.D, 0) || g_buf_make(&n->dw, rt, c.wdt, (size_t)c.D, o) ||
+      g_buf_make(&n->db, rt, c.wdt, (size_t)c.D, o))
+    return -1;
+  g_buf_rand(&n->x, &seed, -2, 2.5);
+  g_buf_rand(&n->res, &seed, -1, 1);
+  g_buf_rand(&n->w, &seed, 0.5, 1.5);
+  g_buf_rand(&n->b, &seed, -0.5, 0.5);
+  g_buf_rand(&n->dy, &seed, -1, 1);
+  g_buf_rand(&n->dres, &seed, -1, 1);
+  n->h = malloc(N * sizeof(double));
+  n->ry = malloc(N * sizeof(double));
+  n->rdx = malloc(N * sizeof(double));
+  n->rmean = malloc(S * sizeof(double));
+  n->rrstd = malloc(S * sizeof(double));
+  n->rdw = calloc((size_t)c.D, sizeof(double));
+  n->rdb = calloc((size_t)c.D, sizeof(double));
+  if (!n->h || !n->ry || !n->rdx || !n->rmean || !n->rrstd || !n->rdw || !n->rdb) return -1;
+  /* The backward sees the forward's stored h = x + res, rounded to dt. */
+  for (size_t i = 0; i < N; i++) n->h[i] = n->x.h[i] + (c.res ? n->res.h[i] : 0);
+  double *hr = malloc(N * sizeof(double));
+  if (!hr) return -1;
+  memcpy(hr, n->h, N * sizeof(double));
+  g_store(c.dt, n->res_out.stage, hr, N);
+  for (size_t i = 0; i < N; i++) hr[i] = g_load(c.dt, n->res_out.stage, i);
+  for (size_t s = 0; s < S; s++) {
+    const double *v = n->h + s * L, *vb = hr + s * L;
+    size_t wb = (s % (size_t)c.G) * L;
+    /* forward on the exact h; backward on the rounded one it is given */
+    for (int pass = 0; pass < 2; pass++) {
+      const double *u = pass ? vb : v;
+      double mu = 0, q = 0, rs;
+      if (!pass) {
+        if (!c.rms) {
+          for (size_t i = 0; i < L; i++) mu += u[i];
+          mu /= (double)L;
+        }
+        for (size_t i = 0; i < L; i++) q += (u[i] - mu) * (u[i] - mu);
+        rs = 1 / sqrt(q / (double)L + 1e-5);
+      } else {
+        /* the backward reads the fp32 mean and rstd the forward stored */
+        mu = (float)n->rmean[s];
+        rs = (float)n->rrstd[s];
+      }
+      if (!pass) {
+        n->rmean[s] = mu;
+        n->rrstd[s] = rs;
+        for (size_t i = 0; i < L; i++) {
+          double o2 = (u[i] - mu) * rs;
+          if (c.w) o2 *= n->w.h[wb + i];
+          if (c.b) o2 += n->b.h[wb + i];
+          n->ry[s * L + i] = o2;
+        }
+        continue;
+      }
+      double c1 = 0, c2 = 0;
+      for (size_t i = 0; i < L; i++) {
+        double xh = (u[i] - mu) * rs, g = n->dy.h[s * L + i] * (c.w ? n->w.h[wb + i] : 1);
+        c1 += xh * g;
+        c2 += g;
+        n->rdw[wb + i] += n->dy.h[s * L + i] * xh;
+        n->rdb[wb + i] += n->dy.h[s * L + i];
+      }
+      c1 /= (double)L;
+      c2 = c.rms ? 0 : c2 / (double)L;
+      for (size_t i = 0; i < L; i++) {
+        double xh = (u[i] - mu) * rs, g = n->dy.h[s * L + i] * (c.w ? n->w.h[wb + i] : 1);
+        n->rdx[s * L + i] = (g - (xh * c1 + c2)) * rs + (c.dres ? n->dres.h[s * L + i] : 0);
+      }
+    }
+  }
+  free(hr);
+  return 0;
+}
+
+static double tol_of(kt_dtype t) { return t == KT_F32 ? 2e-5 : t == KT_F16 ? 4e-3 : 1.6e-2; }
+
+static void fwd_args(nbufs *n, kt_arg *a) {
+  const ncase *c = &n->c;
+  a[0] = kt_arg_ptr(n->y.ptr, c->dt);
+  a[1] = kt_arg_ptr(n->x.ptr, c->dt);
+  a[2] = kt_arg_ptr(c->res ? n->res.ptr : 0, c->dt);
+  a[3] = kt_arg_ptr(c->store ? n->res_out.ptr : 0, c->dt);
+  a[4] = kt_arg_ptr(c->w ? n->w.ptr : 0, c->wdt);
+  a[5] = kt_arg_ptr(c->b ? n->b.ptr : 0, c->wdt);
+  a[6] = kt_arg_ptr(c->rms ? 0 : n->mean.ptr, KT_F32);
+  a[7] = kt_arg_ptr(n->rstd.ptr, KT_F32);
+  a[8] = kt_arg_i32(c->T);
+  a[9] = kt_arg_i32(c->D);
+  a[10] = kt_arg_i32(c->G);
+  a[11] = kt_arg_f32(1e-5f);
+  a[12] = kt_arg_i32(c->rms);
+}
+
+/* x for the backward: the forward's res_out when it stored one, else x. */
+static void bwd_args(nbufs *n, kt_arg *a) {
+  const ncase *c = &n->c;
+  a[0] = kt_arg_ptr(n->dx.ptr, c->dt);
+  a[1] = kt_arg_ptr(c->w ? n->dw_part.ptr : 0, KT_F32);
+  a[2] = kt_arg_ptr(c->b ? n->db_part.ptr : 0, KT_F32);
+  a[3] = kt_arg_ptr(n->dy.ptr, c->dt);
+  a[4] = kt_arg_ptr(n->res_out.ptr, c->dt);
+  a[5] = kt_arg_ptr(c->w ? n->w.ptr : 0, c->wdt);
+  a[6] = kt_arg_ptr(c->rms ? 0 : n->mean.ptr, KT_F32);
+  a[7] = kt_arg_ptr(n->rstd.ptr, KT_F32);
+  a[8] = kt_arg_ptr(c->dres ? n->dres.ptr : 0, c->dt);
+  a[9] = kt_arg_i32(c->T);
+  a[10] = kt_arg_i32(c->D);
+  a[11] = kt_arg_i32(c->G);
+  a[12] = kt_arg_i32(n->P);
+  a[13] = kt_arg_i32(c->rms);
+}
+
+static void red_args(nbufs *n, kt_arg *a) {
+  const ncase *c = &n->c;
+  a[0] = kt_arg_ptr(c->w ? n->dw.ptr : 0, c->wdt);
+  a[1] = kt_arg_ptr(c->b ? n->db.ptr : 0, c->wdt);
+  a[2] = kt_arg_ptr(c->w ? n->dw_part.ptr : 0, KT_F32);
+  a[3] = kt_arg_ptr(c->b ? n->db_part.ptr : 0, KT_F32);
+  a[4] = kt_arg_i32(c->T);
+  a[5] = kt_arg_i32(c->D);
+  a[6] = kt_arg_i32(n->P);
+}
+
+static int describe(const ncase *c, char *buf, size_t n) {
+  return snprintf(buf, n, "T=%d D=%d G=%d %s/%s rms=%d res=%d store=%d w=%d b=%d dres=%d offset=%d", c->T,
+                  c->D, c->G, kt_dtype_name(c->dt), kt_dtype_name(c->wdt), c->rms, c->res, c->store, c->w,
+                  c->b, c->dres, c->offset * (int)kt_dtype_size(c->dt));
+}
+
+#define CHECK(buf, ref, n, atol, rtol, what)                                          \
+  do {                                                                                \
+    char m_[600];                                                                     \
+    long bad_ = g_buf_check(buf, ref, n, atol, rtol, what, m_, sizeof m_);            \
+    if (bad_) {                                                                       \
+      char d_[256];                                                                   \
+      describe(&nb->c, d_, sizeof d_);                                                \
+      t_fail(__FILE__, __LINE__, "%s%s%s: %ld bad; first: %s", d_, cfg ? " " : "",    \
+             cfg ? cfg : "", bad_, m_);                                               \
+      return -1;                                                                      \
+    }                                                                                 \
+  } while (0)
+
+/* The forward, checked; cfg NULL: kt_launch's choice. */
+static int run_fwd(kt_kernel *k, nbufs *nb, const char *cfg) {
+  const ncase *c = &nb->c;
+  kt_arg a[13];
+  if (g_buf_upload(&nb->x) || g_buf_upload(&nb->res) || g_buf_upload(&nb->w) || g_buf_upload(&nb->b) ||
+      g_buf_poison(&nb->y) || g_buf_poison(&nb->res_out) || g_buf_poison(&nb->mean) || g_buf_poison(&nb->rstd))
+    return -1;
+  fwd_args(nb, a);
+  kt_status st = cfg ? kt_launch_config(k, NULL, a, 13, cfg) : kt_launch(k, NULL, a, 13);
+  if (st == KT_ERR_CONSTRAINT) return 1;
+  if (st) {
+    t_fail(__FILE__, __LINE__, "layernorm_fwd %s: %s", cfg ? cfg : "", kt_errmsg(nb->x.rt));
+    return -1;
+  }
+  size_t N = (size_t)c->T * c->D, S = (size_t)c->T * c->G;
+  double t = tol_of(c->dt);
+  CHECK(&nb->y, nb->ry, N, t, t, "y");
+  if (c->store) CHECK(&nb->res_out, nb->h, N, t, t, "res_out");
+  if (!c->rms) CHECK(&nb->mean, nb->rmean, S, 1e-4, 1e-4, "mean");
+  CHECK(&nb->rstd, nb->rrstd, S, 1e-4, 1e-4, "rstd");
+  return 0;
+}
+
+/* The backward and its reduction, checked. x is res_out as the forward
+** stored it (uploaded here so the backward runs without the forward). */
+static int run_bwd(kt_kernel *kb, kt_kernel *kr, nbufs *nb, const char *cfg) {
+  const ncase *c = &nb->c;
+  size_t N = (size_t)c->T * c->D, S = (size_t)c->T * c->G;
+  memcpy(nb->res_out.h, nb->h, N * sizeof(double));
+  g_buf_round(&nb->res_out);
+  for (size_t s = 0; s < S; s++) nb->mean.h[s] = (float)nb->rmean[s], nb->rstd.h[s] = (float)nb->rrstd[s];
+  kt_arg a[14], r[7];
+  if (g_buf_upload(&nb->res_out) || g_buf_upload(&nb->dy) || g_buf_upload(&nb->dres) || g_buf_upload(&nb->w) ||
+      g_buf_upload(&nb->mean) || g_buf_upload(&nb->rstd) || g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw_part) ||
+      g_buf_poison(&nb->db_part) || g_buf_poison(&nb->dw) || g_buf_poison(&nb->db))
+    return -1;
+  bwd_args(nb, a);
+  red_args(nb, r);
+  kt_status st = cfg ? kt_launch_config(kb, NULL, a, 14, cfg) : kt_launch(kb, NULL, a, 14);
+  if (st == KT_ERR_CONSTRAINT) return 1;
+  if (!st) st = kt_launch(kr, NULL, r, 7);
+  if (st) {
+    t_fail(__FILE__, __LINE__, "layernorm_bwd %s: %s", cfg ? cfg : "", kt_errmsg(nb->x.rt));
+    return -1;
+  }
+  double t = tol_of(c->dt), tw = c->wdt == KT_F32 ? 1e-4 : tol_of(c->wdt);
+  /* dw sums T products: allow for fp32 accumulation of the rounded dy. */
+  double aw = tw + 1e-5 * c->T;
+  CHECK(&nb->dx, nb->rdx, N, t, t, "dx");
+  if (c->w) CHECK(&nb->dw, nb->rdw, (size_t)c->D, aw, tw, "dw");
+  if (c->b) CHECK(&nb->db, nb->rdb, (size_t)c->D, aw, tw, "db");
+  return 0;
+}
+
+static const ncase cases[] = {
+    /* T D G dt wdt rms res store w b dres offset */
+    {1, 64, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0},
+    {2, 100, 1, KT_F32, KT_F32, 1, 1, 1, 1, 0, 1, 0},
+    {7, 256, 4, KT_F16, KT_F16, 0, 1, 0, 1, 1, 0, 0},
+    {32, 1000, 4, KT_BF16, KT_BF16, 1, 0, 0, 0, 0, 0, 0},
+    {100, 2048, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 1, 1},
+    {450, 256, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 0, 0},
+    {500, 8192, 1, KT_BF16, KT_BF16, 0, 0, 1, 1, 1, 1, 0},
+    {5000, 4096, 1, KT_F16, KT_F32, 1, 1, 1, 1, 0, 1, 0},
+    {10000, 2048, 4, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0},
+    {20000, 1000, 1, KT_BF16, KT_F32, 0, 1, 0, 0, 1, 0, 0},
+    {24000, 256, 1, KT_BF16, KT_F32, 1, 1, 1, 1, 0, 0, 0},
+    {450, 4096, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 1, 1},
+    {7, 100, 4, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 1, 1},
+    {1, 8192, 4, KT_F32, KT_F32, 1, 0, 0, 1, 0, 0, 0},
+    {5000, 64, 4, KT_BF16, KT_BF16, 0, 0, 0, 0, 1, 1, 0},
+    {3, 20000, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 0, 0},
+};
+
+static int load3(kt_runtime *rt, kt_kernel **f, kt_kernel **b, kt_kernel **r) {
+  if (kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", f) ||
+      kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", b) ||
+      kt_kernel_load(rt, "kernels_src/layernorm_bwd_reduce.json", r)) {
+    t_fail(__FILE__, __LINE__, "load: %s", kt_errmsg(rt));
+    return -1;
+  }
+  return 0;
+}
+
+static void run_cases(kt_mode mode, const ncase *cs, size_t ncs) {
+  kt_options o;
+  kt_options_init(&o);
+  o.log_level = KT_LOG_WARN;
+  o.mode = mode;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt_kernel *f, *b, *r;
+  if (!load3(rt, &f, &b, &r)) {
+    kt_runtime_info info;
+    kt_runtime_get_info(rt, &info);
+    for (size_t i = 0; i < ncs; i++) {
+      nbufs nb;
+      if (nb_make(&nb, rt, cs[i], 2 * info.num_sms, 500 + i)) {
+        t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
+        nb_free(&nb);
+        break;
+      }
+      int bad = run_fwd(f, &nb, NULL) || run_bwd(b, r, &nb, NULL);
+      nb_free(&nb);
+      if (bad) break;
+    }
+  }
+  kt_runtime_close(rt);
+}
+
+/* Every shape with the config kt_launch picks when nothing is tuned. */
+static void norm_every_shape_default_config(void) {
+  run_cases(KT_MODE_OFF, cases, sizeof cases / sizeof cases[0]);
+}
+
+/* A few keys tuned: each winner passed the tuner's check against the
+** default config, and is checked here against float64. */
+static void norm_tuned(void) {
+  static const ncase tuned[] = {
+      {450, 256, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 0, 0},
+      {100, 2048, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 1, 0},
+      {24000, 256, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 0, 0}, /* same keys as the first: no tuning */
+  };
+  run_cases(KT_MODE_TUNE, tuned, 3);
+}
+
+/* Every (BLOCK, ROWS, VEC, ITEMS) the constraints allow, forward and
+** backward, where a program owns fewer rows than a tile holds: T=450 over
+** 264 programs (2 rows each), 200 programs (3 rows; 50 programs own none)
+** and T=7 (programs of one row, most of the grid idle). */
+static void norm_backward_tile_larger_than_rows(void) {
+  kt_options o;
+  kt_options_init(&o);
+  o.log_level = KT_LOG_WARN;
+  o.mode = KT_MODE_OFF;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt_kernel *f, *b, *r;
+  static const struct { ncase c; int P; } sweep[] = {
+      {{450, 256, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 264},
+      {{450, 1000, 1, KT_F32, KT_F32, 1, 0, 0, 1, 0, 0, 0}, 200},
+      {{7, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 264},
+      {{450, 256, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 200},
+  };
+  static const int blocks[] = {128, 256, 512, 1024}, rows[] = {1, 2, 4, 8}, vecs[] = {1, 2, 4, 8},
+                   items[] = {0, 1, 2, 4, 8, 16};
+  int ran = 0;
+  if (!load3(rt, &f, &b, &r)) {
+    for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
+      nbufs nb;
+      if (nb_make(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) {
+        t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
+        nb_free(&nb);
+        break;
+      }
+      int bad = 0;
+      for (int bi = 0; bi < 4 && !bad; bi++)
+        for (int ri = 0; ri < 4 && !bad; ri++)
+          for (int vi = 0; vi < 4 && !bad; vi++)
+            for (int ii = 0; ii < 6 && !bad; ii++) {
+              char cfg[80];
+              snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d", blocks[bi], rows[ri], vecs[vi],
+                       items[ii]);
+              int rf = run_fwd(f, &nb, cfg), rb = rf < 0 ? -1 : run_bwd(b, r, &nb, cfg);
+              if (rf < 0 || rb < 0) bad = 1;
+              ran += !rf + !rb;
+            }
+      nb_free(&nb);
+      if (bad) break;
+    }
+  }
+  printf("    norm sweep: %d (config, shape) launches checked\n", ran);
+  if (ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
+  kt_runtime_close(rt);
+}
+
+/* The key leaves T out: one tuning serves every T. */
+static void norm_key_leaves_out_T(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_kernel *f, *b, *r;
+  if (!load3(rt, &f, &b, &r)) {
+    char k1[512], k2[512];
+    nbufs nb;
+    ncase c = {450, 256, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0};
+    if (nb_make(&nb, rt, c, 264, 3)) t_fail(__FILE__, __LINE__, "setup");
+    kt_arg a[14];
+    bwd_args(&nb, a);
+    kt_kernel_key(b, a, 14, k1, sizeof k1);
+    a[9] = kt_arg_i32(24000);
+    a[12] = kt_arg_i32(132);
+    kt_kernel_key(b, a, 14, k2, sizeof k2);
+    ASSERT_STR_EQ(k1, k2);
+    fwd_args(&nb, a);
+    kt_kernel_key(f, a, 13, k1, sizeof k1);
+    a[8] = kt_arg_i32(1);
+    kt_kernel_key(f, a, 13, k2, sizeof k2);
+    ASSERT_STR_EQ(k1, k2);
+    nb_free(&nb);
+  }
+  kt_runtime_close(rt);
+}
+
+/* Small cases only, for compute-sanitizer (make gpu-sanitize). */
+static void small_norm(void) {
+  static const ncase small[] = {
+      {7, 256, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 1, 0},
+      {450, 256, 1, KT_BF16, KT_F32, 1, 1, 1, 1, 0, 0, 1},
+      {33, 1000, 1, KT_F32, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
+      {3, 20000, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 0, 0},
+  };
+  run_cases(KT_MODE_OFF, small, 4);
+}
+
+const kt_test gpu_norm_tests[] = {
+    {"norm_every_shape_default_config", norm_every_shape_default_config},
+    {"norm_backward_tile_larger_than_rows", norm_backward_tile_larger_than_rows},
+    {"norm_tuned", norm_tuned},
+    {"norm_key_leaves_out_T", norm_key_leaves_out_T},
+    {"small_norm", small_norm},
+    {NULL, NULL},
+};

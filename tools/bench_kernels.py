@@ -1,0 +1,218 @@
+"""The bundled kernels against PyTorch, in one process on one GPU (run by
+`make bench` when torch imports). Each row: ktune's tuned time, the bytes
+the operation must move over that time, the percentage of the device-to-
+device copy bandwidth measured at the start, PyTorch's time for the same
+work, and PyTorch time / ktune time.
+
+Kernel times are GPU times: 20 calls captured in a CUDA graph, replayed,
+timed with CUDA events, median of 15 replays divided by 20; so Python's
+own launch cost is left out for both sides (`bench_overhead.py` measures
+that). Every key is tuned (cold) before it is timed."""
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+import ktune  # noqa: E402
+
+REPS, REPLAYS = 20, 15
+dev = torch.device("cuda")
+
+
+def eager_time_us(fn):
+    """Median time per call over bursts of back-to-back eager calls."""
+    times = []
+    for _ in range(REPLAYS):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(REPS):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000 / REPS)
+    return statistics.median(times)
+
+
+def gpu_time_us(fn):
+    """Median GPU time of one call of fn, from graph replays (eager bursts
+    where fn cannot be captured, as autograd's backward)."""
+    fn()
+    try:
+        return graph_time_us(fn)
+    except Exception as e:  # capture refused: measure eagerly
+        print("  (eager timing: %s)" % str(e).splitlines()[0][:80])
+        torch.cuda.synchronize()
+        return eager_time_us(fn)
+
+
+def graph_time_us(fn):
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(REPS):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPLAYS):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000 / REPS)
+    return statistics.median(times)
+
+
+def copy_bandwidth():
+    x = torch.empty(1 << 28, dtype=torch.float32, device=dev)
+    y = torch.empty_like(x)
+    t = gpu_time_us(lambda: y.copy_(x))
+    return 2 * 4 * x.numel() / t / 1e3  # GB/s
+
+
+rows = []
+
+
+def report(name, shape, nbytes, t_kt, t_torch, copy_gbs):
+    gbs = nbytes / t_kt / 1e3
+    rows.append((name, shape, t_kt, gbs, 100 * gbs / copy_gbs, t_torch, t_torch / t_kt))
+    print("  %-16s %-26s ktune %8.1f us %6.0f GB/s %4.0f%%  torch %8.1f us  x%.2f" % rows[-1], flush=True)
+
+
+def main():
+    rt = ktune.runtime()
+    nsm = torch.cuda.get_device_properties(0).multi_processor_count
+    copy_gbs = copy_bandwidth()
+    print("device: %s; copy bandwidth %.0f GB/s (1 GiB device-to-device)" % (torch.cuda.get_device_name(0), copy_gbs))
+    fwd, bwd, red = rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd"), rt.kernel("layernorm_bwd_reduce")
+    eps = 1e-5
+    for rms in (1, 0):
+        for T, D in ((16384, 2048), (32768, 8192), (4096, 4096), (450, 256)):
+            x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)
+            w = torch.rand(D, device=dev, dtype=torch.bfloat16) + 0.5
+            b = None if rms else torch.randn(D, device=dev, dtype=torch.bfloat16)
+            y = torch.empty_like(x)
+            mean = None if rms else torch.empty(T, device=dev)
+            rstd = torch.empty(T, device=dev)
+            nb = ktune.null(torch.bfloat16)
+            args = [y, x, None, nb, w, b if b is not None else nb, None, None, T, D, 1, eps, rms]
+            fwd.launch(args)
+            t_kt = gpu_time_us(lambda: fwd.launch(args))
+            if rms:
+                t_th = gpu_time_us(lambda: F.rms_norm(x, (D,), w, eps))
+            else:
+                t_th = gpu_time_us(lambda: F.layer_norm(x, (D,), w, b, eps))
+            name = "rmsnorm fwd" if rms else "layernorm fwd"
+            report(name, "%dx%d bf16" % (T, D), 2 * T * D * 2, t_kt, t_th, copy_gbs)
+            # Backward: dx, dw (and db) from x, dy and the saved statistics.
+            fargs = [y, x, None, nb, w, b if b is not None else nb, mean, rstd, T, D, 1, eps, rms]
+            fwd.launch(fargs)
+            dy = torch.randn_like(x)
+            dx = torch.empty_like(x)
+            P = 2 * nsm
+            dwp = torch.empty(P, D, device=dev)
+            dbp = None if rms else torch.empty(P, D, device=dev)
+            dw = torch.empty_like(w)
+            db = None if rms else torch.empty_like(w)
+            bargs = [dx, dwp, dbp, dy, x, w, mean, rstd, None, T, D, 1, P, rms]
+            rargs = [dw, db if db is not None else nb, dwp, dbp, T, D, P]
+
+            def kt_bwd():
+                bwd.launch(bargs)
+                red.launch(rargs)
+
+            t_kt = gpu_time_us(kt_bwd)
+            xr = x.detach().requires_grad_(True)
+            wr = w.detach().requires_grad_(True)
+            br = None if rms else b.detach().requires_grad_(True)
+            yr = F.rms_norm(xr, (D,), wr, eps) if rms else F.layer_norm(xr, (D,), wr, br, eps)
+            ins = (xr, wr) if rms else (xr, wr, br)
+            torch.autograd.grad(yr, ins, dy, retain_graph=True)
+            torch.cuda.synchronize()
+            t_th = eager_time_us(lambda: torch.autograd.grad(yr, ins, dy, retain_graph=True))
+            name = "rmsnorm bwd" if rms else "layernorm bwd"
+            report(name, "%dx%d bf16" % (T, D), 3 * T * D * 2, t_kt, t_th, copy_gbs)
+            del x, y, dy, dx, dwp, dbp, xr, yr
+    pf, pb = rt.kernel("permute_rows"), rt.kernel("permute_rows_bwd")
+    for T, D in ((16384, 4096), (32768, 2048), (4096, 1024), (450, 256)):
+        x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)
+        mp = torch.randperm(T, device=dev, dtype=torch.int32)
+        mpl = mp.long()
+        probs = torch.rand(T, device=dev)
+        out = torch.empty_like(x)
+        pout = torch.empty_like(probs)
+        fargs = [out, x, mp, probs, pout, T, T, D]
+        t_kt = gpu_time_us(lambda: pf.launch(fargs))
+
+        def th_fwd():
+            torch.index_select(x, 0, mpl)
+            torch.index_select(probs, 0, mpl)
+
+        t_th = gpu_time_us(th_fwd)
+        report("permute fwd", "%dx%d bf16" % (T, D), 2 * T * D * 2, t_kt, t_th, copy_gbs)
+        din = torch.empty_like(x)
+        dpr = torch.empty_like(probs)
+        bargs = [din, out, mp, pout, dpr, T, T, D]
+        t_kt = gpu_time_us(lambda: pb.launch(bargs))
+
+        def th_bwd():
+            din.index_copy_(0, mpl, out)
+            dpr.index_copy_(0, mpl, pout)
+
+        t_th = gpu_time_us(th_bwd)
+        report("permute bwd", "%dx%d bf16" % (T, D), 2 * T * D * 2, t_kt, t_th, copy_gbs)
+    sm = rt.kernel("masked_softmax")
+    for N, L in ((16384, 4096), (65536, 1024), (4096, 8192), (450, 256), (8192, 1000)):
+        x = torch.randn(N, L, device=dev, dtype=torch.bfloat16)
+        mask = torch.rand(N, L, device=dev) < 0.9
+        y = torch.empty_like(x)
+        nb = ktune.null(torch.bfloat16)
+        args = [y, x, None, nb, N, L, 1.0]
+        t_kt = gpu_time_us(lambda: sm.launch(args))
+        t_th = gpu_time_us(lambda: torch.softmax(x, -1))
+        report("softmax", "%dx%d bf16" % (N, L), 2 * N * L * 2, t_kt, t_th, copy_gbs)
+        margs = [y, x, mask.view(torch.uint8), nb, N, L, 0.125]
+        t_kt = gpu_time_us(lambda: sm.launch(margs))
+        t_th = gpu_time_us(lambda: torch.softmax((x * 0.125).masked_fill(~mask, float("-inf")), -1))
+        report("masked softmax", "%dx%d bf16" % (N, L), N * L * 5, t_kt, t_th, copy_gbs)
+    cf = rt.kernel("chunk_state_fwd")
+    for BH, N, C, DK in ((64, 32, 64, 64), (32, 16, 128, 128)):
+        k = torch.randn(BH, N * C, DK, device=dev, dtype=torch.bfloat16) * 0.1
+        v = torch.randn(BH, N * C, DK, device=dev, dtype=torch.bfloat16) * 0.1
+        decay = torch.rand(BH, N, device=dev) * 0.5 + 0.5
+        h = torch.empty(BH, N + 1, DK, DK, device=dev)
+        args = [h, k, v, decay, None, BH, N, C, DK, DK]
+        t_kt = gpu_time_us(lambda: cf.launch(args))
+
+        def th_chunk():
+            s = torch.einsum("bnck,bncv->bnkv", k.view(BH, N, C, DK).float(), v.view(BH, N, C, DK).float())
+            hs = [torch.zeros(BH, DK, DK, device=dev)]
+            for i in range(N):
+                hs.append(decay[:, i, None, None] * hs[-1] + s[:, i])
+            return torch.stack(hs, 1)
+
+        t_th = gpu_time_us(th_chunk)
+        nbytes = 2 * BH * N * C * DK * 2 + BH * (N + 1) * DK * DK * 4
+        report("chunk_state fwd", "BH=%d N=%d C=%d D=%d bf16" % (BH, N, C, DK), nbytes, t_kt, t_th, copy_gbs)
+
+    print()
+    print("| kernel | shape | ktune µs | GB/s | % of copy | torch µs | torch / ktune |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print("| %s | %s | %.1f | %.0f | %.0f%% | %.1f | %.2f |" % r)
+    st = rt.stats()
+    print("\nktune stats: %d tunings in %.1f s, %d compiles (%.1f s of NVRTC), %d cache loads"
+          % (st["tunings"], st["tuning_ms"] / 1000, st["compiles"], st["compile_ms"] / 1000, st["cache_loads"]))
+
+
+if __name__ == "__main__":
+    main()

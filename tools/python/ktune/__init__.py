@@ -1,0 +1,251 @@
+"""ktune from Python: one runtime per process and device over libktune.so
+(through ctypes), kernels loaded from their specs, launches on PyTorch's
+current stream. The PyTorch operators live in ktune.ops.
+
+    import ktune
+    rt = ktune.runtime()                   # device 0; torch.cuda.current_device() if torch is loaded
+    k = rt.kernel("masked_softmax")        # kernels_src/masked_softmax.json
+    k.launch([y, x, None, None, rows, cols, 0.125])
+
+A launch never synchronizes: it queues the kernel on the stream given (by
+default torch.cuda.current_stream()) and returns. Errors raise KtuneError
+with the runtime's message.
+"""
+import ctypes
+import os
+import threading
+
+from . import _capi
+
+__all__ = ["KtuneError", "Runtime", "Kernel", "runtime", "null", "kernels_dir"]
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def lib():
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            _lib = _capi.load()
+        return _lib
+
+
+class KtuneError(RuntimeError):
+    """A ktune call failed; .status is the kt_status name ("ERR_ALIAS")."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def kernels_dir():
+    """Where bundled specs are found: $KTUNE_KERNELS, else the source tree's
+    kernels_src/, else an installed share/ktune/kernels."""
+    env = os.environ.get("KTUNE_KERNELS")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    tree = os.path.normpath(os.path.join(here, "..", "..", "..", "kernels_src"))
+    if os.path.isdir(tree):
+        return tree
+    return "/usr/local/share/ktune/kernels"
+
+
+class _Null:
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def null(dtype):
+    """A null pointer argument that still names its dtype (needed when every
+    pointer of a type variable is null, e.g. no weight and no bias)."""
+    return _Null(dtype)
+
+
+_TORCH_DTYPES = None
+
+
+def _dtype_code(dt):
+    global _TORCH_DTYPES
+    if isinstance(dt, str):
+        return _capi.DTYPES[dt]
+    if _TORCH_DTYPES is None:
+        import torch
+        _TORCH_DTYPES = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.float64: 4,
+                         torch.int32: 5, torch.int64: 6, torch.uint8: 7, torch.bool: 7, torch.int8: 8,
+                         torch.int16: 9}
+    try:
+        return _TORCH_DTYPES[dt]
+    except KeyError:
+        raise KtuneError("ERR_ARGS", "dtype %s has no ktune equivalent" % (dt,)) from None
+
+
+class Kernel:
+    """A loaded spec. Owned by its Runtime; valid while the Runtime is open."""
+
+    def __init__(self, rt, handle, name):
+        self._rt = rt
+        self._h = handle
+        self.name = name
+        L = lib()
+        n = L.kt_kernel_nparams(handle)
+        self.params = []
+        info = _capi.ParamInfo()
+        for i in range(n):
+            L.kt_kernel_param(handle, i, ctypes.byref(info))
+            self.params.append((info.name.decode(), info.kind))
+        self._kinds = [k for _, k in self.params]
+        self._tls = threading.local()
+
+    def _args(self, values):
+        if len(values) != len(self._kinds):
+            raise KtuneError("ERR_ARGS", "%s: %d args given, the spec has %d params"
+                             % (self.name, len(values), len(self._kinds)))
+        arr = getattr(self._tls, "arr", None)
+        if arr is None:
+            arr = self._tls.arr = (_capi.Arg * len(self._kinds))()
+        for i, (kind, v) in enumerate(zip(self._kinds, values)):
+            a = arr[i]
+            a.kind = kind
+            if kind == _capi.KT_ARG_PTR:
+                if v is None:
+                    a.dtype, a.v.ptr = 0, 0
+                elif isinstance(v, _Null):
+                    a.dtype, a.v.ptr = _dtype_code(v.dtype), 0
+                else:
+                    a.dtype, a.v.ptr = _dtype_code(v.dtype), v.data_ptr()
+            elif kind == _capi.KT_ARG_I32:
+                a.v.i32 = v
+            elif kind == _capi.KT_ARG_I64:
+                a.v.i64 = v
+            else:
+                a.v.f32 = v
+        return arr
+
+    def launch(self, values, stream=None, config=None):
+        """Queue the kernel. values follow the spec's params: tensors (or
+        None / ktune.null(dtype) for optional pointers), ints, floats.
+        stream: a CUDA stream handle (int) or None for torch's current one."""
+        arr = self._args(values)
+        if stream is None:
+            stream = self._rt._current_stream()
+        L = lib()
+        if config is None:
+            st = L.kt_launch(self._h, stream, arr, len(self._kinds))
+        else:
+            st = L.kt_launch_config(self._h, stream, arr, len(self._kinds), config.encode())
+        if st:
+            self._rt._raise(st)
+
+    def config_for(self, values):
+        """The config a launch with these values would use (may tune)."""
+        arr = self._args(values)
+        buf = ctypes.create_string_buffer(512)
+        st = lib().kt_kernel_config_for(self._h, arr, len(self._kinds), buf, 512)
+        if st:
+            self._rt._raise(st)
+        return buf.value.decode()
+
+    def key(self, values):
+        arr = self._args(values)
+        buf = ctypes.create_string_buffer(1024)
+        st = lib().kt_kernel_key(self._h, arr, len(self._kinds), buf, 1024)
+        if st:
+            self._rt._raise(st)
+        return buf.value.decode()
+
+
+class Runtime:
+    """A kt_runtime on one device. close() (or process exit) frees it."""
+
+    def __init__(self, device=0, mode=None, cache_path=None, log=None, log_level=None):
+        L = lib()
+        o = _capi.Options()
+        L.kt_options_init(ctypes.byref(o))
+        o.device = device
+        if mode is not None:
+            o.mode = _capi.MODES[mode]
+        if cache_path is not None:
+            o.cache_path = cache_path.encode()
+        if log_level is not None:
+            o.log_level = {"error": 0, "warn": 1, "info": 2, "debug": 3}[log_level]
+        self._log_cb = None
+        if log is not None:
+            names = {0: "error", 1: "warn", 2: "info", 3: "debug"}
+            self._log_cb = _capi.LOG_FN(lambda user, lvl, msg: log(names.get(lvl, lvl), msg.decode()))
+            o.log = self._log_cb
+        h = ctypes.c_void_p()
+        st = L.kt_runtime_open(ctypes.byref(h), ctypes.byref(o))
+        if st:
+            msg = L.kt_errmsg(h).decode() if h else "kt_runtime_open failed"
+            if h:
+                L.kt_runtime_close(h)
+            raise KtuneError(L.kt_status_name(st).decode(), msg)
+        self._h = h
+        self.device = device
+        self._kernels = {}
+        self._lock = threading.Lock()
+        self._torch = None
+
+    def _current_stream(self):
+        if self._torch is None:
+            import torch
+            self._torch = torch
+        return self._torch.cuda.current_stream(self.device).cuda_stream
+
+    def _raise(self, st):
+        L = lib()
+        raise KtuneError(L.kt_status_name(st).decode(), L.kt_errmsg(self._h).decode())
+
+    def kernel(self, name_or_path):
+        """A kernel by bundled name ("layernorm_fwd") or spec path; loaded once."""
+        with self._lock:
+            k = self._kernels.get(name_or_path)
+            if k is not None:
+                return k
+            path = name_or_path
+            if not path.endswith(".json"):
+                path = os.path.join(kernels_dir(), name_or_path + ".json")
+            h = ctypes.c_void_p()
+            st = lib().kt_kernel_load(self._h, path.encode(), ctypes.byref(h))
+            if st:
+                self._raise(st)
+            k = self._kernels[name_or_path] = Kernel(self, h, os.path.basename(path)[:-5])
+            return k
+
+    def stats(self):
+        """Counters since the runtime opened (see kt_stats in ktune.h)."""
+        s = _capi.Stats()
+        s.size = ctypes.sizeof(s)
+        st = lib().kt_runtime_stats(self._h, ctypes.byref(s))
+        if st:
+            self._raise(st)
+        return {f: getattr(s, f) for f, _ in _capi.Stats._fields_ if f != "size"}
+
+    def close(self):
+        if self._h:
+            lib().kt_runtime_close(self._h)
+            self._h = None
+
+
+_runtimes = {}
+_rt_lock = threading.Lock()
+
+
+def runtime(device=None):
+    """The process's runtime for a device (default: torch's current device,
+    or 0 without torch), opened on first use."""
+    if device is None:
+        try:
+            import torch
+            device = torch.cuda.current_device()
+        except Exception:
+            device = 0
+    with _rt_lock:
+        rt = _runtimes.get(device)
+        if rt is None:
+            rt = _runtimes[device] = Runtime(device)
+        return rt

@@ -1,0 +1,76 @@
+"""ctypes declarations of runtime/ktune.h: the structs and calls the Python
+package uses. Kept beside the header's order; a field added there is added
+here."""
+import ctypes
+import os
+
+KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 = 1, 2, 3, 4
+DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "i32": 5, "i64": 6, "u8": 7, "i8": 8, "i16": 9, "u32": 10}
+MODES = {"default": 0, "tune": 1, "cache-only": 2, "off": 3}
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+class ArgValue(ctypes.Union):
+    _fields_ = [("ptr", ctypes.c_uint64), ("i32", ctypes.c_int32), ("i64", ctypes.c_int64),
+                ("f32", ctypes.c_float)]
+
+
+class Arg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("dtype", ctypes.c_int), ("v", ArgValue)]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("device", ctypes.c_int), ("no_device", ctypes.c_int),
+                ("arch", ctypes.c_char_p), ("cuda_home", ctypes.c_char_p), ("cache_path", ctypes.c_char_p),
+                ("no_cache", ctypes.c_int), ("mode", ctypes.c_int), ("log", LOG_FN),
+                ("log_user", ctypes.c_void_p), ("log_level", ctypes.c_int),
+                ("system_cache_path", ctypes.c_char_p), ("stage_aliased", ctypes.c_int),
+                ("miss_runs_default", ctypes.c_int)]
+
+
+class ParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int), ("dtype", ctypes.c_char_p),
+                ("access", ctypes.c_char_p), ("optional", ctypes.c_int), ("key", ctypes.c_char_p)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("launches", ctypes.c_uint64), ("hits", ctypes.c_uint64),
+                ("misses", ctypes.c_uint64), ("tunings", ctypes.c_uint64), ("tuning_ms", ctypes.c_double),
+                ("compiles", ctypes.c_uint64), ("compile_ms", ctypes.c_double), ("cache_loads", ctypes.c_uint64),
+                ("binary_loads", ctypes.c_uint64), ("fallbacks", ctypes.c_uint64)]
+
+
+def _find_library():
+    env = os.environ.get("KTUNE_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "..", "..", "..", "build", "libktune.so"), "libktune.so.0", "libktune.so"):
+        if os.sep not in cand or os.path.exists(cand):
+            return cand
+    return "libktune.so"
+
+
+def load():
+    lib = ctypes.CDLL(_find_library())
+    P, I, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
+    sig = {
+        "kt_options_init": (I, [ctypes.POINTER(Options)]),
+        "kt_runtime_open": (I, [ctypes.POINTER(P), ctypes.POINTER(Options)]),
+        "kt_runtime_close": (I, [P]),
+        "kt_errmsg": (S, [P]),
+        "kt_status_name": (S, [I]),
+        "kt_kernel_load": (I, [P, S, ctypes.POINTER(P)]),
+        "kt_kernel_nparams": (I, [P]),
+        "kt_kernel_param": (I, [P, I, ctypes.POINTER(ParamInfo)]),
+        "kt_launch": (I, [P, P, ctypes.POINTER(Arg), I]),
+        "kt_launch_config": (I, [P, P, ctypes.POINTER(Arg), I, S]),
+        "kt_kernel_config_for": (I, [P, ctypes.POINTER(Arg), I, ctypes.c_char_p, ctypes.c_size_t]),
+        "kt_kernel_key": (I, [P, ctypes.POINTER(Arg), I, ctypes.c_char_p, ctypes.c_size_t]),
+        "kt_runtime_stats": (I, [P, ctypes.POINTER(Stats)]),
+        "kt_device_count": (I, [ctypes.POINTER(I)]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
