@@ -26,6 +26,9 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
 }  // namespace kt
 
+// Each thread owns a TM x TN tile of the block's BK x BV tile of h, so that
+// one step over t reads TM + TN values from shared memory for TM * TN
+// multiply-adds.
 template <typename T, int CC, int KD, int VD, int BK, int BV, int NT, int NS>
 __global__ void __launch_bounds__(NT)
 chunk_state_fwd(float *__restrict__ h, const T *__restrict__ k, const T *__restrict__ v,
@@ -33,41 +36,60 @@ chunk_state_fwd(float *__restrict__ h, const T *__restrict__ k, const T *__restr
                 int C, int DK, int DV) {
   static_assert(KD % BK == 0 && VD % BV == 0 && (BK * BV) % NT == 0, "tiles divide the state");
   constexpr int E = BK * BV / NT;
+  constexpr int TN = E < 4 ? E : 4, TM = E / TN;
+  static_assert(BV % TN == 0 && BK % TM == 0 && (BV / TN) * (BK / TM) == NT, "thread tiles cover the block tile");
   extern __shared__ float sm[];
   float *ks = sm, *vs = sm + CC * BK;
   (void)BH, (void)C, (void)DK, (void)DV;
   const int n = NS > 0 ? NS : N;
   const int bh = blockIdx.y;
   const int k0 = (blockIdx.x / (VD / BV)) * BK, v0 = (blockIdx.x % (VD / BV)) * BV;
+  const int tx = threadIdx.x % (BV / TN), ty = threadIdx.x / (BV / TN);
   const T *kb = k + (long long)bh * n * CC * KD;
   const T *vb = v + (long long)bh * n * CC * VD;
-  float *hb = h + (long long)bh * (n + 1) * KD * VD;
+  float *hb = h + (long long)bh * (n + 1) * KD * VD + (long long)(k0 + ty * TM) * VD + v0 + tx * TN;
 
-  float acc[E];
+  float acc[TM][TN];
 #pragma unroll
-  for (int e = 0; e < E; e++) {
-    const int idx = threadIdx.x + e * NT, kk = k0 + idx / BV, vv = v0 + idx % BV;
-    acc[e] = h0 ? h0[((long long)bh * KD + kk) * VD + vv] : 0.f;
-    hb[kk * VD + vv] = acc[e];
-  }
-  for (int i = 0; i < n; i++) {
-    const T *kc = kb + (long long)i * CC * KD, *vc = vb + (long long)i * CC * VD;
+  for (int i = 0; i < TM; i++)
+#pragma unroll
+    for (int j = 0; j < TN; j++) {
+      acc[i][j] = h0 ? h0[(long long)bh * KD * VD + (long long)(k0 + ty * TM + i) * VD + v0 + tx * TN + j] : 0.f;
+      hb[i * VD + j] = acc[i][j];
+    }
+  for (int c = 0; c < n; c++) {
+    const T *kc = kb + (long long)c * CC * KD, *vc = vb + (long long)c * CC * VD;
     for (int idx = threadIdx.x; idx < CC * BK; idx += NT)
       ks[idx] = kt::to_f(kc[(idx / BK) * KD + k0 + idx % BK]);
     for (int idx = threadIdx.x; idx < CC * BV; idx += NT)
       vs[idx] = kt::to_f(vc[(idx / BV) * VD + v0 + idx % BV]);
     __syncthreads();
-    const float dc = decay[(long long)bh * n + i];
-    float *hn = hb + (long long)(i + 1) * KD * VD;
+    const float dc = decay[(long long)bh * n + c];
+    float s[TM][TN];
 #pragma unroll
-    for (int e = 0; e < E; e++) {
-      const int idx = threadIdx.x + e * NT, kk = idx / BV, vv = idx % BV;
-      float s = 0.f;
-#pragma unroll 8
-      for (int t = 0; t < CC; t++) s += ks[t * BK + kk] * vs[t * BV + vv];
-      acc[e] = dc * acc[e] + s;
-      hn[(k0 + kk) * VD + v0 + vv] = acc[e];
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+      for (int j = 0; j < TN; j++) s[i][j] = 0.f;
+#pragma unroll 4
+    for (int t = 0; t < CC; t++) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int i = 0; i < TM; i++) a[i] = ks[t * BK + ty * TM + i];
+#pragma unroll
+      for (int j = 0; j < TN; j++) b[j] = vs[t * BV + tx * TN + j];
+#pragma unroll
+      for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) s[i][j] += a[i] * b[j];
     }
+    float *hn = hb + (long long)(c + 1) * KD * VD;
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+      for (int j = 0; j < TN; j++) {
+        acc[i][j] = dc * acc[i][j] + s[i][j];
+        hn[i * VD + j] = acc[i][j];
+      }
     __syncthreads();
   }
 }

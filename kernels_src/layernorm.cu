@@ -63,6 +63,30 @@ template <int TPR> __device__ __forceinline__ float group_sum(float v, float *pa
   }
   return v;
 }
+
+// Two sums over a group at once behind one barrier. part is one of two
+// halves the caller alternates between, so the half written now was last
+// read before the previous call's barrier.
+template <int TPR>
+__device__ __forceinline__ float2 group_sum2(float a, float b, float2 *part) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  if constexpr (TPR > 32) {
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = make_float2(a, b);
+    __syncthreads();
+    const int first = (threadIdx.x / TPR) * (TPR / 32);
+    a = b = 0.f;
+#pragma unroll
+    for (int k = 0; k < TPR / 32; k++) {
+      a += part[first + k].x;
+      b += part[first + k].y;
+    }
+  }
+  return make_float2(a, b);
+}
 }  // namespace kt
 
 template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int IS_RMS_NORM,
@@ -219,7 +243,8 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
   static_assert(TPR % 32 == 0, "whole warps per segment");
   constexpr bool IN_PART = GROUPED || ITEMS == 0;
   static_assert(!IN_PART || ROWS == 1, "partial rows updated in place need one segment at a time");
-  __shared__ float part[BLOCK / 32];
+  __shared__ float2 part[2][BLOCK / 32];
+  int phase = 0;
   (void)rms;
   const int L = D / G;
   const int lane = threadIdx.x % TPR;
@@ -285,8 +310,9 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
           for (int k = 0; k < VEC; k++) xh[j][k] = g[j][k] = 0.f;
         }
       }
-      const float c1 = kt::group_sum<TPR>(s1, part) / (float)L;
-      const float c2 = IS_RMS_NORM ? 0.f : kt::group_sum<TPR>(s2, part) / (float)L;
+      const float2 r = kt::group_sum2<TPR>(s1, s2, part[phase]);
+      phase ^= 1;
+      const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
       if (!live) continue;
 #pragma unroll
       for (int j = 0; j < ITEMS; j++) {
@@ -317,8 +343,9 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
           }
         }
       }
-      const float c1 = kt::group_sum<TPR>(s1, part) / (float)L;
-      const float c2 = IS_RMS_NORM ? 0.f : kt::group_sum<TPR>(s2, part) / (float)L;
+      const float2 r = kt::group_sum2<TPR>(s1, s2, part[phase]);
+      phase ^= 1;
+      const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
       if (!live) continue;
       for (int i = lane * VEC; i < L; i += TPR * VEC) {
         float a[VEC], d[VEC], wv[VEC], r[VEC], o[VEC];
