@@ -95,6 +95,10 @@ test-asan: $(B)/asan/ktune-test $(B)/asan/ktune
 
 gpu-test: all $(B)/ktune-gpu-test
 	KTUNE_BIN=$(B)/ktune $(B)/ktune-gpu-test
+	@if python3 -c 'import torch' 2>/dev/null; then \
+	  d=$$(mktemp -d) && KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$$d/ktune.db python3 tests/python/test_ops.py; \
+	  rc=$$?; rm -rf $$d; exit $$rc; \
+	else echo "tests/python: torch does not import here; the PyTorch tests are skipped"; fi
 
 # The small GPU cases under compute-sanitizer: out-of-bounds and misaligned
 # accesses (memcheck) and shared-memory races (racecheck). Default configs
@@ -109,7 +113,8 @@ bench: all $(B)/ktune-bench
 	rm -f $(B)/bench.db*
 	KTUNE_CACHE=$(CURDIR)/$(B)/bench.db $(B)/ktune-bench
 	@if python3 -c 'import torch' 2>/dev/null; then \
-	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_kernels.py; \
+	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_kernels.py && \
+	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_overhead.py; \
 	else echo "bench_kernels.py: torch does not import here; the PyTorch comparison is skipped"; fi
 
 demo: all

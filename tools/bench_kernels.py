@@ -119,19 +119,25 @@ def main():
             fwd.launch(fargs)
             dy = torch.randn_like(x)
             dx = torch.empty_like(x)
-            P = 2 * nsm
-            dwp = torch.empty(P, D, device=dev)
-            dbp = None if rms else torch.empty(P, D, device=dev)
+            # P (programs, rows of partial sums) is the caller's choice and
+            # not in the key: time 1, 2 and 4 per SM, keep the best.
+            dwp = torch.empty(4 * nsm, D, device=dev)
+            dbp = None if rms else torch.empty(4 * nsm, D, device=dev)
             dw = torch.empty_like(w)
             db = None if rms else torch.empty_like(w)
-            bargs = [dx, dwp, dbp, dy, x, w, mean, rstd, None, T, D, 1, P, rms]
-            rargs = [dw, db if db is not None else nb, dwp, dbp, T, D, P]
+            best = None
+            for P in (nsm, 2 * nsm, 4 * nsm):
+                bargs = [dx, dwp, dbp, dy, x, w, mean, rstd, None, T, D, 1, P, rms]
+                rargs = [dw, db if db is not None else nb, dwp, dbp, T, D, P]
 
-            def kt_bwd():
-                bwd.launch(bargs)
-                red.launch(rargs)
+                def kt_bwd():
+                    bwd.launch(bargs)
+                    red.launch(rargs)
 
-            t_kt = gpu_time_us(kt_bwd)
+                t = gpu_time_us(kt_bwd)
+                if best is None or t < best[0]:
+                    best = (t, P // nsm)
+            t_kt = best[0]
             xr = x.detach().requires_grad_(True)
             wr = w.detach().requires_grad_(True)
             br = None if rms else b.detach().requires_grad_(True)
@@ -141,7 +147,7 @@ def main():
             torch.cuda.synchronize()
             t_th = eager_time_us(lambda: torch.autograd.grad(yr, ins, dy, retain_graph=True))
             name = "rmsnorm bwd" if rms else "layernorm bwd"
-            report(name, "%dx%d bf16" % (T, D), 3 * T * D * 2, t_kt, t_th, copy_gbs)
+            report(name, "%dx%d bf16 P=%dxSMs" % (T, D, best[1]), 3 * T * D * 2, t_kt, t_th, copy_gbs)
             del x, y, dy, dx, dwp, dbp, xr, yr
     pf, pb = rt.kernel("permute_rows"), rt.kernel("permute_rows_bwd")
     for T, D in ((16384, 4096), (32768, 2048), (4096, 1024), (450, 256)):

@@ -1,0 +1,285 @@
+"""GPU tests of the PyTorch integration (tools/python/ktune), run by
+`make gpu-test` when torch imports. Prints "N passed, N failed, N skipped"."""
+import os
+import sys
+import threading
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+import ktune  # noqa: E402
+from ktune import ops  # noqa: E402
+
+results = {"passed": 0, "failed": 0, "skipped": 0}
+TESTS = []
+
+
+class Skip(Exception):
+    pass
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def ref_norm(x, w, b, eps, rms, groups=1):
+    """float64 reference, differentiable."""
+    D = x.shape[-1]
+    xs = x.reshape(-1, groups, D // groups)
+    if rms:
+        y = xs * torch.rsqrt((xs * xs).mean(-1, keepdim=True) + eps)
+    else:
+        mu = xs.mean(-1, keepdim=True)
+        y = (xs - mu) * torch.rsqrt(((xs - mu) ** 2).mean(-1, keepdim=True) + eps)
+    y = y.reshape(x.shape)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+def close(name, got, want, atol, rtol):
+    got, want = got.double(), want.double()
+    bad = ~((got - want).abs() <= atol + rtol * want.abs())
+    if bad.any():
+        i = int(bad.flatten().nonzero()[0])
+        raise AssertionError("%s: %d of %d elements differ; first [%d]: %.6g vs reference %.6g"
+                             % (name, int(bad.sum()), bad.numel(), i, got.flatten()[i], want.flatten()[i]))
+
+
+@test
+def norm_gradients_match_float64():
+    torch.manual_seed(0)
+    cases = [  # T, D, groups, dtype, rms, residual, weight, bias
+        (450, 256, 1, torch.bfloat16, True, True, True, False),
+        (7, 1000, 4, torch.float32, False, False, True, True),
+        (100, 2048, 1, torch.float16, False, True, True, True),
+        (33, 64, 1, torch.float32, True, False, False, False),
+    ]
+    for T, D, G, dt, rms, has_res, has_w, has_b in cases:
+        x = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True)
+        r = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True) if has_res else None
+        w = (torch.rand(D, device="cuda", dtype=dt) + 0.5).requires_grad_(True) if has_w else None
+        b = torch.randn(D, device="cuda", dtype=dt, requires_grad=True) if has_b else None
+        dy = torch.randn(T, D, device="cuda", dtype=dt)
+        if rms:
+            y = ops.rms_norm(x, w, 1e-5, residual=r)
+        else:
+            y = ops.layer_norm(x, w, b, 1e-5, residual=r, groups=G)
+        ins = [t for t in (x, r, w, b) if t is not None]
+        grads = torch.autograd.grad(y, ins, dy)
+        ins64 = [t.detach().double().requires_grad_(True) for t in ins]
+        it = iter(ins64)
+        x64 = next(it)
+        r64 = next(it) if has_res else None
+        w64 = next(it) if has_w else None
+        b64 = next(it) if has_b else None
+        h64 = x64 + r64 if has_res else x64
+        y64 = ref_norm(h64, w64, b64, 1e-5, rms, G)
+        g64 = torch.autograd.grad(y64, ins64, dy.double())
+        tol = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2}[dt]
+        close("y %s" % ((T, D, G, dt, rms),), y, y64, tol, tol)
+        names = ["dx", "dres", "dw", "db"]
+        names = [n for n, t in zip(names, (x, r, w, b)) if t is not None]
+        for n, g, want in zip(names, grads, g64):
+            scale = 1 + (T ** 0.5 if n in ("dw", "db") else 0)
+            close("%s %s" % (n, (T, D, G, dt, rms)), g, want, tol * scale, tol)
+
+
+@test
+def permute_and_softmax_gradients():
+    torch.manual_seed(1)
+    x = torch.randn(500, 300, device="cuda", requires_grad=True)
+    p = torch.rand(500, device="cuda", requires_grad=True)
+    m = torch.randperm(500, device="cuda", dtype=torch.int32)
+    out, po = ops.permute_rows(x, m, p)
+    close("permute", out, x[m.long()], 0, 0)
+    close("probs", po, p[m.long()], 0, 0)
+    g, gp = torch.autograd.grad((out * 3).sum() + (po * 2).sum(), (x, p))
+    close("dx", g, torch.full_like(x, 3), 0, 0)
+    close("dprobs", gp, torch.full_like(p, 2), 0, 0)
+    s = torch.randn(64, 1001, device="cuda", requires_grad=True)
+    mask = torch.rand(64, 1001, device="cuda") < 0.8
+    y = ops.masked_softmax(s, mask, None, 0.5)
+    want = torch.softmax((s.double() * 0.5).masked_fill(~mask, float("-inf")), -1)
+    close("softmax", y, want, 1e-6, 1e-5)
+    dy = torch.randn_like(y)
+    (gs,) = torch.autograd.grad(y, s, dy)
+    s64 = s.detach().double().requires_grad_(True)
+    (w64,) = torch.autograd.grad(torch.softmax((s64 * 0.5).masked_fill(~mask, float("-inf")), -1), s64, dy.double())
+    close("dsoftmax", gs, w64, 1e-5, 1e-4)
+
+
+@test
+def torch_compile_uses_the_ops():
+    torch.manual_seed(2)
+    w = torch.rand(512, device="cuda") + 0.5
+
+    def block(x, r, m):
+        y, h = ops.rms_norm(x, w, 1e-6, residual=r, return_residual=True)
+        out, _ = ops.permute_rows(y, m)
+        return out, h
+
+    x = torch.randn(300, 512, device="cuda")
+    r = torch.randn(300, 512, device="cuda")
+    m = torch.randperm(300, device="cuda", dtype=torch.int32)
+    want = block(x, r, m)
+    got = torch.compile(block, fullgraph=True)(x, r, m)
+    close("compiled out", got[0], want[0], 0, 0)
+    close("compiled h", got[1], want[1], 0, 0)
+
+
+@test
+def cuda_graph_replays_cached_key_and_never_tunes_in_capture():
+    rt = ktune.runtime()
+    torch.manual_seed(3)
+    w = torch.rand(768, device="cuda") + 0.5
+    x = torch.randn(64, 768, device="cuda")
+    ops.rms_norm(x, w)  # eager: the key is tuned here
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    before = rt.stats()
+    with torch.cuda.graph(g):
+        y = ops.rms_norm(x, w)
+        z = ops.rms_norm(x[:, :640].contiguous(), w[:640])  # a key never seen: no tuning
+    after = rt.stats()
+    assert after["tunings"] == before["tunings"], "tuned during capture: %s -> %s" % (before, after)
+    assert after["fallbacks"] > before["fallbacks"], "the unseen key did not fall back"
+    for i in range(3):
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        close("replay %d" % i, y, ref_norm(x.double(), w.double(), None, 1e-6, True), 1e-4, 1e-4)
+        close("replay %d (default config)" % i, z,
+              ref_norm(x[:, :640].double(), w[:640].double(), None, 1e-6, True), 1e-4, 1e-4)
+
+
+@test
+def in_place_and_aliasing():
+    torch.manual_seed(4)
+    x = torch.randn(200, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.rand(1024, device="cuda", dtype=torch.bfloat16) + 0.5
+    want = ref_norm(x.double(), w.double(), None, 1e-6, True)
+    ops.rms_norm_(x, w, 1e-6)  # first call of this key: tuned on scratch, x written once
+    close("in place", x, want, 3e-2, 3e-2)
+    # The permutation's spec refuses in place: the error names the params.
+    m = torch.randperm(200, device="cuda", dtype=torch.int32)
+    k = ktune.runtime().kernel("permute_rows")
+    try:
+        k.launch([x, x, m, None, None, 200, 200, 1024])
+    except ktune.KtuneError as e:
+        assert e.status == "ERR_ALIAS", e.status
+        assert "out" in str(e) and "in" in str(e), str(e)
+    else:
+        raise AssertionError("permute_rows in place was not refused")
+
+
+@test
+def sixteen_threads_launch_while_one_tunes():
+    torch.manual_seed(5)
+    D = 1536
+    w = torch.rand(D, device="cuda") + 0.5
+    warm = torch.randn(8, D, device="cuda")
+    ops.rms_norm(warm, w)
+    torch.cuda.synchronize()
+    errors = []
+
+    def worker(i):
+        try:
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                for it in range(30):
+                    x = torch.randn(16 + i, D, device="cuda")
+                    y = ops.rms_norm(x, w)
+                    s.synchronize()
+                    close("thread %d iter %d" % (i, it), y, ref_norm(x.double(), w.double(), None, 1e-6, True),
+                          1e-4, 1e-4)
+        except Exception as e:  # reported by the main thread
+            errors.append("thread %d: %s" % (i, e))
+
+    def tuner():
+        try:
+            x = torch.randn(64, 2560, device="cuda")
+            w2 = torch.rand(2560, device="cuda")
+            y = ops.layer_norm(x, w2, None, 1e-5)
+            torch.cuda.synchronize()
+            close("tuning thread", y, ref_norm(x.double(), w2.double(), None, 1e-5, False), 1e-4, 1e-4)
+        except Exception as e:
+            errors.append("tuner: %s" % e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)] + [threading.Thread(target=tuner)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "; ".join(errors[:3])
+
+
+@test
+def stats_and_log_callback():
+    lines = []
+    rt = ktune.Runtime(0, log=lambda level, msg: lines.append((level, msg)), log_level="info")
+    try:
+        k = rt.kernel("masked_softmax")
+        x = torch.randn(100, 333, device="cuda")
+        y = torch.empty_like(x)
+        for _ in range(5):
+            k.launch([y, x, None, ktune.null(torch.float32), 100, 333, 1.0])
+        torch.cuda.synchronize()
+        st = rt.stats()
+        assert st["launches"] == 5 and st["misses"] == 1, st
+        assert st["hits"] >= 4, st
+        assert st["tunings"] + st["cache_loads"] == 1, st
+        if st["tunings"]:
+            assert any("tuned masked_softmax" in m for _, m in lines), lines[-3:]
+    finally:
+        rt.close()
+
+
+@test
+def two_devices():
+    n = torch.cuda.device_count()
+    if n < 2:
+        raise Skip("one CUDA device here; the two-device test needs two")
+    outs = []
+    for d in (0, 1):
+        with torch.cuda.device(d):
+            x = torch.randn(50, 512, device="cuda:%d" % d)
+            w = torch.rand(512, device="cuda:%d" % d)
+            outs.append((ops.rms_norm(x, w), x, w))
+    for y, x, w in outs:
+        torch.cuda.synchronize(y.device)
+        close("device %s" % y.device, y, ref_norm(x.double(), w.double(), None, 1e-6, True), 1e-4, 1e-4)
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("no CUDA device visible to torch: %d skipped" % len(TESTS))
+        print("0 passed, 0 failed, %d skipped" % len(TESTS))
+        return 0
+    flt = sys.argv[1] if len(sys.argv) > 1 else None
+    for fn in TESTS:
+        if flt and flt not in fn.__name__:
+            continue
+        print("  python: %s" % fn.__name__, flush=True)
+        try:
+            fn()
+            results["passed"] += 1
+        except Skip as e:
+            print("    skipped: %s" % e)
+            results["skipped"] += 1
+        except Exception:
+            print("    " + traceback.format_exc().replace("\n", "\n    "))
+            results["failed"] += 1
+    print("%d passed, %d failed, %d skipped" % (results["passed"], results["failed"], results["skipped"]))
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""The bundled kernels as PyTorch operators (torch.library), with autograd
+and fake implementations, so that they work in eager mode, under
+torch.compile (as opaque custom ops) and inside CUDA graph captures.
+
+    from ktune import ops
+    y = ops.rms_norm(x, weight, eps=1e-6)                 # differentiable
+    y, h = ops.rms_norm(x, weight, residual=r, return_residual=True)
+    out, p = ops.permute_rows(x, row_map, probs)          # out[j] = x[row_map[j]]
+    a = ops.masked_softmax(scores, mask, scale=0.125)
+
+Every launch goes on the tensors' device's current stream and never
+synchronizes it. A key seen for the first time is tuned on scratch copies
+(the caller's tensors are untouched); inside a CUDA graph capture nothing is
+tuned: the cached or the default config is used and the runtime says so
+once (pre-warm with `ktune tune` or one eager call before capturing).
+"""
+import torch
+
+from . import KtuneError, null, runtime
+
+__all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "masked_softmax"]
+
+def _rt(t):
+    return runtime(t.device.index if t.device.index is not None else torch.cuda.current_device())
+
+
+def _programs(t):
+    return 2 * torch.cuda.get_device_properties(t.device).multi_processor_count
+
+
+def _empty(like, n=0, dtype=torch.float32):
+    return torch.empty(n, device=like.device, dtype=dtype)
+
+
+# LayerNorm / RMSNorm over the last dim, split into `groups` groups.
+@torch.library.custom_op("ktune::norm_fwd", mutates_args=())
+def norm_fwd(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None,
+             bias: torch.Tensor | None, groups: int, eps: float, rms: bool,
+             store_residual: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    D = x.shape[-1]
+    x2 = x.reshape(-1, D).contiguous()
+    T = x2.shape[0]
+    y = torch.empty_like(x2)
+    res2 = residual.reshape(-1, D).contiguous() if residual is not None else None
+    h = torch.empty_like(x2) if store_residual else _empty(x, 0, x.dtype)
+    mean = _empty(x, 0) if rms else _empty(x, T * groups)
+    rstd = _empty(x, T * groups)
+    wd = weight.dtype if weight is not None else (bias.dtype if bias is not None else x.dtype)
+    _rt(x).kernel("layernorm_fwd").launch([
+        y, x2, res2, h if store_residual else null(x.dtype),
+        weight if weight is not None else null(wd), bias if bias is not None else null(wd),
+        None if rms else mean, rstd, T, D, groups, eps, int(rms)])
+    return y.view(x.shape), (h.view(x.shape) if store_residual else h), mean, rstd
+
+
+@norm_fwd.register_fake
+def _(x, residual, weight, bias, groups, eps, rms, store_residual):
+    T = x.numel() // x.shape[-1]
+    h = torch.empty_like(x) if store_residual else x.new_empty(0)
+    mean = x.new_empty(0 if rms else T * groups, dtype=torch.float32)
+    return torch.empty_like(x), h, mean, x.new_empty(T * groups, dtype=torch.float32)
+
+
+@torch.library.custom_op("ktune::norm_bwd", mutates_args=())
+def norm_bwd(dy: torch.Tensor, h: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
+             rstd: torch.Tensor, dresidual: torch.Tensor | None, groups: int, rms: bool,
+             has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    D = h.shape[-1]
+    h2 = h.reshape(-1, D).contiguous()
+    dy2 = dy.reshape(-1, D).contiguous()
+    T = h2.shape[0]
+    dx = torch.empty_like(h2)
+    P = max(1, min(_programs(h), T))
+    wd = weight.dtype if weight is not None else h.dtype
+    dwp = torch.empty(P, D, device=h.device) if weight is not None else None
+    dbp = torch.empty(P, D, device=h.device) if has_bias else None
+    dw = torch.empty(D, device=h.device, dtype=wd) if weight is not None else h.new_empty(0)
+    db = torch.empty(D, device=h.device, dtype=wd) if has_bias else h.new_empty(0)
+    dres = dresidual.reshape(-1, D).contiguous() if dresidual is not None else None
+    rt = _rt(h)
+    rt.kernel("layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, weight if weight is not None else null(wd),
+                                       None if rms else mean, rstd, dres, T, D, groups, P, int(rms)])
+    if weight is not None or has_bias:
+        rt.kernel("layernorm_bwd_reduce").launch([dw if weight is not None else null(wd),
+                                                  db if has_bias else null(wd), dwp, dbp, T, D, P])
+    return dx.view(h.shape), dw, db
+
+
+@norm_bwd.register_fake
+def _(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
+    D = h.shape[-1]
+    wd = weight.dtype if weight is not None else h.dtype
+    return (torch.empty_like(h), h.new_empty(D if weight is not None else 0, dtype=wd),
+            h.new_empty(D if has_bias else 0, dtype=wd))
+
+
+def _norm_setup(ctx, inputs, output):
+    x, residual, weight, bias, groups, eps, rms, store_residual = inputs
+    y, h, mean, rstd = output
+    # The backward reads the normalised input: h when it was stored, else x.
+    ctx.save_for_backward(h if store_residual else x, weight, mean, rstd)
+    ctx.groups, ctx.rms, ctx.has_bias = groups, rms, bias is not None
+    ctx.has_residual, ctx.store = residual is not None, store_residual
+
+
+def _norm_backward(ctx, dy, dh, dmean, drstd):
+    h, weight, mean, rstd = ctx.saved_tensors
+    # h also went on to the next layer: its gradient joins dx.
+    dres = dh if ctx.store and dh is not None and dh.numel() else None
+    dx, dw, db = norm_bwd(dy, h, weight, mean, rstd, dres, ctx.groups, ctx.rms, ctx.has_bias)
+    return (dx, dx if ctx.has_residual else None, dw if weight is not None else None,
+            db if ctx.has_bias else None, None, None, None, None)
+
+
+norm_fwd.register_autograd(_norm_backward, setup_context=_norm_setup)
+
+
+def rms_norm(x, weight=None, eps=1e-6, residual=None, return_residual=False):
+    """RMSNorm over the last dim of (x + residual); with return_residual also
+    x + residual (for the next layer's residual), stored by the same kernel."""
+    store = return_residual or residual is not None
+    y, h, _, _ = norm_fwd(x, residual, weight, None, 1, eps, True, store)
+    return (y, h) if return_residual else y
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, residual=None, return_residual=False, groups=1):
+    """LayerNorm over the last dim of (x + residual), or a group norm over
+    `groups` equal parts of it (weight and bias span the whole dim)."""
+    store = return_residual or residual is not None
+    y, h, _, _ = norm_fwd(x, residual, weight, bias, groups, eps, False, store)
+    return (y, h) if return_residual else y
+
+
+@torch.library.custom_op("ktune::rms_norm_", mutates_args=("x",))
+def rms_norm_(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> None:
+    """In place: x = rms_norm(x). The kernel may run in place, so the call
+    passes x as input and output; tuning (on a new key) works on scratch."""
+    D = x.shape[-1]
+    if not x.is_contiguous():
+        raise KtuneError("ERR_ARGS", "rms_norm_: x must be contiguous")
+    T = x.numel() // D
+    wd = weight.dtype if weight is not None else x.dtype
+    _rt(x).kernel("layernorm_fwd").launch([x, x, None, null(x.dtype), weight if weight is not None else null(wd),
+                                            null(wd), None, None, T, D, 1, eps, 1])
+
+
+@rms_norm_.register_fake
+def _(x, weight, eps):
+    return None
+
+
+# Token permutation: out[j] = x[row_map[j]], probs_out[j] = probs[row_map[j]].
+@torch.library.custom_op("ktune::permute_rows", mutates_args=())
+def _permute(x: torch.Tensor, row_map: torch.Tensor, probs: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    N, D = x.shape[0], x[0].numel() if x.shape[0] else 0
+    M = row_map.shape[0]
+    out = x.new_empty((M,) + tuple(x.shape[1:]))
+    pout = probs.new_empty(M) if probs is not None else x.new_empty(0, dtype=torch.float32)
+    _rt(x).kernel("permute_rows").launch([out, x.contiguous(), row_map.to(torch.int32).contiguous(), probs,
+                                          pout if probs is not None else None, M, N, D])
+    return out, pout
+
+
+@_permute.register_fake
+def _(x, row_map, probs):
+    M = row_map.shape[0]
+    return x.new_empty((M,) + tuple(x.shape[1:])), x.new_empty(M if probs is not None else 0, dtype=torch.float32)
+
+
+@torch.library.custom_op("ktune::unpermute_rows", mutates_args=())
+def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tensor | None,
+               n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    M, D = dout.shape[0], dout[0].numel() if dout.shape[0] else 0
+    din = dout.new_zeros((n,) + tuple(dout.shape[1:]))
+    dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
+    _rt(dout).kernel("permute_rows_bwd").launch([din, dout.contiguous(), row_map.to(torch.int32).contiguous(),
+                                                 dprobs_out.contiguous() if dprobs_out is not None else None,
+                                                 dpr if dprobs_out is not None else None, M, n, D])
+    return din, dpr
+
+
+@_unpermute.register_fake
+def _(dout, row_map, dprobs_out, n):
+    return (dout.new_empty((n,) + tuple(dout.shape[1:])),
+            dout.new_empty(n if dprobs_out is not None else 0, dtype=torch.float32))
+
+
+def _permute_setup(ctx, inputs, output):
+    x, row_map, probs = inputs
+    ctx.save_for_backward(row_map)
+    ctx.n, ctx.has_probs = x.shape[0], probs is not None
+
+
+def _permute_backward(ctx, dout, dpout):
+    (row_map,) = ctx.saved_tensors
+    dpo = dpout if ctx.has_probs else None
+    din, dpr = _unpermute(dout, row_map, dpo, ctx.n)
+    return din, None, dpr if ctx.has_probs else None
+
+
+_permute.register_autograd(_permute_backward, setup_context=_permute_setup)
+
+
+def permute_rows(x, row_map, probs=None):
+    """Rows of x reordered by row_map (each row named at most once for the
+    backward); probs (float32 per row) follow. Returns (out, probs_out)."""
+    out, pout = _permute(x, row_map, probs)
+    return out, (pout if probs is not None else None)
+
+
+def unpermute_rows(dout, row_map, n, dprobs=None):
+    """The inverse scatter: din[row_map[j]] = dout[j]; rows not named are 0."""
+    din, dpr = _unpermute(dout, row_map, dprobs, n)
+    return din, (dpr if dprobs is not None else None)
+
+
+# softmax(scale * x + bias) over the last dim, mask == 0 excluded.
+@torch.library.custom_op("ktune::masked_softmax", mutates_args=())
+def _softmax(x: torch.Tensor, mask: torch.Tensor | None, bias: torch.Tensor | None, scale: float) -> torch.Tensor:
+    L = x.shape[-1]
+    x2 = x.reshape(-1, L)
+    y = torch.empty_like(x2)
+    m = mask.reshape(-1, L).view(torch.uint8) if mask is not None else None
+    b = bias.reshape(-1, L) if bias is not None else null(x.dtype)
+    _rt(x).kernel("masked_softmax").launch([y, x2.contiguous(), m, b, x2.shape[0], L, scale])
+    return y.view(x.shape)
+
+
+@_softmax.register_fake
+def _(x, mask, bias, scale):
+    return torch.empty_like(x)
+
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.save_for_backward(output)
+    ctx.scale, ctx.has_bias = inputs[3], inputs[2] is not None
+
+
+def _softmax_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    yf, df = y.float(), dy.float()
+    dz = yf * (df - (df * yf).sum(-1, keepdim=True))
+    return (dz * ctx.scale).to(y.dtype), None, dz.to(y.dtype) if ctx.has_bias else None, None
+
+
+_softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+
+
+def masked_softmax(x, mask=None, bias=None, scale=1.0):
+    """softmax(scale * x + bias) over the last dim; mask (bool or uint8, same
+    shape) == 0 excludes an element; a fully masked row is all zeros."""
+    return _softmax(x, mask, bias, scale)
