@@ -124,11 +124,72 @@ static void cache_commands(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* The bundled kernels compile for given shapes without a GPU; a derived
+** constant outside its declared values and a specialized param without
+** shapes are refused with a message. */
+static void compile_for_shapes(void) {
+  char out[16384];
+  const char *dir = t_tmpdir();
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/masked_softmax.json "
+                 "--shape 'N=7,L=1001,T=bf16,x@2'",
+                 dir, bin()),
+            0);
+  /* L=1001 is odd and x is offset: every variant is the guarded path. */
+  ASSERT_CONTAINS(out, "ALIGNED=0");
+  ASSERT_TRUE(!strstr(out, "ALIGNED=1"));
+  ASSERT_CONTAINS(out, " variants compiled for sm_90, 0 failed");
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 tests/specs/chunk_state_fwd_n.json "
+                 "--shape 'BH=2,N=3,C=32,DK=64,DV=32,T=bf16'",
+                 dir, bin()),
+            0);
+  ASSERT_CONTAINS(out, ".NT=128.N=3 ");
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 tests/specs/chunk_state_fwd_n.json",
+                 dir, bin()),
+            1);
+  ASSERT_CONTAINS(out, "param N is specialized");
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/chunk_state_fwd.json "
+                 "--shape 'BH=2,N=3,C=48,DK=64,DV=64,T=bf16'",
+                 dir, bin()),
+            1);
+  ASSERT_CONTAINS(out, "derived.CC = 48 (\"C\") is not one of its declared values 16, 32, 64, 128");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* docs/embedding.md's C program compiles as printed, and without a GPU says
+** what is missing and exits 2 (with one, it runs and prints its sums). */
+static void embedding_example_compiles(void) {
+  char out[16384];
+  const char *dir = t_tmpdir();
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "awk '/^## A complete C program/{f=1} f&&/^```c$/{p=1;next} p&&/^```$/{exit} p' docs/embedding.md "
+                 "> %s/example.c && test -s %s/example.c",
+                 dir, dir),
+            0);
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "cc -std=c11 -Wall -Wextra -Werror -Iruntime -o %s/example %s/example.c build/libktune.a "
+                 "$(pkg-config --libs sqlite3 libcjson 2>/dev/null || echo -lsqlite3 -lcjson) -ldl -lpthread -lm",
+                 dir, dir),
+            0);
+  int rc = t_sh(out, sizeof out, "KTUNE_CACHE=%s/e.db %s/example", dir, dir);
+  if (t_have_driver()) {
+    ASSERT_TRUE(rc == 0 || rc == 2);
+  } else {
+    ASSERT_EQ(rc, 2);
+    ASSERT_CONTAINS(out, "ktune: ");
+  }
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: --help and --version", help_and_version},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant", compile_writes_cubins},
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
+    {"cli: compile --shape: the variants calls can use", compile_for_shapes},
+    {"docs: the embedding example compiles and runs", embedding_example_compiles},
     {NULL, NULL},
 };

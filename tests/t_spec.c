@@ -181,7 +181,21 @@ static void malformed_expressions(void) {
 
 static void malformed_template(void) {
   BAD(edit("\"HAS_RES\"]", "\"HAS_RES\", \"VEC\"]"), KT_ERR_SPEC,
-      "bad.json: template[3]: \"VEC\" is not a type variable, config field or derived constant");
+      "bad.json: template[3]: \"VEC\" is not a type variable, config field, derived constant or "
+      "specialized param");
+  /* A param promoted to a compile-time constant: exact key, integer,
+  ** and it must reach the code. */
+  BAD(edit("\"HAS_RES\"]", "\"HAS_RES\", \"D\"]"), KT_ERR_SPEC,
+      "bad.json: template[3]: \"D\" is not a type variable, config field, derived constant or "
+      "specialized param");
+  BAD(edit("{\"name\": \"D\", \"type\": \"i32\"}", "{\"name\": \"D\", \"type\": \"i32\", \"specialize\": true}"),
+      KT_ERR_SPEC, "bad.json: template: specialized param \"D\" is not a template argument");
+  BAD(edit("\"key\": \"ignore\"}", "\"key\": \"ignore\", \"specialize\": true}"), KT_ERR_SPEC,
+      "bad.json: params[2] (N): a specialized param must have \"key\": \"exact\"");
+  BAD(edit("{\"name\": \"eps\", \"type\": \"f32\"}", "{\"name\": \"eps\", \"type\": \"f32\", \"specialize\": true}"),
+      KT_ERR_SPEC, "bad.json: params[4] (eps): \"specialize\" applies to integer params");
+  BAD(edit("{\"name\": \"D\", \"type\": \"i32\"}", "{\"name\": \"D\", \"type\": \"i32\", \"specialize\": 1}"),
+      KT_ERR_SPEC, "bad.json: params[3] (D): \"specialize\" must be true or false");
   BAD(edit("\"BLOCK\", \"HAS_RES\"]", "\"BLOCK\"]"), KT_ERR_SPEC,
       "bad.json: template: compile-time constant \"HAS_RES\" is not a template argument");
   BAD(edit("[\"T\", \"BLOCK\"", "[\"BLOCK\""), KT_ERR_SPEC,

@@ -174,7 +174,7 @@ def in_place_and_aliasing():
     try:
         k.launch([x, x, m, None, None, 200, 200, 1024])
     except ktune.KtuneError as e:
-        assert e.status == "ERR_ALIAS", e.status
+        assert e.status == "KT_ERR_ALIAS", e.status
         assert "out" in str(e) and "in" in str(e), str(e)
     else:
         raise AssertionError("permute_rows in place was not refused")

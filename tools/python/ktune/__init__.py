@@ -32,7 +32,7 @@ def lib():
 
 
 class KtuneError(RuntimeError):
-    """A ktune call failed; .status is the kt_status name ("ERR_ALIAS")."""
+    """A ktune call failed; .status is the kt_status name ("KT_ERR_ALIAS")."""
 
     def __init__(self, status, message):
         super().__init__(message)
@@ -80,7 +80,7 @@ def _dtype_code(dt):
     try:
         return _TORCH_DTYPES[dt]
     except KeyError:
-        raise KtuneError("ERR_ARGS", "dtype %s has no ktune equivalent" % (dt,)) from None
+        raise KtuneError("KT_ERR_ARGS", "dtype %s has no ktune equivalent" % (dt,)) from None
 
 
 class Kernel:
@@ -97,46 +97,59 @@ class Kernel:
         for i in range(n):
             L.kt_kernel_param(handle, i, ctypes.byref(info))
             self.params.append((info.name.decode(), info.kind))
-        self._kinds = [k for _, k in self.params]
+        self._kinds = tuple(k for _, k in self.params)
+        self._n = n
+        # The kt_arg array is packed with one struct call: 16 bytes per
+        # param (kind, dtype, then the value's 8 bytes).
+        self._ptrs = tuple(i for i, k in enumerate(self._kinds) if k == _capi.KT_ARG_PTR)
         self._tls = threading.local()
+        self._launch = L.kt_launch
+        self._launch_config = L.kt_launch_config
 
     def _args(self, values):
-        if len(values) != len(self._kinds):
-            raise KtuneError("ERR_ARGS", "%s: %d args given, the spec has %d params"
-                             % (self.name, len(values), len(self._kinds)))
-        arr = getattr(self._tls, "arr", None)
+        if len(values) != self._n:
+            raise KtuneError("KT_ERR_ARGS", "%s: %d args given, the spec has %d params"
+                             % (self.name, len(values), self._n))
+        tls = self._tls
+        arr = getattr(tls, "arr", None)
         if arr is None:
-            arr = self._tls.arr = (_capi.Arg * len(self._kinds))()
-        for i, (kind, v) in enumerate(zip(self._kinds, values)):
-            a = arr[i]
-            a.kind = kind
+            arr = tls.arr = (_capi.Arg * self._n)()
+            tls.view = memoryview(arr).cast("B")
+        flat = []
+        fmt = []
+        for kind, v in zip(self._kinds, values):
             if kind == _capi.KT_ARG_PTR:
                 if v is None:
-                    a.dtype, a.v.ptr = 0, 0
-                elif isinstance(v, _Null):
-                    a.dtype, a.v.ptr = _dtype_code(v.dtype), 0
+                    flat += (kind, 0, 0)
+                elif v.__class__ is _Null:
+                    flat += (kind, _dtype_code(v.dtype), 0)
                 else:
-                    a.dtype, a.v.ptr = _dtype_code(v.dtype), v.data_ptr()
+                    flat += (kind, _dtype_code(v.dtype), v.data_ptr())
+                fmt.append("iiQ")
             elif kind == _capi.KT_ARG_I32:
-                a.v.i32 = v
+                flat += (kind, 0, v)
+                fmt.append("iii4x")
             elif kind == _capi.KT_ARG_I64:
-                a.v.i64 = v
+                flat += (kind, 0, v)
+                fmt.append("iiq")
             else:
-                a.v.f32 = v
+                flat += (kind, 0, v)
+                fmt.append("iif4x")
+        _pack(fmt, tls.view, flat)
         return arr
 
     def launch(self, values, stream=None, config=None):
         """Queue the kernel. values follow the spec's params: tensors (or
         None / ktune.null(dtype) for optional pointers), ints, floats.
-        stream: a CUDA stream handle (int) or None for torch's current one."""
+        stream: a CUDA stream handle (int) or None for torch's current
+        stream on the runtime's device. Never synchronizes."""
         arr = self._args(values)
         if stream is None:
             stream = self._rt._current_stream()
-        L = lib()
         if config is None:
-            st = L.kt_launch(self._h, stream, arr, len(self._kinds))
+            st = self._launch(self._h, stream, arr, self._n)
         else:
-            st = L.kt_launch_config(self._h, stream, arr, len(self._kinds), config.encode())
+            st = self._launch_config(self._h, stream, arr, self._n, config.encode())
         if st:
             self._rt._raise(st)
 
@@ -144,7 +157,7 @@ class Kernel:
         """The config a launch with these values would use (may tune)."""
         arr = self._args(values)
         buf = ctypes.create_string_buffer(512)
-        st = lib().kt_kernel_config_for(self._h, arr, len(self._kinds), buf, 512)
+        st = lib().kt_kernel_config_for(self._h, arr, self._n, buf, 512)
         if st:
             self._rt._raise(st)
         return buf.value.decode()
@@ -152,10 +165,22 @@ class Kernel:
     def key(self, values):
         arr = self._args(values)
         buf = ctypes.create_string_buffer(1024)
-        st = lib().kt_kernel_key(self._h, arr, len(self._kinds), buf, 1024)
+        st = lib().kt_kernel_key(self._h, arr, self._n, buf, 1024)
         if st:
             self._rt._raise(st)
         return buf.value.decode()
+
+
+_structs = {}
+
+
+def _pack(fmt, view, flat):
+    key = "".join(fmt)
+    st = _structs.get(key)
+    if st is None:
+        import struct
+        st = _structs[key] = struct.Struct("=" + key)
+    st.pack_into(view, 0, *flat)
 
 
 class Runtime:
@@ -188,13 +213,16 @@ class Runtime:
         self.device = device
         self._kernels = {}
         self._lock = threading.Lock()
-        self._torch = None
+        self._stream_fn = None
 
     def _current_stream(self):
-        if self._torch is None:
+        f = self._stream_fn
+        if f is None:
             import torch
-            self._torch = torch
-        return self._torch.cuda.current_stream(self.device).cuda_stream
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            dev = self.device
+            f = self._stream_fn = (lambda: raw(dev)) if raw else (lambda: torch.cuda.current_stream(dev).cuda_stream)
+        return f()
 
     def _raise(self, st):
         L = lib()

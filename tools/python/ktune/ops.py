@@ -20,16 +20,75 @@ from . import KtuneError, null, runtime
 
 __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "masked_softmax"]
 
-def _rt(t):
-    return runtime(t.device.index if t.device.index is not None else torch.cuda.current_device())
+_kernels = {}
+_sms = {}
+
+
+def _k(t, name):
+    """The kernel for t's device, from a dict: no lock on the common path."""
+    dev = t.device.index
+    k = _kernels.get((dev, name))
+    if k is None:
+        k = _kernels[(dev, name)] = runtime(dev).kernel(name)
+    return k
 
 
 def _programs(t):
-    return 2 * torch.cuda.get_device_properties(t.device).multi_processor_count
+    dev = t.device.index
+    n = _sms.get(dev)
+    if n is None:
+        n = _sms[dev] = torch.cuda.get_device_properties(t.device).multi_processor_count
+    return 2 * n
 
 
-def _empty(like, n=0, dtype=torch.float32):
-    return torch.empty(n, device=like.device, dtype=dtype)
+def _fast(*ts):
+    """Eager call without autograd: the operator's Python layers are skipped
+    (they cost more than the kernel for small shapes)."""
+    if torch.compiler.is_compiling():
+        return False
+    if not torch.is_grad_enabled():
+        return True
+    return not any(t is not None and t.requires_grad for t in ts)
+
+
+def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, stats):
+    D = x.shape[-1]
+    x2 = x.reshape(-1, D)
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
+    T = x2.shape[0]
+    y = torch.empty_like(x2)
+    res2 = residual.reshape(-1, D).contiguous() if residual is not None else None
+    h = torch.empty_like(x2) if store_residual else None
+    mean = torch.empty(T * groups, device=x.device) if stats and not rms else None
+    rstd = torch.empty(T * groups, device=x.device) if stats else None
+    wd = weight.dtype if weight is not None else (bias.dtype if bias is not None else x.dtype)
+    _k(x, "layernorm_fwd").launch([
+        y, x2, res2, h if h is not None else null(x.dtype),
+        weight if weight is not None else null(wd), bias if bias is not None else null(wd),
+        mean, rstd, T, D, groups, eps, 1 if rms else 0])
+    return y.view(x.shape), (h.view(x.shape) if h is not None else None), mean, rstd
+
+
+def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
+    D = h.shape[-1]
+    h2 = h.reshape(-1, D).contiguous()
+    dy2 = dy.reshape(-1, D).contiguous()
+    T = h2.shape[0]
+    dx = torch.empty_like(h2)
+    P = max(1, min(_programs(h), T))
+    wd = weight.dtype if weight is not None else h.dtype
+    dwp = torch.empty(P, D, device=h.device) if weight is not None else None
+    dbp = torch.empty(P, D, device=h.device) if has_bias else None
+    dw = torch.empty(D, device=h.device, dtype=wd) if weight is not None else None
+    db = torch.empty(D, device=h.device, dtype=wd) if has_bias else None
+    dres = dresidual.reshape(-1, D).contiguous() if dresidual is not None else None
+    _k(h, "layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, weight if weight is not None else null(wd),
+                                   None if rms else mean, rstd, dres, T, D, groups, P, 1 if rms else 0])
+    if weight is not None or has_bias:
+        _k(h, "layernorm_bwd_reduce").launch([dw if dw is not None else null(wd), db if db is not None else null(wd),
+                                              dwp, dbp, T, D, P])
+    return dx.view(h.shape), dw, db
 
 
 # LayerNorm / RMSNorm over the last dim, split into `groups` groups.
@@ -37,20 +96,8 @@ def _empty(like, n=0, dtype=torch.float32):
 def norm_fwd(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None,
              bias: torch.Tensor | None, groups: int, eps: float, rms: bool,
              store_residual: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    D = x.shape[-1]
-    x2 = x.reshape(-1, D).contiguous()
-    T = x2.shape[0]
-    y = torch.empty_like(x2)
-    res2 = residual.reshape(-1, D).contiguous() if residual is not None else None
-    h = torch.empty_like(x2) if store_residual else _empty(x, 0, x.dtype)
-    mean = _empty(x, 0) if rms else _empty(x, T * groups)
-    rstd = _empty(x, T * groups)
-    wd = weight.dtype if weight is not None else (bias.dtype if bias is not None else x.dtype)
-    _rt(x).kernel("layernorm_fwd").launch([
-        y, x2, res2, h if store_residual else null(x.dtype),
-        weight if weight is not None else null(wd), bias if bias is not None else null(wd),
-        None if rms else mean, rstd, T, D, groups, eps, int(rms)])
-    return y.view(x.shape), (h.view(x.shape) if store_residual else h), mean, rstd
+    y, h, mean, rstd = _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, True)
+    return y, (h if h is not None else x.new_empty(0)), (mean if mean is not None else rstd.new_empty(0)), rstd
 
 
 @norm_fwd.register_fake
@@ -65,25 +112,8 @@ def _(x, residual, weight, bias, groups, eps, rms, store_residual):
 def norm_bwd(dy: torch.Tensor, h: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
              rstd: torch.Tensor, dresidual: torch.Tensor | None, groups: int, rms: bool,
              has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    D = h.shape[-1]
-    h2 = h.reshape(-1, D).contiguous()
-    dy2 = dy.reshape(-1, D).contiguous()
-    T = h2.shape[0]
-    dx = torch.empty_like(h2)
-    P = max(1, min(_programs(h), T))
-    wd = weight.dtype if weight is not None else h.dtype
-    dwp = torch.empty(P, D, device=h.device) if weight is not None else None
-    dbp = torch.empty(P, D, device=h.device) if has_bias else None
-    dw = torch.empty(D, device=h.device, dtype=wd) if weight is not None else h.new_empty(0)
-    db = torch.empty(D, device=h.device, dtype=wd) if has_bias else h.new_empty(0)
-    dres = dresidual.reshape(-1, D).contiguous() if dresidual is not None else None
-    rt = _rt(h)
-    rt.kernel("layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, weight if weight is not None else null(wd),
-                                       None if rms else mean, rstd, dres, T, D, groups, P, int(rms)])
-    if weight is not None or has_bias:
-        rt.kernel("layernorm_bwd_reduce").launch([dw if weight is not None else null(wd),
-                                                  db if has_bias else null(wd), dwp, dbp, T, D, P])
-    return dx.view(h.shape), dw, db
+    dx, dw, db = _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias)
+    return dx, (dw if dw is not None else h.new_empty(0)), (db if db is not None else h.new_empty(0))
 
 
 @norm_bwd.register_fake
@@ -103,32 +133,58 @@ def _norm_setup(ctx, inputs, output):
     ctx.has_residual, ctx.store = residual is not None, store_residual
 
 
-def _norm_backward(ctx, dy, dh, dmean, drstd):
+def _norm_grads(ctx, dy, dh):
     h, weight, mean, rstd = ctx.saved_tensors
     # h also went on to the next layer: its gradient joins dx.
     dres = dh if ctx.store and dh is not None and dh.numel() else None
-    dx, dw, db = norm_bwd(dy, h, weight, mean, rstd, dres, ctx.groups, ctx.rms, ctx.has_bias)
+    bwd = norm_bwd if torch.compiler.is_compiling() else _norm_bwd_impl
+    dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, ctx.groups, ctx.rms, ctx.has_bias)
     return (dx, dx if ctx.has_residual else None, dw if weight is not None else None,
-            db if ctx.has_bias else None, None, None, None, None)
+            db if ctx.has_bias else None)
+
+
+def _norm_backward(ctx, dy, dh, dmean, drstd):
+    return _norm_grads(ctx, dy, dh) + (None, None, None, None)
 
 
 norm_fwd.register_autograd(_norm_backward, setup_context=_norm_setup)
 
 
+class _NormFn(torch.autograd.Function):
+    """Eager autograd without the operator's dispatch layers."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, bias, groups, eps, rms, store):
+        y, h, mean, rstd = _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store, True)
+        _norm_setup(ctx, (x, residual, weight, bias, groups, eps, rms, store), (y, h, mean, rstd))
+        return y, h
+
+    @staticmethod
+    def backward(ctx, dy, dh):
+        return _norm_grads(ctx, dy, dh) + (None, None, None, None)
+
+
+def _norm(x, residual, weight, bias, groups, eps, rms, return_residual):
+    store = return_residual or residual is not None
+    if _fast(x, residual, weight, bias):
+        y, h, _, _ = _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store, False)
+    elif torch.compiler.is_compiling():
+        y, h, _, _ = norm_fwd(x, residual, weight, bias, groups, eps, rms, store)
+    else:
+        y, h = _NormFn.apply(x, residual, weight, bias, groups, eps, rms, store)
+    return (y, h) if return_residual else y
+
+
 def rms_norm(x, weight=None, eps=1e-6, residual=None, return_residual=False):
     """RMSNorm over the last dim of (x + residual); with return_residual also
     x + residual (for the next layer's residual), stored by the same kernel."""
-    store = return_residual or residual is not None
-    y, h, _, _ = norm_fwd(x, residual, weight, None, 1, eps, True, store)
-    return (y, h) if return_residual else y
+    return _norm(x, residual, weight, None, 1, eps, True, return_residual)
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5, residual=None, return_residual=False, groups=1):
     """LayerNorm over the last dim of (x + residual), or a group norm over
     `groups` equal parts of it (weight and bias span the whole dim)."""
-    store = return_residual or residual is not None
-    y, h, _, _ = norm_fwd(x, residual, weight, bias, groups, eps, False, store)
-    return (y, h) if return_residual else y
+    return _norm(x, residual, weight, bias, groups, eps, False, return_residual)
 
 
 @torch.library.custom_op("ktune::rms_norm_", mutates_args=("x",))
@@ -137,10 +193,10 @@ def rms_norm_(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> None:
     passes x as input and output; tuning (on a new key) works on scratch."""
     D = x.shape[-1]
     if not x.is_contiguous():
-        raise KtuneError("ERR_ARGS", "rms_norm_: x must be contiguous")
+        raise KtuneError("KT_ERR_ARGS", "rms_norm_: x must be contiguous")
     T = x.numel() // D
     wd = weight.dtype if weight is not None else x.dtype
-    _rt(x).kernel("layernorm_fwd").launch([x, x, None, null(x.dtype), weight if weight is not None else null(wd),
+    _k(x, "layernorm_fwd").launch([x, x, None, null(x.dtype), weight if weight is not None else null(wd),
                                             null(wd), None, None, T, D, 1, eps, 1])
 
 
@@ -150,15 +206,20 @@ def _(x, weight, eps):
 
 
 # Token permutation: out[j] = x[row_map[j]], probs_out[j] = probs[row_map[j]].
-@torch.library.custom_op("ktune::permute_rows", mutates_args=())
-def _permute(x: torch.Tensor, row_map: torch.Tensor, probs: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _permute_impl(x, row_map, probs):
     N, D = x.shape[0], x[0].numel() if x.shape[0] else 0
     M = row_map.shape[0]
     out = x.new_empty((M,) + tuple(x.shape[1:]))
-    pout = probs.new_empty(M) if probs is not None else x.new_empty(0, dtype=torch.float32)
-    _rt(x).kernel("permute_rows").launch([out, x.contiguous(), row_map.to(torch.int32).contiguous(), probs,
-                                          pout if probs is not None else None, M, N, D])
+    pout = probs.new_empty(M) if probs is not None else None
+    rm = row_map if row_map.dtype == torch.int32 and row_map.is_contiguous() else row_map.to(torch.int32).contiguous()
+    _k(x, "permute_rows").launch([out, x if x.is_contiguous() else x.contiguous(), rm, probs, pout, M, N, D])
     return out, pout
+
+
+@torch.library.custom_op("ktune::permute_rows", mutates_args=())
+def _permute(x: torch.Tensor, row_map: torch.Tensor, probs: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    out, pout = _permute_impl(x, row_map, probs)
+    return out, (pout if pout is not None else x.new_empty(0, dtype=torch.float32))
 
 
 @_permute.register_fake
@@ -173,7 +234,7 @@ def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tens
     M, D = dout.shape[0], dout[0].numel() if dout.shape[0] else 0
     din = dout.new_zeros((n,) + tuple(dout.shape[1:]))
     dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
-    _rt(dout).kernel("permute_rows_bwd").launch([din, dout.contiguous(), row_map.to(torch.int32).contiguous(),
+    _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), row_map.to(torch.int32).contiguous(),
                                                  dprobs_out.contiguous() if dprobs_out is not None else None,
                                                  dpr if dprobs_out is not None else None, M, n, D])
     return din, dpr
@@ -204,6 +265,8 @@ _permute.register_autograd(_permute_backward, setup_context=_permute_setup)
 def permute_rows(x, row_map, probs=None):
     """Rows of x reordered by row_map (each row named at most once for the
     backward); probs (float32 per row) follow. Returns (out, probs_out)."""
+    if _fast(x, probs):
+        return _permute_impl(x, row_map, probs)
     out, pout = _permute(x, row_map, probs)
     return out, (pout if probs is not None else None)
 
@@ -215,15 +278,21 @@ def unpermute_rows(dout, row_map, n, dprobs=None):
 
 
 # softmax(scale * x + bias) over the last dim, mask == 0 excluded.
-@torch.library.custom_op("ktune::masked_softmax", mutates_args=())
-def _softmax(x: torch.Tensor, mask: torch.Tensor | None, bias: torch.Tensor | None, scale: float) -> torch.Tensor:
+def _softmax_impl(x, mask, bias, scale):
     L = x.shape[-1]
     x2 = x.reshape(-1, L)
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
     y = torch.empty_like(x2)
-    m = mask.reshape(-1, L).view(torch.uint8) if mask is not None else None
-    b = bias.reshape(-1, L) if bias is not None else null(x.dtype)
-    _rt(x).kernel("masked_softmax").launch([y, x2.contiguous(), m, b, x2.shape[0], L, scale])
+    m = mask.reshape(-1, L).contiguous().view(torch.uint8) if mask is not None else None
+    b = bias.reshape(-1, L).contiguous() if bias is not None else null(x.dtype)
+    _k(x, "masked_softmax").launch([y, x2, m, b, x2.shape[0], L, scale])
     return y.view(x.shape)
+
+
+@torch.library.custom_op("ktune::masked_softmax", mutates_args=())
+def _softmax(x: torch.Tensor, mask: torch.Tensor | None, bias: torch.Tensor | None, scale: float) -> torch.Tensor:
+    return _softmax_impl(x, mask, bias, scale)
 
 
 @_softmax.register_fake
