@@ -171,6 +171,24 @@ typedef enum kt_log_level {
 ** any thread that uses the runtime, so it must be thread-safe. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
 
+/* Progress of a tuning, for a tool's display: kernel name and key (JSON),
+** candidates measured so far of those it will measure, and the best time
+** so far in microseconds (0 before the first). Strings borrowed; valid until
+** the callback returns. Called on the tuning thread. */
+typedef void (*kt_progress_fn)(void *user, const char *kernel, const char *key, int done, int total,
+                               double best_us);
+
+/* How a tuning picks the candidates it measures. */
+typedef enum kt_strategy {
+  KT_STRATEGY_AUTO = 0,       /* exhaustive up to 256 candidates, else local */
+  KT_STRATEGY_EXHAUSTIVE = 1, /* every config the constraints allow */
+  KT_STRATEGY_RANDOM = 2,     /* a seeded random order, in batches, until the
+                                 budget (default 10 s) is spent */
+  KT_STRATEGY_LOCAL = 3       /* from the default config, to the best config
+                                 one step away in one field, until none is
+                                 better (or the budget is spent) */
+} kt_strategy;
+
 /* What a launch does on a tuning key it has never seen. */
 typedef enum kt_mode {
   KT_MODE_DEFAULT = 0,    /* $KTUNE_MODE if set, else KT_MODE_TUNE */
@@ -209,6 +227,15 @@ typedef struct kt_options {
   int miss_runs_default;  /* nonzero: a thread that misses a key while
                              another thread of this kernel is tuning launches
                              the default config instead of waiting */
+  kt_progress_fn progress; /* NULL, or called after each trial of a tuning */
+  void *progress_user;    /* passed to progress */
+  int retune;             /* nonzero: a key missed by this runtime is tuned
+                             again even when the cache has its config (earlier
+                             trials are measured again; quarantined configs
+                             stay out) */
+  kt_strategy strategy;   /* which candidates a tuning measures */
+  double budget_s;        /* > 0: a tuning stops starting trials after this
+                             many seconds (the best so far wins); 0: none */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */
@@ -266,6 +293,7 @@ typedef struct kt_stats {
                             table without a lookup elsewhere */
   uint64_t misses;       /* calls whose key was not in that table */
   uint64_t tunings;      /* keys benchmarked */
+  uint64_t trials;       /* candidate configs run during tunings */
   double tuning_ms;      /* wall time spent benchmarking, compiles included */
   uint64_t compiles;     /* variants compiled by NVRTC */
   double compile_ms;     /* NVRTC time summed over compiles (some ran in
@@ -390,12 +418,22 @@ typedef struct kt_param_info {
   const char *access; /* pointers: "in", "out" or "inout"; else "" */
   int optional;       /* pointers: may be 0 */
   const char *key;    /* scalars: "exact", "pow2" or "ignore"; else "" */
+  const char *init;   /* the spec's input generator ("randn", "permutation(N)",
+                         "1"), or "" */
+  const char *extent; /* pointers: the extent expression; else "" */
 } kt_param_info;
 
 /* The number of params, and one of them (KT_ERR_INVALID out of range). */
 KT_API int kt_kernel_nparams(const kt_kernel *k);
 KT_API kt_status kt_kernel_param(const kt_kernel *k, int i,
                                  kt_param_info *out /* OUT */);
+
+/* For a call's args, the number of elements each pointer param may touch
+** (its extent evaluated; 0 for scalars): elems has kt_kernel_nparams(k)
+** entries. Only scalar args are read. Returns KT_OK, KT_ERR_ARGS or
+** KT_ERR_EVAL. */
+KT_API kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs,
+                                   int64_t *elems /* OUT */);
 
 /* The canonical tuning key of a call, as stored in the cache:
 ** {"D":256,"T":"bf16","res":0,"w":16,"x":16,"y":16}. Scalar params appear

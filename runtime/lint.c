@@ -20,6 +20,30 @@ kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
   out->access = ptr ? access[p->access] : "";
   out->optional = p->optional;
   out->key = ptr ? "" : keys[p->key];
+  out->init = p->init ? p->init : "";
+  out->extent = ptr ? p->extent.text : "";
+  return KT_OK;
+}
+
+kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs, int64_t *elems) {
+  if (!k || !elems || (!args && nargs)) return KT_ERR_INVALID;
+  const kt__spec *s = k->spec;
+  if (nargs != s->nparams)
+    return kt__err(k->rt->id, KT_ERR_ARGS, "%s: %d args given, the spec has %d params", s->name, nargs, s->nparams);
+  int64_t slots[KT_MAX_SLOTS] = {0};
+  for (int i = 0; i < s->nparams; i++) {
+    const kt_arg *a = &args[i];
+    slots[i] = a->kind == KT_ARG_I32 ? a->v.i32 : a->kind == KT_ARG_I64 ? a->v.i64 : a->kind == KT_ARG_PTR ? a->v.ptr != 0 : 0;
+  }
+  for (int i = 0; i < s->nparams; i++) {
+    const kt__param *p = &s->params[i];
+    elems[i] = 0;
+    if (p->type != KT__P_PTR) continue;
+    int rc = kt__expr_eval(&p->extent, slots, &elems[i]);
+    if (rc)
+      return kt__err(k->rt->id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, p->name,
+                     kt__eval_strerror(rc), p->extent.text);
+  }
   return KT_OK;
 }
 

@@ -47,6 +47,9 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
                      opts->size);
     memcpy(&o, opts, opts->size);
   }
+  if (o.strategy < KT_STRATEGY_AUTO || o.strategy > KT_STRATEGY_LOCAL || !(o.budget_s >= 0))
+    return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: strategy %d or budget %g is out of range", (int)o.strategy,
+                   o.budget_s);
   kt_runtime *rt = kt__calloc(1, sizeof *rt);
   if (!rt) return kt__err(0, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
   if (pthread_mutex_init(&rt->lock, NULL)) {
@@ -61,6 +64,11 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   rt->no_cache = o.no_cache;
   rt->stage_aliased = o.stage_aliased;
   rt->miss_runs_default = o.miss_runs_default;
+  rt->retune = o.retune;
+  rt->strategy = o.strategy;
+  rt->budget_s = o.budget_s;
+  rt->progress = o.progress;
+  rt->progress_user = o.progress_user;
   *out = rt;
   const char *home = o.cuda_home ? o.cuda_home : getenv("CUDA_HOME");
   if (!(rt->cuda_home = kt__strdup(home && *home ? home : "/usr/local/cuda")) ||
@@ -273,6 +281,7 @@ kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
   pthread_mutex_unlock(&rt->lock);
   out->misses = atomic_load(&rt->n_miss);
   out->tunings = atomic_load(&rt->n_tune);
+  out->trials = atomic_load(&rt->n_trial);
   out->tuning_ms = (double)atomic_load(&rt->tune_us) / 1000.0;
   out->compiles = atomic_load(&rt->n_compile);
   out->compile_ms = (double)atomic_load(&rt->compile_us) / 1000.0;

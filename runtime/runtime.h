@@ -27,10 +27,14 @@ struct kt_runtime {
   char *system_cache_path;
   struct kt_store *store; /* NULL when no cache is used */
   char cache_error[KT_ERRMAX]; /* why, when the cache could not be opened */
-  int stage_aliased, miss_runs_default;
+  int stage_aliased, miss_runs_default, retune;
+  kt_strategy strategy;
+  double budget_s;
+  kt_progress_fn progress;
+  void *progress_user;
   /* kt_runtime_stats(); launches and hits are counted per kernel, so that
   ** threads launching different kernels do not share a cache line. */
-  atomic_uint_fast64_t n_miss, n_tune, n_compile, n_cache_load, n_binary_load, n_fallback;
+  atomic_uint_fast64_t n_miss, n_tune, n_trial, n_compile, n_cache_load, n_binary_load, n_fallback;
   atomic_uint_fast64_t tune_us, compile_us;
   pthread_mutex_t lock;   /* kernels */
   kt_kernel **kernels;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "alias.h"
 #include "alloc.h"
@@ -166,6 +168,10 @@ typedef struct tuner {
   size_t hostcap;
   candidate *cand;
   int ncand;
+  int spill_free;         /* candidates seen that do not spill */
+  int done, planned;      /* trials run, and to run (for progress) */
+  double best_us;         /* best median so far */
+  double t_start, budget_ms;
   char key[1024];
   char err[KT_ERRMAX];
 } tuner;
@@ -439,39 +445,216 @@ static int fits(tuner *t, candidate *cd) {
 
 /* Tune: fills best with the winner; returns KT_ERR_DEVICE_FAULT naming the
 ** config that left the context unusable. */
-static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best, const int64_t *fallback) {
-  kt_runtime *rt = t->rt;
-  const kt__spec *s = t->s;
-  kt_status st;
-  double t0 = kt__now_ms();
-  /* Compile every candidate not already measured, in parallel. */
-  kt__parallel_for(t->ncand, kt__ncpus(), compile_one, t);
-  double t_compiled = kt__now_ms();
-  int spill_free = 0;
-  for (int i = 0; i < t->ncand; i++) {
-    candidate *cd = &t->cand[i];
+typedef struct batch {
+  tuner *t;
+  const int *idx;
+} batch;
+
+static void compile_batch_one(void *user, int i) {
+  batch *b = user;
+  compile_one(b->t, b->idx[i]);
+}
+
+/* Compile the listed candidates in parallel and refuse those the device
+** cannot run; a candidate that spills is refused once one that does not
+** spill has been seen. */
+static void prepare(tuner *t, const int *idx, int n) {
+  batch b = {t, idx};
+  kt__parallel_for(n, kt__ncpus(), compile_batch_one, &b);
+  for (int j = 0; j < n; j++) {
+    candidate *cd = &t->cand[idx[j]];
     if (cd->status) continue;
     if (cd->compiled) {
       cd->status = "compile_error";
     } else if (!fits(t, cd)) {
       cd->status = "resources";
     } else if (!cd->attrs.local_bytes) {
-      spill_free++;
+      t->spill_free++;
     }
   }
-  for (int i = 0; i < t->ncand && spill_free; i++) {
-    candidate *cd = &t->cand[i];
+  for (int j = 0; j < n && t->spill_free; j++) {
+    candidate *cd = &t->cand[idx[j]];
     if (cd->status || !cd->attrs.local_bytes) continue;
     cd->status = "resources";
     snprintf(cd->detail, sizeof cd->detail, "spills %d bytes per thread to local memory", cd->attrs.local_bytes);
   }
+}
+
+/* One candidate on scratch: launched, its guard zones and outputs checked
+** against the reference, then timed. Only a fault (the context is lost)
+** ends the tuning. */
+static kt_status trial(tuner *t, candidate *cd) {
+  kt_runtime *rt = t->rt;
+  const kt__spec *s = t->s;
+  kt__benchopts quick = {10, 2.0, 200.0, 30.0, NULL, restore, t, t->timer};
+  char why[600];
+  int ok;
+  /* Recorded before the trial and cleared after: a process that dies in
+  ** it leaves the culprit quarantined for the next one. */
+  char reason[160];
+  snprintf(reason, sizeof reason, "in progress in pid %d", (int)getpid());
+  quarantine(t, cd, reason);
+  atomic_fetch_add_explicit(&rt->n_trial, 1, memory_order_relaxed);
+  kt_status st = run_once(t, &cd->c);
+  if (st == KT_ERR_DEVICE_FAULT) {
+    snprintf(reason, sizeof reason, "fault: %.140s", t->err);
+    quarantine(t, cd, reason);
+    cd->status = "fault";
+    snprintf(cd->detail, sizeof cd->detail, "%s", t->err);
+    store_trial(t, cd);
+    return kt__err(rt->id, KT_ERR_DEVICE_FAULT,
+                   "%s %s: config %s faulted (%s); it is quarantined for this key and the CUDA context is "
+                   "unusable: restart the process",
+                   s->name, t->key, cd->json, t->err);
+  }
+  if (st) {
+    cd->status = "resources";
+    snprintf(cd->detail, sizeof cd->detail, "launch: %s", t->err);
+  } else if ((st = guards_ok(t, &ok, why, sizeof why))) {
+    return dev(t, st);
+  } else if (!ok) {
+    cd->status = "oob_write";
+    snprintf(cd->detail, sizeof cd->detail, "%s", why);
+  } else if ((st = outputs_match(t, &ok, why, sizeof why))) {
+    return dev(t, st);
+  } else if (!ok) {
+    cd->status = "mismatch";
+    snprintf(cd->detail, sizeof cd->detail, "%s", why);
+  } else if ((st = kt__bench(t->k, &cd->c, t->args, &quick, &cd->median, &cd->spread))) {
+    cd->status = "resources";
+    snprintf(cd->detail, sizeof cd->detail, "timing: %s", kt__errmsg(rt->id));
+  } else {
+    cd->status = "ok";
+    if (t->best_us <= 0 || cd->median < t->best_us) t->best_us = cd->median;
+  }
+  quarantine(t, cd, NULL);
+  t->done++;
+  if (rt->progress) rt->progress(rt->progress_user, s->name, t->key, t->done, t->planned, t->best_us);
+  return KT_OK;
+}
+
+static int over_budget(const tuner *t) {
+  return t->budget_ms > 0 && kt__now_ms() - t->t_start > t->budget_ms;
+}
+
+/* Prepare and try the listed candidates that are still pending, in order,
+** while the budget lasts. */
+static kt_status try_list(tuner *t, int *idx, int n) {
+  int m = 0;
+  for (int j = 0; j < n; j++)
+    if (!t->cand[idx[j]].status) idx[m++] = idx[j];
+  prepare(t, idx, m);
+  for (int j = 0; j < m; j++) {
+    candidate *cd = &t->cand[idx[j]];
+    if (cd->status) continue;
+    if (over_budget(t)) return KT_OK;
+    kt_status st = trial(t, cd);
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
+static int field_index(const kt__cfield *f, int64_t v) {
+  for (int i = 0; i < f->n; i++)
+    if (f->values[i] == v) return i;
+  return -1;
+}
+
+/* Whether a and b differ in exactly one field, by one step of its list. */
+static int neighbours(const kt__spec *s, const int64_t *a, const int64_t *b) {
+  int diff = 0;
+  for (int f = 0; f < s->ncfields; f++) {
+    if (a[f] == b[f]) continue;
+    int d = field_index(&s->cfields[f], a[f]) - field_index(&s->cfields[f], b[f]);
+    if (++diff > 1 || (d != 1 && d != -1)) return 0;
+  }
+  return diff == 1;
+}
+
+static int is_ok(const candidate *cd) { return cd->status && !strcmp(cd->status, "ok"); }
+
+static kt_status search(tuner *t, kt_strategy strategy, const int64_t *fallback) {
+  const kt__spec *s = t->s;
+  int *idx = kt__calloc((size_t)t->ncand + 1, sizeof *idx);
+  if (!idx) return kt__err(t->rt->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
+  int n = 0;
+  for (int i = 0; i < t->ncand; i++)
+    if (!t->cand[i].status) idx[n++] = i;
+  t->planned = n;
+  kt_status st = KT_OK;
+  if (strategy == KT_STRATEGY_EXHAUSTIVE) {
+    st = try_list(t, idx, n);
+  } else if (strategy == KT_STRATEGY_RANDOM) {
+    /* Seeded by the key, so a rerun tries the same order. */
+    uint64_t r = XXH3_64bits(t->key, strlen(t->key)) | 1;
+    for (int i = n - 1; i > 0; i--) {
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      int j = (int)(r % (uint64_t)(i + 1)), tmp = idx[i];
+      idx[i] = idx[j], idx[j] = tmp;
+    }
+    int step = 2 * kt__ncpus();
+    for (int at = 0; at < n && !st && !over_budget(t); at += step) {
+      int m = n - at < step ? n - at : step;
+      int *chunk = kt__calloc((size_t)m, sizeof *chunk);
+      if (!chunk) {
+        st = kt__err(t->rt->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
+        break;
+      }
+      memcpy(chunk, idx + at, (size_t)m * sizeof *chunk);
+      st = try_list(t, chunk, m);
+      kt__free(chunk);
+    }
+  } else {
+    /* Local search from the default config (or the earlier best). */
+    int cur = -1;
+    for (int i = 0; i < t->ncand; i++)
+      if (!memcmp(t->cand[i].cfg, fallback, (size_t)s->ncfields * sizeof *fallback)) cur = i;
+    for (int i = 0; i < t->ncand; i++)
+      if (is_ok(&t->cand[i]) && (cur < 0 || !is_ok(&t->cand[cur]) || t->cand[i].median < t->cand[cur].median))
+        cur = i;
+    if (cur < 0 && n) cur = idx[0];
+    if (cur >= 0 && !t->cand[cur].status) {
+      idx[0] = cur;
+      st = try_list(t, idx, 1);
+    }
+    while (!st && cur >= 0 && !over_budget(t)) {
+      int m = 0;
+      for (int i = 0; i < t->ncand; i++)
+        if (!t->cand[i].status && neighbours(s, t->cand[i].cfg, t->cand[cur].cfg)) idx[m++] = i;
+      if (m && (st = try_list(t, idx, m))) break;
+      int next = cur;
+      for (int i = 0; i < t->ncand; i++)
+        if (is_ok(&t->cand[i]) && neighbours(s, t->cand[i].cfg, t->cand[cur].cfg) &&
+            (!is_ok(&t->cand[next]) || t->cand[i].median < t->cand[next].median))
+          next = i;
+      if (next == cur) break;
+      cur = next;
+    }
+  }
+  kt__free(idx);
+  return st;
+}
+
+static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best, const int64_t *fallback) {
+  kt_runtime *rt = t->rt;
+  const kt__spec *s = t->s;
+  kt_status st;
+  double t0 = kt__now_ms();
+  int pending = 0;
+  for (int i = 0; i < t->ncand; i++) pending += !t->cand[i].status;
+  kt_strategy strategy = rt->strategy;
+  if (strategy == KT_STRATEGY_AUTO) strategy = pending <= 256 ? KT_STRATEGY_EXHAUSTIVE : KT_STRATEGY_LOCAL;
+  t->budget_ms = rt->budget_s > 0 ? rt->budget_s * 1000 : strategy == KT_STRATEGY_RANDOM ? 10000 : 0;
+  /* The reference first: the default config (or the fallback when a
+  ** constraint refuses the default for this call). */
+  kt__call ref = *base;
+  if ((st = kt__call_config(t->k, &ref, fallback))) return st;
+  void *fn;
+  if ((st = kt__variant_get(t->k, &ref, &fn))) return st;
+  double t_compiled = kt__now_ms();
   if ((st = call_ranges(t->k, base, t->orig, t->r, &t->nr))) return st;
   if ((st = scratch_make(t, caller))) return st;
   if ((st = kt__timer_new(t->k, &t->timer))) return st;
-  /* The reference: the default config (or the fallback when a constraint
-  ** refuses the default for this call). */
-  kt__call ref = *base;
-  if ((st = kt__call_config(t->k, &ref, fallback))) return st;
   char why[600];
   int ok;
   if ((st = run_once(t, &ref)) || (st = save_reference(t)))
@@ -480,48 +663,8 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
   if (!ok)
     return kt__err(rt->id, KT_ERR_CONSTRAINT, "%s %s: the default config %s", s->name, t->key, why);
   double t_ref = kt__now_ms();
-  kt__benchopts quick = {10, 2.0, 200.0, 30.0, NULL, restore, t, t->timer};
-  for (int i = 0; i < t->ncand; i++) {
-    candidate *cd = &t->cand[i];
-    if (cd->status) continue;
-    /* Recorded before the trial and cleared after: a process that dies in
-    ** it leaves the culprit quarantined for the next one. */
-    char reason[160];
-    snprintf(reason, sizeof reason, "in progress in pid %d", (int)getpid());
-    quarantine(t, cd, reason);
-    st = run_once(t, &cd->c);
-    if (st == KT_ERR_DEVICE_FAULT) {
-      snprintf(reason, sizeof reason, "fault: %.140s", t->err);
-      quarantine(t, cd, reason);
-      cd->status = "fault";
-      snprintf(cd->detail, sizeof cd->detail, "%s", t->err);
-      store_trial(t, cd);
-      return kt__err(rt->id, KT_ERR_DEVICE_FAULT,
-                     "%s %s: config %s faulted (%s); it is quarantined for this key and the CUDA context is "
-                     "unusable: restart the process",
-                     s->name, t->key, cd->json, t->err);
-    }
-    if (st) {
-      cd->status = "resources";
-      snprintf(cd->detail, sizeof cd->detail, "launch: %s", t->err);
-    } else if ((st = guards_ok(t, &ok, why, sizeof why))) {
-      return dev(t, st);
-    } else if (!ok) {
-      cd->status = "oob_write";
-      snprintf(cd->detail, sizeof cd->detail, "%s", why);
-    } else if ((st = outputs_match(t, &ok, why, sizeof why))) {
-      return dev(t, st);
-    } else if (!ok) {
-      cd->status = "mismatch";
-      snprintf(cd->detail, sizeof cd->detail, "%s", why);
-    } else if ((st = kt__bench(t->k, &cd->c, t->args, &quick, &cd->median, &cd->spread))) {
-      cd->status = "resources";
-      snprintf(cd->detail, sizeof cd->detail, "timing: %s", kt__errmsg(rt->id));
-    } else {
-      cd->status = "ok";
-    }
-    quarantine(t, cd, NULL);
-  }
+  t->t_start = t_ref;
+  if ((st = search(t, strategy, fallback))) return st;
   /* The best few are measured again, longer, before one is chosen. */
   double t_trials = kt__now_ms();
   kt__benchopts careful = {30, 20.0, 500.0, 150.0, NULL, restore, t, t->timer};
@@ -565,8 +708,8 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
       dflt = t->cand[i].median;
   double t_end = kt__now_ms();
   kt__log(&rt->log, KT_LOG_INFO,
-          "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected; %.0f ms: compile "
-          "%.0f, reference %.0f, trials %.0f, re-measure %.0f",
+          "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected; %.0f ms: default "
+          "compiled %.0f, reference %.0f, trials and their compiles %.0f, re-measure %.0f",
           s->name, t->key, t->cand[win].json, t->cand[win].median, dflt, tried, measured, rejected, t_end - t0,
           t_compiled - t0, t_ref - t_compiled, t_trials - t_ref, t_end - t_trials);
   if (rt->store && !kt__store_readonly(rt->store)) {
@@ -707,7 +850,9 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
     char json[512];
     st = kt__store_get_config(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, json, sizeof json, NULL,
                               err, sizeof err);
-    if (!st) {
+    if (!st && rt->retune && rt->mode == KT_MODE_TUNE) {
+      kt__log(&rt->log, KT_LOG_INFO, "%s %s: cached config %s is tuned again (retune)", s->name, t->key, json);
+    } else if (!st) {
       have_stored = stored_valid(k, c, json, stored);
       if (!have_stored)
         kt__log(&rt->log, KT_LOG_WARN, "%s %s: cached config %s is not in the spec's space or violates a constraint; ignored", s->name,
@@ -724,7 +869,8 @@ kt_status kt__tune_miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t 
   if (may_tune && (t->cand = kt__calloc(MAX_CANDIDATES, sizeof *t->cand))) {
     candidate_list(t, c);
     if (rt->store) {
-      kt__store_trials(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, on_prior, t, err, sizeof err);
+      if (!rt->retune)
+        kt__store_trials(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, on_prior, t, err, sizeof err);
       kt__store_quarantined(rt->store, s->name, k->spec_hash, rt->fingerprint, t->key, on_quarantined, t, err,
                             sizeof err);
     }

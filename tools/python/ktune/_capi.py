@@ -25,17 +25,21 @@ class Options(ctypes.Structure):
                 ("no_cache", ctypes.c_int), ("mode", ctypes.c_int), ("log", LOG_FN),
                 ("log_user", ctypes.c_void_p), ("log_level", ctypes.c_int),
                 ("system_cache_path", ctypes.c_char_p), ("stage_aliased", ctypes.c_int),
-                ("miss_runs_default", ctypes.c_int)]
+                ("miss_runs_default", ctypes.c_int), ("progress", ctypes.c_void_p),
+                ("progress_user", ctypes.c_void_p), ("retune", ctypes.c_int), ("strategy", ctypes.c_int),
+                ("budget_s", ctypes.c_double)]
 
 
 class ParamInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int), ("dtype", ctypes.c_char_p),
-                ("access", ctypes.c_char_p), ("optional", ctypes.c_int), ("key", ctypes.c_char_p)]
+                ("access", ctypes.c_char_p), ("optional", ctypes.c_int), ("key", ctypes.c_char_p),
+                ("init", ctypes.c_char_p), ("extent", ctypes.c_char_p)]
 
 
 class Stats(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("launches", ctypes.c_uint64), ("hits", ctypes.c_uint64),
-                ("misses", ctypes.c_uint64), ("tunings", ctypes.c_uint64), ("tuning_ms", ctypes.c_double),
+                ("misses", ctypes.c_uint64), ("tunings", ctypes.c_uint64), ("trials", ctypes.c_uint64),
+                ("tuning_ms", ctypes.c_double),
                 ("compiles", ctypes.c_uint64), ("compile_ms", ctypes.c_double), ("cache_loads", ctypes.c_uint64),
                 ("binary_loads", ctypes.c_uint64), ("fallbacks", ctypes.c_uint64)]
 
