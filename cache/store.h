@@ -90,6 +90,11 @@ kt_status kt__store_is_quarantined(kt_store *s, const char *kernel, const char *
                                    int *yes, char *reason, size_t reasonlen, char *err,
                                    size_t errlen);
 
+/* Rows "in progress in pid PID" (a trial that never finished) get reason
+** instead; fn sees each (kernel, key, config). */
+kt_status kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
+                                     void (*fn)(void *, const char *, const char *, const char *), void *user,
+                                     char *err, size_t errlen);
 /* Call fn for each quarantined config of a key (one query). */
 kt_status kt__store_quarantined(kt_store *s, const char *kernel, const char *spec_hash,
                                const char *device, const char *key,

@@ -62,6 +62,44 @@ kt_status kt__store_counts(kt_store *s, long counts[4], char *err, size_t errlen
   return st;
 }
 
+kt_status kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
+                                     void (*fn)(void *, const char *, const char *, const char *), void *user,
+                                     char *err, size_t errlen) {
+  if (s->readonly) {
+    snprintf(err, errlen, "the cache is read-only");
+    return KT_ERR_READONLY;
+  }
+  char inprog[64];
+  snprintf(inprog, sizeof inprog, "in progress in pid %ld", pid);
+  kt_status st = KT_OK;
+  sqlite3_stmt *q = NULL, *u = NULL;
+  pthread_mutex_lock(&s->lock);
+  if (sqlite3_prepare_v2(s->db, "SELECT kernel, key, config FROM quarantine WHERE pid = ?1 AND reason = ?2", -1, &q,
+                         NULL) ||
+      sqlite3_prepare_v2(s->db, "UPDATE quarantine SET reason = ?3, since = ?4 WHERE pid = ?1 AND reason = ?2", -1,
+                         &u, NULL)) {
+    st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
+  } else {
+    sqlite3_bind_int64(q, 1, pid);
+    kt__db_bind_text(q, 2, inprog);
+    int rc;
+    while ((rc = kt__db_step(q)) == SQLITE_ROW)
+      if (fn)
+        fn(user, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1),
+           (const char *)sqlite3_column_text(q, 2));
+    if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
+    sqlite3_bind_int64(u, 1, pid);
+    kt__db_bind_text(u, 2, inprog);
+    kt__db_bind_text(u, 3, reason);
+    sqlite3_bind_int64(u, 4, kt__db_now());
+    if (!st && kt__db_step(u) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing quarantine", err, errlen);
+  }
+  sqlite3_finalize(q);
+  sqlite3_finalize(u);
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static void fn_base64(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

@@ -71,6 +71,16 @@ kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
   return KT_OK;
 }
 
+kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason, kt_quarantine_fn fn,
+                                    void *user) {
+  kt_status st = need_store(rt, "kt_cache_quarantine_claim");
+  if (st || !reason) return st ? st : KT_ERR_INVALID;
+  char err[KT_ERRMAX];
+  if ((st = kt__store_quarantine_claim(rt->store, pid, reason, fn, user, err, sizeof err)))
+    return kt__err(rt->id, st, "%s", err);
+  return KT_OK;
+}
+
 kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
   kt_status st = need_store(rt, "kt_cache_export");
   if (st || !path) return st ? st : KT_ERR_INVALID;

@@ -347,6 +347,13 @@ KT_API kt_status kt_launch_config(kt_kernel *k, kt_stream stream,
 KT_API kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args,
                                       int nargs, char *buf, size_t bufsize);
 
+/* The config used for these args when nothing is tuned: the spec's default,
+** or the first config that satisfies the constraints when the default does
+** not. Tunes nothing, needs no device. Returns KT_OK, KT_ERR_ARGS,
+** KT_ERR_EVAL or KT_ERR_NO_CONFIG. */
+KT_API kt_status kt_kernel_default_for(kt_kernel *k, const kt_arg *args, int nargs,
+                                       char *buf, size_t bufsize);
+
 /* Called once per variant by kt_kernel_compile_all(). name is the variant's
 ** file stem ("rmsnorm_fwd.T=bf16.BLOCK=256.VEC=4.HAS_RES=1"), status its
 ** compile result, cubin_bytes its size, ms the compile time, errmsg the
@@ -493,6 +500,16 @@ typedef int (*kt_trial_row_fn)(void *user, const kt_trial_row *row);
 /* The trials of one configs row, fastest first. */
 KT_API kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of,
                                  kt_trial_row_fn fn, void *user);
+
+/* A process that died in a trial (killed after hanging, or crashed) left
+** its config quarantined as "in progress in pid PID": give those rows the
+** reason (e.g. "hang: no progress for 60 s"); fn (may be NULL) sees each
+** (kernel, key, config), borrowed until it returns. For a tool that runs
+** tunings in worker processes. Returns KT_OK, KT_ERR_READONLY or
+** KT_ERR_CACHE. */
+typedef void (*kt_quarantine_fn)(void *user, const char *kernel, const char *key, const char *config);
+KT_API kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason,
+                                           kt_quarantine_fn fn, void *user);
 
 /* Row counts of the user cache: configs, trials, binaries, quarantine. */
 KT_API kt_status kt_cache_counts(kt_runtime *rt, long counts[4] /* OUT */);

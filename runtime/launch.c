@@ -454,6 +454,16 @@ void kt__config_format(const kt_kernel *k, const int64_t *cfg, char *buf, size_t
                              k->spec->cfields[i].name, (long long)cfg[i]);
 }
 
+kt_status kt_kernel_default_for(kt_kernel *k, const kt_arg *args, int nargs, char *buf, size_t bufsize) {
+  if (!k || !buf || !bufsize) return KT_ERR_INVALID;
+  kt__call c;
+  int64_t cfg[64];
+  kt_status st;
+  if ((st = kt__call_bind(k, args, nargs, &c)) || (st = kt__call_fallback(k, &c, cfg))) return st;
+  kt__config_format(k, cfg, buf, bufsize);
+  return KT_OK;
+}
+
 kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char *buf,
                                size_t bufsize) {
   if (!k || !buf || !bufsize) return KT_ERR_INVALID;
