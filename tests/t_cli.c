@@ -183,6 +183,59 @@ static void embedding_example_compiles(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* ktune tune and bench check their arguments and shapes before any GPU
+** work, with messages that name the problem; without a GPU they say what
+** is missing and exit 1. */
+static void tune_arguments(void) {
+  char out[16384];
+  const char *dir = t_tmpdir();
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune", bin()), 2);
+  ASSERT_CONTAINS(out, "ktune tune: no spec given");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json", bin()), 2);
+  ASSERT_CONTAINS(out, "no shape given: use --shape or --shapes");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --strategy best", bin()), 2);
+  ASSERT_CONTAINS(out, "--strategy must be exhaustive, random or local");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --budget -1", bin()), 2);
+  ASSERT_CONTAINS(out, "--budget needs a number of seconds > 0");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --devices 0,x", bin()), 2);
+  ASSERT_CONTAINS(out, "--devices takes a list such as 0,1 or all");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,T=bf16'", bin()), 2);
+  ASSERT_CONTAINS(out, "L is in the tuning key; give its value");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --json --plain", bin()), 2);
+  ASSERT_CONTAINS(out, "--json and --plain exclude each other");
+  /* A shapes file: errors name the file and line. */
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "printf '# calls\n{\"kernel\": \"masked_softmax\", \"N\": 4, \"L\": 9, \"T\": \"bf16\"}\n"
+                 "{\"N\": [1]}\nnot json\n{\"kernel\": \"nope\", \"N\": 1}\n' > %s/s.jsonl && "
+                 "%s tune kernels_src/masked_softmax.json --shapes %s/s.jsonl",
+                 dir, bin(), dir),
+            2);
+  ASSERT_CONTAINS(out, "s.jsonl:3: \"N\": expected a number, a dtype string or null");
+  ASSERT_CONTAINS(out, "s.jsonl:4: expected a JSON object per line");
+  ASSERT_CONTAINS(out, "s.jsonl:5: kernel \"nope\" is none of the specs given");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shapes %s/none.jsonl", bin(), dir), 2);
+  ASSERT_CONTAINS(out, "none.jsonl: No such file or directory");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json", bin()), 2);
+  ASSERT_CONTAINS(out, "no --shape given");
+  if (!t_have_driver()) {
+    ASSERT_EQ(t_sh(out, sizeof out,
+                   "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --cache %s/c.db", bin(), dir),
+              1);
+    ASSERT_CONTAINS(out, "cannot load the CUDA driver");
+    ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16'", bin()), 1);
+    ASSERT_CONTAINS(out, "cannot load the CUDA driver");
+  }
+  /* The bundled shapes file fits the bundled specs: all of it is checked
+  ** (and keys computed) before the GPU is looked for. */
+  if (!t_have_driver()) {
+    ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --cache %s/c.db",
+                   bin(), dir),
+              1);
+    ASSERT_CONTAINS(out, "cannot load the CUDA driver");
+  }
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: --help and --version", help_and_version},
@@ -190,6 +243,7 @@ const kt_test t_cli_tests[] = {
     {"cli: compile writes one cubin per variant", compile_writes_cubins},
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
     {"cli: compile --shape: the variants calls can use", compile_for_shapes},
+    {"cli: tune and bench: argument and shapes-file errors", tune_arguments},
     {"docs: the embedding example compiles and runs", embedding_example_compiles},
     {NULL, NULL},
 };

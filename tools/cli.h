@@ -23,5 +23,7 @@ int cmd_gc(int argc, char **argv);
 int cmd_key(int argc, char **argv);
 int cmd_lint(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

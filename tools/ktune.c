@@ -12,9 +12,13 @@ static const char help[] =
     "by JSON specs (see docs/spec-format.md).\n"
     "\n"
     "commands:\n"
-    "  compile SPEC... [--arch sm_XY] [-o DIR]\n"
-    "                  compile every variant the spec allows (no GPU needed);\n"
-    "                  with -o, write DIR/<kernel.constants>.cubin\n"
+    "  compile SPEC... [--arch sm_XY] [-o DIR] [--shape SHAPE]...\n"
+    "                  compile every variant the spec allows, or those the shapes\n"
+    "                  can use (no GPU needed); with -o, write .cubin files\n"
+    "  tune SPEC... --shape SHAPE... [--shapes FILE] [--isolate] [--devices all]\n"
+    "                  pre-warm the cache: tune each call on synthetic inputs\n"
+    "  bench SPEC --shape SHAPE [--config CONFIG]\n"
+    "                  time one config (or the cached one) of a call\n"
     "  key SPEC --shape 'N=24000,D=256,T=bf16'\n"
     "                  the canonical tuning key of a call: why calls share a tuning\n"
     "  lint SPEC...    phantom key fields and variants that do not compile\n"
@@ -82,6 +86,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "key")) return cmd_key(argc - 1, argv + 1);
   if (!strcmp(cmd, "lint")) return cmd_lint(argc - 1, argv + 1);
   if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+  if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
+  if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
   fprintf(stderr, "ktune: unknown command '%s'\nTry 'ktune --help'.\n", cmd);
   return EXIT_USAGE;
 }

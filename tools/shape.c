@@ -72,7 +72,10 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
       snprintf(err, errlen, "shape \"%s\": %s is in the tuning key; give its value", shape, p.name);
       return -1;
     }
+    /* Unnamed scalars take the spec's init when it is a number. */
+    char *iend;
     const char *val = v ? v->value : (p.kind == KT_ARG_F32 ? "0" : "1");
+    if (!v && p.init[0] && (strtod(p.init, &iend), !*iend)) val = p.init;
     char *end;
     if (p.kind == KT_ARG_F32) {
       args[i] = kt_arg_f32(strtof(val, &end));

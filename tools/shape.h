@@ -2,7 +2,7 @@
 ** into launch args for a spec. Pointers are taken as non-null and 16-byte
 ** aligned unless the shape says NAME=null or NAME@BYTES (an address offset
 ** by BYTES). A type variable takes its dtype from NAME=dtype or dtype=...;
-** scalars the key ignores default to 1 (f32: 0). */
+** scalars the key ignores take the spec's numeric "init", else 1 (f32: 0). */
 #ifndef KT_SHAPE_H
 #define KT_SHAPE_H
 

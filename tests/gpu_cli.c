@@ -1,0 +1,123 @@
+/* ktune tune and ktune bench on the GPU, run as a user would ($KTUNE_BIN). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_util.h"
+#include "harness.h"
+
+static const char *bin(void) {
+  const char *b = getenv("KTUNE_BIN");
+  return b && *b ? b : "build/ktune";
+}
+
+static char out[1 << 18];
+
+/* Row counts of a cache file, read by a runtime without a device. */
+static int counts(const char *path, long c[4]) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.arch = "sm_90";
+  o.cache_path = path;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt;
+  int rc = kt_runtime_open(&rt, &o) || kt_cache_counts(rt, c);
+  kt_runtime_close(rt);
+  return rc;
+}
+
+/* Every bundled spec over a shapes file: each key tuned once (two shapes
+** share one), then a second run finds every key cached and compiles
+** nothing; ktune bench times a cached key. */
+static void cli_tune_every_bundled_spec(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_runtime_close(rt);
+  const char *dir = t_tmpdir();
+  int rc = t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --plain --cache %s/c.db",
+                bin(), dir);
+  printf("%s", strstr(out, "\n| kernel") ? strstr(out, "\n| kernel") : out);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "10 tuned, 0 cached, 1 with the key of an earlier shape, 0 failed");
+  ASSERT_CONTAINS(out, "same    layernorm_fwd N=77,");
+  rc = t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --json --cache %s/c.db",
+            bin(), dir);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "\"tuned\": 0, \"cached\": 10, \"same_key\": 1, \"failed\": 0");
+  ASSERT_CONTAINS(out, "\"compiles\": 0,");
+  ASSERT_CONTAINS(out, "{\"kernel\": \"masked_softmax\", \"shape\": \"N=4096,L=1000,T=bf16,bias=null\", \"key\": {");
+  rc = t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' --cache %s/c.db",
+            bin(), dir);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "(cached)");
+  rc = t_sh(out, sizeof out,
+            "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' "
+            "--config BLOCK=128,ROWS=1,VEC=1,ITEMS=0 --cache %s/c.db",
+            bin(), dir);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "BLOCK=128,ROWS=1,VEC=1,ITEMS=0: ");
+  /* --force tunes a cached key again. */
+  rc = t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=64,L=1000,T=bf16,bias=null' --force "
+            "--strategy local --plain --cache %s/c.db", bin(), dir);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "1 tuned, 0 cached");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* Without --isolate, a faulting config ends the run, named and quarantined. */
+static void cli_fault_ends_the_run(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_runtime_close(rt);
+  const char *dir = t_tmpdir();
+  int rc = t_sh(out, sizeof out, "%s tune tests/specs/fault.json --shape n=1000 --plain --cache %s/f.db", bin(), dir);
+  ASSERT_EQ(rc, 1);
+  ASSERT_CONTAINS(out, "{\"FAULT\":1} faulted");
+  ASSERT_CONTAINS(out, "the run stops (use --isolate to go on)");
+  long c[4];
+  ASSERT_EQ(counts(strcat(strcpy(out, dir), "/f.db"), c), 0);
+  ASSERT_EQ(c[3], 1);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* With --isolate the same spec completes; exactly the faulting config is
+** quarantined. A spec with configs that fault and hang: both hangs are
+** killed after --trial-timeout and quarantined, and a correct config wins. */
+static void cli_isolated_fault_and_hang(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_runtime_close(rt);
+  const char *dir = t_tmpdir();
+  char path[600];
+  int rc = t_sh(out, sizeof out, "%s tune tests/specs/fault.json --shape n=1000 --isolate --plain --cache %s/f.db",
+                bin(), dir);
+  printf("%s", out);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "quarantined in this run:\n  fault_maybe {\"n\":1000,\"y\":16}: {\"FAULT\":1}: fault");
+  ASSERT_CONTAINS(out, "1 tuned, 0 cached");
+  long c[4];
+  snprintf(path, sizeof path, "%s/f.db", dir);
+  ASSERT_EQ(counts(path, c), 0);
+  ASSERT_EQ(c[3], 1);
+  rc = t_sh(out, sizeof out,
+            "%s tune tests/specs/hang.json --shape n=1000 --isolate --trial-timeout 4 --plain --cache %s/h.db", bin(),
+            dir);
+  printf("%s", out);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "{\"MODE\":2,\"BLOCK\":64}: hang: no progress for 4 s; worker killed");
+  ASSERT_CONTAINS(out, "{\"MODE\":2,\"BLOCK\":128}: hang: no progress for 4 s; worker killed");
+  ASSERT_CONTAINS(out, "{\"MODE\":1,\"BLOCK\":64}: fault");
+  ASSERT_CONTAINS(out, "tuned   hang_maybe n=1000: MODE=0,");
+  snprintf(path, sizeof path, "%s/h.db", dir);
+  ASSERT_EQ(counts(path, c), 0);
+  ASSERT_EQ(c[3], 4);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+const kt_test gpu_cli_tests[] = {
+    {"cli_tune_every_bundled_spec", cli_tune_every_bundled_spec},
+    {"cli_fault_ends_the_run", cli_fault_ends_the_run},
+    {"cli_isolated_fault_and_hang", cli_isolated_fault_and_hang},
+    {NULL, NULL},
+};
