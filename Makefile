@@ -26,7 +26,7 @@ LIB_SRC := $(wildcard runtime/*.c) $(wildcard cache/*.c)
 CLI_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c
 GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c
-BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c
+BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c tools/synth.c
 
 B := build
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))

@@ -8,6 +8,8 @@
 #include "device.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "../tools/shape.h"
+#include "../tools/synth.h"
 
 static double now_us(void) {
   struct timespec ts;
@@ -210,6 +212,65 @@ static void cold_tuning(kt_runtime *rt) {
   kt_device_free(rt, x);
 }
 
+/* Budgeted search against exhaustive: each strategy tunes the key in a
+** runtime of its own without a cache; its winner is then timed by one
+** runtime, so the figures compare. */
+static void strategies(void) {
+  static const struct { const char *spec, *shape; } keys[] = {
+      {"kernels_src/layernorm_fwd.json", "N=16384,D=4096,G=1,T=bf16,W=bf16,rms=0,mean=null,rstd=null,res=null,res_out=null"},
+      {"kernels_src/layernorm_bwd.json", "N=16384,D=2048,G=1,P=264,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null"},
+      {"kernels_src/masked_softmax.json", "N=16384,L=2048,T=bf16,bias=null"},
+      {"kernels_src/permute_rows.json", "M=16384,N=16384,D=4096,T=bf16"},
+  };
+  static const struct { kt_strategy s; double budget; const char *name; } strat[] = {
+      {KT_STRATEGY_EXHAUSTIVE, 0, "exhaustive"}, {KT_STRATEGY_LOCAL, 0, "local"}, {KT_STRATEGY_RANDOM, 3, "random, 3 s"}};
+  printf("\nsearch strategies (no cache; each winner re-timed by kt_kernel_time)\n");
+  printf("| kernel | strategy | trials | tuning s | winner | µs | vs exhaustive |\n| --- | --- | ---: | ---: | --- | ---: | ---: |\n");
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    double best = 0;
+    char winners[3][256];
+    unsigned long long trials[3];
+    double secs[3];
+    for (int s = 0; s < 3; s++) {
+      kt_options o;
+      kt_options_init(&o);
+      o.no_cache = 1;
+      o.strategy = strat[s].s;
+      o.budget_s = strat[s].budget;
+      o.log_level = KT_LOG_ERROR;
+      kt_runtime *rt;
+      kt_kernel *k;
+      winners[s][0] = 0;
+      trials[s] = 0;
+      if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, keys[i].spec, &k)) {
+        printf("bench: %s\n", kt_errmsg(rt));
+        kt_runtime_close(rt);
+        continue;
+      }
+      kt_arg a[64];
+      char err[512];
+      synth sy;
+      memset(&sy, 0, sizeof sy);
+      double t0 = now_us();
+      if (!shape_args(k, keys[i].shape, a, err, sizeof err) && !synth_make(&sy, rt, k, a, 7, err, sizeof err))
+        kt_kernel_config_for(k, sy.args, kt_kernel_nparams(k), winners[s], sizeof winners[s]);
+      secs[s] = (now_us() - t0) / 1e6;
+      kt_stats st = {.size = sizeof st};
+      kt_runtime_stats(rt, &st);
+      trials[s] = (unsigned long long)st.trials;
+      double med = 0, spread;
+      if (winners[s][0] && !kt_kernel_time(k, sy.args, kt_kernel_nparams(k), winners[s], &med, &spread)) {
+        if (s == 0) best = med;
+        const char *name = strrchr(keys[i].spec, '/') + 1;
+        printf("| %.*s | %s | %llu | %.1f | %s | %.2f | %+.1f%% |\n", (int)(strlen(name) - 5), name, strat[s].name,
+               trials[s], secs[s], winners[s], med, best > 0 ? 100 * (med - best) / best : 0.0);
+      }
+      synth_free(&sy);
+      kt_runtime_close(rt);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--warm")) return warm_child();
   kt_options o;
@@ -232,5 +293,6 @@ int main(int argc, char **argv) {
   warm_start(rt, k, argv[0]);
   cold_tuning(rt);
   kt_runtime_close(rt);
+  strategies();
   return 0;
 }

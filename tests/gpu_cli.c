@@ -53,10 +53,17 @@ static void cli_tune_every_bundled_spec(void) {
   ASSERT_CONTAINS(out, "(cached)");
   rc = t_sh(out, sizeof out,
             "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' "
-            "--config BLOCK=128,ROWS=1,VEC=1,ITEMS=0 --cache %s/c.db",
+            "--config BLOCK=128,ROWS=1,VEC=8,ITEMS=1 --cache %s/c.db",
             bin(), dir);
   ASSERT_EQ(rc, 0);
-  ASSERT_CONTAINS(out, "BLOCK=128,ROWS=1,VEC=1,ITEMS=0: ");
+  ASSERT_CONTAINS(out, "BLOCK=128,ROWS=1,VEC=8,ITEMS=1: ");
+  /* A config the constraints refuse for the call is named. */
+  rc = t_sh(out, sizeof out,
+            "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' "
+            "--config BLOCK=128,ROWS=1,VEC=1,ITEMS=0 --cache %s/c.db",
+            bin(), dir);
+  ASSERT_EQ(rc, 1);
+  ASSERT_CONTAINS(out, "violates constraints[");
   /* --force tunes a cached key again. */
   rc = t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=64,L=1000,T=bf16,bias=null' --force "
             "--strategy local --plain --cache %s/c.db", bin(), dir);
@@ -105,9 +112,9 @@ static void cli_isolated_fault_and_hang(void) {
             dir);
   printf("%s", out);
   ASSERT_EQ(rc, 0);
-  ASSERT_CONTAINS(out, "{\"MODE\":2,\"BLOCK\":64}: hang: no progress for 4 s; worker killed");
-  ASSERT_CONTAINS(out, "{\"MODE\":2,\"BLOCK\":128}: hang: no progress for 4 s; worker killed");
-  ASSERT_CONTAINS(out, "{\"MODE\":1,\"BLOCK\":64}: fault");
+  ASSERT_CONTAINS(out, "{\"BLOCK\":64,\"MODE\":2}: hang: no progress for 4 s; worker killed");
+  ASSERT_CONTAINS(out, "{\"BLOCK\":128,\"MODE\":2}: hang: no progress for 4 s; worker killed");
+  ASSERT_CONTAINS(out, "{\"BLOCK\":64,\"MODE\":1}: fault");
   ASSERT_CONTAINS(out, "tuned   hang_maybe n=1000: MODE=0,");
   snprintf(path, sizeof path, "%s/h.db", dir);
   ASSERT_EQ(counts(path, c), 0);

@@ -16,16 +16,27 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* "BLOCK=128,VEC=4" as the cache writes configs: {"BLOCK":128,"VEC":4}. */
+static int by_name(const void *a, const void *b) {
+  const char *const *x = a, *const *y = b;
+  size_t lx = strcspn(*x, "="), ly = strcspn(*y, "=");
+  int c = strncmp(*x, *y, lx < ly ? lx : ly);
+  return c ? c : (int)lx - (int)ly;
+}
+
+/* "VEC=4,BLOCK=128" as the cache writes configs: {"BLOCK":128,"VEC":4}
+** (fields sorted by name). */
 static void config_json(const char *cfg, char *out, size_t n) {
+  char buf[512];
+  const char *f[64];
+  int nf = 0;
+  snprintf(buf, sizeof buf, "%s", cfg);
+  for (char *p = strtok(buf, ","); p && nf < 64; p = strtok(NULL, ",")) f[nf++] = p;
+  qsort(f, (size_t)nf, sizeof f[0], by_name);
   size_t u = (size_t)snprintf(out, n, "{");
-  for (const char *p = cfg; *p && u < n;) {
-    const char *eq = strchr(p, '='), *comma = strchr(p, ',');
-    if (!eq) break;
-    if (!comma) comma = p + strlen(p);
-    u += (size_t)snprintf(out + u, n - u, "%s\"%.*s\":%.*s", u > 1 ? "," : "", (int)(eq - p), p,
-                          (int)(comma - eq - 1), eq + 1);
-    p = *comma ? comma + 1 : comma;
+  for (int i = 0; i < nf && u < n; i++) {
+    const char *eq = strchr(f[i], '=');
+    if (!eq) continue;
+    u += (size_t)snprintf(out + u, n - u, "%s\"%.*s\":%s", i ? "," : "", (int)(eq - f[i]), f[i], eq + 1);
   }
   if (u < n) snprintf(out + u, n - u, "}");
 }
