@@ -180,13 +180,13 @@ typedef void (*kt_progress_fn)(void *user, const char *kernel, const char *key, 
 
 /* How a tuning picks the candidates it measures. */
 typedef enum kt_strategy {
-  KT_STRATEGY_AUTO = 0,       /* exhaustive up to 256 candidates, else local */
+  KT_STRATEGY_AUTO = 0,       /* exhaustive up to 256 candidates, else random */
   KT_STRATEGY_EXHAUSTIVE = 1, /* every config the constraints allow */
   KT_STRATEGY_RANDOM = 2,     /* a seeded random order, in batches, until the
                                  budget (default 10 s) is spent */
   KT_STRATEGY_LOCAL = 3       /* from the default config, to the best config
-                                 one step away in one field, until none is
-                                 better (or the budget is spent) */
+                                 at most one step away in each field, until
+                                 none is better (or the budget is spent) */
 } kt_strategy;
 
 /* What a launch does on a tuning key it has never seen. */

@@ -560,15 +560,18 @@ static int field_index(const kt__cfield *f, int64_t v) {
   return -1;
 }
 
-/* Whether a and b differ in exactly one field, by one step of its list. */
+/* Whether a and b differ, each field by at most one step of its list:
+** several fields may move at once, since constraints often tie one field
+** to another (ITEMS to BLOCK and VEC) and a move of one alone is refused. */
 static int neighbours(const kt__spec *s, const int64_t *a, const int64_t *b) {
   int diff = 0;
   for (int f = 0; f < s->ncfields; f++) {
     if (a[f] == b[f]) continue;
     int d = field_index(&s->cfields[f], a[f]) - field_index(&s->cfields[f], b[f]);
-    if (++diff > 1 || (d != 1 && d != -1)) return 0;
+    if (d != 1 && d != -1) return 0;
+    diff++;
   }
-  return diff == 1;
+  return diff > 0;
 }
 
 static int is_ok(const candidate *cd) { return cd->status && !strcmp(cd->status, "ok"); }
@@ -643,7 +646,7 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
   int pending = 0;
   for (int i = 0; i < t->ncand; i++) pending += !t->cand[i].status;
   kt_strategy strategy = rt->strategy;
-  if (strategy == KT_STRATEGY_AUTO) strategy = pending <= 256 ? KT_STRATEGY_EXHAUSTIVE : KT_STRATEGY_LOCAL;
+  if (strategy == KT_STRATEGY_AUTO) strategy = pending <= 256 ? KT_STRATEGY_EXHAUSTIVE : KT_STRATEGY_RANDOM;
   t->budget_ms = rt->budget_s > 0 ? rt->budget_s * 1000 : strategy == KT_STRATEGY_RANDOM ? 10000 : 0;
   /* The reference first: the default config (or the fallback when a
   ** constraint refuses the default for this call). */

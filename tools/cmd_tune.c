@@ -38,7 +38,7 @@ static const char help[] =
     "  --devices LIST      GPUs to use: 0,1,... or all (default 0); jobs are spread\n"
     "                      over them, one worker process each\n"
     "  --strategy NAME     exhaustive, random or local (default: exhaustive up to 256\n"
-    "                      candidates, else local)\n"
+    "                      candidates, else random with a 10 s budget)\n"
     "  --budget S          stop starting trials of a key after S seconds\n"
     "  --cache PATH        the cache file (default: $KTUNE_CACHE, else the user cache)\n"
     "  --json              one JSON object per key on stdout, then a summary object\n"

@@ -68,19 +68,24 @@ def null(dtype):
 _TORCH_DTYPES = None
 
 
-def _dtype_code(dt):
+def _torch_codes():
+    """torch dtype -> kt_dtype code, built on first use (torch loads lazily)."""
     global _TORCH_DTYPES
-    if isinstance(dt, str):
-        return _capi.DTYPES[dt]
     if _TORCH_DTYPES is None:
         import torch
         _TORCH_DTYPES = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.float64: 4,
                          torch.int32: 5, torch.int64: 6, torch.uint8: 7, torch.bool: 7, torch.int8: 8,
                          torch.int16: 9}
-    try:
-        return _TORCH_DTYPES[dt]
-    except KeyError:
-        raise KtuneError("KT_ERR_ARGS", "dtype %s has no ktune equivalent" % (dt,)) from None
+    return _TORCH_DTYPES
+
+
+def _dtype_code(dt):
+    if isinstance(dt, str):
+        return _capi.DTYPES[dt]
+    code = _torch_codes().get(dt)
+    if code is None:
+        raise KtuneError("KT_ERR_ARGS", "dtype %s has no ktune equivalent" % (dt,))
+    return code
 
 
 class Kernel:
@@ -103,6 +108,9 @@ class Kernel:
         # param (kind, dtype, then the value's 8 bytes).
         self._ptrs = tuple(i for i, k in enumerate(self._kinds) if k == _capi.KT_ARG_PTR)
         self._tls = threading.local()
+        import struct
+        fmt = {_capi.KT_ARG_PTR: "iiQ", _capi.KT_ARG_I32: "iii4x", _capi.KT_ARG_I64: "iiq", _capi.KT_ARG_F32: "iif4x"}
+        self._struct = struct.Struct("=" + "".join(fmt[k] for k in self._kinds))
         self._launch = L.kt_launch
         self._launch_config = L.kt_launch_config
 
@@ -116,26 +124,19 @@ class Kernel:
             arr = tls.arr = (_capi.Arg * self._n)()
             tls.view = memoryview(arr).cast("B")
         flat = []
-        fmt = []
+        ext = flat.extend
+        codes = _torch_codes()
         for kind, v in zip(self._kinds, values):
-            if kind == _capi.KT_ARG_PTR:
-                if v is None:
-                    flat += (kind, 0, 0)
-                elif v.__class__ is _Null:
-                    flat += (kind, _dtype_code(v.dtype), 0)
-                else:
-                    flat += (kind, _dtype_code(v.dtype), v.data_ptr())
-                fmt.append("iiQ")
-            elif kind == _capi.KT_ARG_I32:
-                flat += (kind, 0, v)
-                fmt.append("iii4x")
-            elif kind == _capi.KT_ARG_I64:
-                flat += (kind, 0, v)
-                fmt.append("iiq")
+            if kind != 1:
+                ext((kind, 0, v))
+            elif v is None:
+                ext((1, 0, 0))
+            elif v.__class__ is _Null:
+                ext((1, _dtype_code(v.dtype), 0))
             else:
-                flat += (kind, 0, v)
-                fmt.append("iif4x")
-        _pack(fmt, tls.view, flat)
+                c = codes.get(v.dtype)
+                ext((1, c if c is not None else _dtype_code(v.dtype), v.data_ptr()))
+        self._struct.pack_into(tls.view, 0, *flat)
         return arr
 
     def launch(self, values, stream=None, config=None):
@@ -169,18 +170,6 @@ class Kernel:
         if st:
             self._rt._raise(st)
         return buf.value.decode()
-
-
-_structs = {}
-
-
-def _pack(fmt, view, flat):
-    key = "".join(fmt)
-    st = _structs.get(key)
-    if st is None:
-        import struct
-        st = _structs[key] = struct.Struct("=" + key)
-    st.pack_into(view, 0, *flat)
 
 
 class Runtime:

@@ -26,7 +26,7 @@ _sms = {}
 
 def _k(t, name):
     """The kernel for t's device, from a dict: no lock on the common path."""
-    dev = t.device.index
+    dev = t.get_device()
     k = _kernels.get((dev, name))
     if k is None:
         k = _kernels[(dev, name)] = runtime(dev).kernel(name)
@@ -34,7 +34,7 @@ def _k(t, name):
 
 
 def _programs(t):
-    dev = t.device.index
+    dev = t.get_device()
     n = _sms.get(dev)
     if n is None:
         n = _sms[dev] = torch.cuda.get_device_properties(t.device).multi_processor_count
