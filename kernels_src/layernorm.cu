@@ -271,16 +271,6 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
   for (int j = 0; j < NACC; j++)
 #pragma unroll
     for (int k = 0; k < VEC; k++) dwa[j][k] = dba[j][k] = 0.f;
-  // Ungrouped, a thread's columns are the same on every row: its weights
-  // are read once, not once per row.
-  float wk[NACC][VEC];
-  if constexpr (HAS_WEIGHT && !IN_PART) {
-#pragma unroll
-    for (int j = 0; j < NACC; j++) {
-      const int i = (lane + j * TPR) * VEC;
-      if (i < L) kt::load<VEC>(wk[j], w + i);
-    }
-  }
 
   for (long long s0 = row0 * G; s0 < seg_end; s0 += ROWS) {
     const long long seg = s0 + sub;
@@ -300,12 +290,7 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
           kt::load<VEC>(xh[j], x + base + i);
           kt::load<VEC>(d, dy + base + i);
           float wv[VEC];
-          if constexpr (HAS_WEIGHT && !IN_PART) {
-#pragma unroll
-            for (int k = 0; k < VEC; k++) wv[k] = wk[j][k];
-          } else if constexpr (HAS_WEIGHT) {
-            kt::load<VEC>(wv, w + wbase + i);
-          }
+          if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
 #pragma unroll
           for (int k = 0; k < VEC; k++) {
             xh[j][k] = (xh[j][k] - mu) * rs;
