@@ -97,8 +97,10 @@ static void cli_isolated_fault_and_hang(void) {
   kt_runtime_close(rt);
   const char *dir = t_tmpdir();
   char path[600];
-  int rc = t_sh(out, sizeof out, "%s tune tests/specs/fault.json --shape n=1000 --isolate --plain --cache %s/f.db",
-                bin(), dir);
+  /* --devices all: one worker per GPU (here, at least one). */
+  int rc = t_sh(out, sizeof out,
+                "%s tune tests/specs/fault.json --shape n=1000 --isolate --devices all --plain --cache %s/f.db", bin(),
+                dir);
   printf("%s", out);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "quarantined in this run:\n  fault_maybe {\"n\":1000,\"y\":16}: {\"FAULT\":1}: fault");
