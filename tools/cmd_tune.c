@@ -1,6 +1,7 @@
 /* ktune tune: pre-warm the cache for a list of (spec, shape) calls, on
 ** synthetic inputs, in this process or in worker processes (one per GPU,
 ** restarted when a trial faults or hangs). */
+#include <cJSON.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -187,8 +188,6 @@ static int load_shapes(run *r, const char *path) {
   if (!lineno) fprintf(stderr, "ktune tune: %s: no shapes\n", path);
   return lineno ? rc : -1;
 }
-
-#include <cJSON.h>
 
 static int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_t kn, char *err,
                            size_t errlen) {

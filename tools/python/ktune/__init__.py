@@ -59,10 +59,16 @@ class _Null:
         self.dtype = dtype
 
 
+_nulls = {}
+
+
 def null(dtype):
     """A null pointer argument that still names its dtype (needed when every
     pointer of a type variable is null, e.g. no weight and no bias)."""
-    return _Null(dtype)
+    n = _nulls.get(dtype)
+    if n is None:
+        n = _nulls[dtype] = _Null(dtype)
+    return n
 
 
 _TORCH_DTYPES = None

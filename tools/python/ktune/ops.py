@@ -41,19 +41,24 @@ def _programs(t):
     return 2 * n
 
 
-def _fast(*ts):
+def _fast(a, b=None, c=None, d=None):
     """Eager call without autograd: the operator's Python layers are skipped
     (they cost more than the kernel for small shapes)."""
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         return False
     if not torch.is_grad_enabled():
         return True
-    return not any(t is not None and t.requires_grad for t in ts)
+    return not (a.requires_grad or (b is not None and b.requires_grad) or (c is not None and c.requires_grad) or
+                (d is not None and d.requires_grad))
+
+
+_is_compiling = torch.compiler.is_compiling
 
 
 def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, stats):
     D = x.shape[-1]
-    x2 = x.reshape(-1, D)
+    flat = x.dim() == 2
+    x2 = x if flat else x.reshape(-1, D)
     if not x2.is_contiguous():
         x2 = x2.contiguous()
     T = x2.shape[0]
@@ -67,6 +72,8 @@ def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, 
         y, x2, res2, h if h is not None else null(x.dtype),
         weight if weight is not None else null(wd), bias if bias is not None else null(wd),
         mean, rstd, T, D, groups, eps, 1 if rms else 0])
+    if flat:
+        return y, h, mean, rstd
     return y.view(x.shape), (h.view(x.shape) if h is not None else None), mean, rstd
 
 
@@ -318,4 +325,6 @@ _softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
 def masked_softmax(x, mask=None, bias=None, scale=1.0):
     """softmax(scale * x + bias) over the last dim; mask (bool or uint8, same
     shape) == 0 excludes an element; a fully masked row is all zeros."""
+    if _fast(x, bias):
+        return _softmax_impl(x, mask, bias, scale)
     return _softmax(x, mask, bias, scale)
