@@ -24,8 +24,8 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 LIB_SRC := $(wildcard runtime/*.c) $(wildcard cache/*.c)
 CLI_SRC := $(wildcard tools/*.c)
-TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c
-GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c
+TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tools/synth.c
+GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c tools/synth.c
 BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c tools/synth.c
 
 B := build

@@ -27,7 +27,7 @@ static void rmsnorm_table(kt_runtime *rt, kt_kernel *k) {
     uint64_t x = 0, y = 0, w = 0;
     uint16_t *h = malloc(n * 2);
     uint64_t seed = 7;
-    for (size_t j = 0; h && j < n; j++) h[j] = g_f_to_bf16((float)g_uniform(&seed, -2, 2));
+    for (size_t j = 0; h && j < n; j++) synth_put(KT_BF16, h, j, g_uniform(&seed, -2, 2));
     if (!h || kt_device_alloc(rt, n * 2, &x) || kt_device_alloc(rt, n * 2, &y) ||
         kt_device_alloc(rt, (size_t)D * 2, &w) || kt_device_upload(rt, x, h, n * 2) ||
         kt_device_upload(rt, w, h, (size_t)D * 2)) {

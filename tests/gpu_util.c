@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "../tools/synth.h"
 
 kt_runtime *g_open(void) {
   kt_options o;
@@ -29,79 +30,16 @@ kt_runtime *g_open_with(const kt_options *o) {
   return NULL;
 }
 
-float g_bf16_to_f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t g_f_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-
 double g_uniform(uint64_t *s, double lo, double hi) {
   *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
   return lo + (hi - lo) * ((double)(*s >> 11) / 9007199254740992.0);
 }
 
-static uint16_t f_to_f16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
-  if (a < 0x38800000u) { /* subnormal half: scale, round to nearest even */
-    float m;
-    memcpy(&m, &a, 4);
-    double q = (double)m * 16777216.0; /* units of 2^-24 */
-    double r = q - (double)(uint32_t)q;
-    uint32_t n = (uint32_t)q;
-    if (r > 0.5 || (r == 0.5 && (n & 1))) n++;
-    return (uint16_t)(sign | n);
-  }
-  uint32_t e = ((a >> 23) - 112) << 10, m = (a >> 13) & 0x3ffu, rest = a & 0x1fffu;
-  uint32_t h = e | m;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) h++;
-  return (uint16_t)(sign | h);
-}
-
-static float f16_to_f(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0) {
-    float v = (float)m / 16777216.0f;
-    return sign ? -v : v;
-  }
-  uint32_t u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 void g_store(kt_dtype t, void *dst, const double *src, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    switch (t) {
-      case KT_F32: ((float *)dst)[i] = (float)src[i]; break;
-      case KT_F16: ((uint16_t *)dst)[i] = f_to_f16((float)src[i]); break;
-      case KT_I32: ((int32_t *)dst)[i] = (int32_t)src[i]; break;
-      case KT_U8: ((uint8_t *)dst)[i] = (uint8_t)src[i]; break;
-      default: ((uint16_t *)dst)[i] = g_f_to_bf16((float)src[i]); break;
-    }
-  }
+  for (size_t i = 0; i < n; i++) synth_put(t, dst, i, src[i]);
 }
 
-double g_load(kt_dtype t, const void *src, size_t i) {
-  switch (t) {
-    case KT_F32: return ((const float *)src)[i];
-    case KT_F16: return f16_to_f(((const uint16_t *)src)[i]);
-    case KT_I32: return ((const int32_t *)src)[i];
-    case KT_U8: return ((const uint8_t *)src)[i];
-    default: return g_bf16_to_f(((const uint16_t *)src)[i]);
-  }
-}
+double g_load(kt_dtype t, const void *src, size_t i) { return synth_get(t, src, i); }
 
 #define G_PAD 64 /* elements past the end, poisoned, to catch writes */
 

@@ -11,11 +11,10 @@
 ** GPU is there but the runtime fails). o NULL: defaults. */
 kt_runtime *g_open_with(const kt_options *o);
 kt_runtime *g_open(void);
-float g_bf16_to_f(uint16_t h);
-uint16_t g_f_to_bf16(float f);
 /* Uniform in [lo, hi) from a seeded generator. */
 double g_uniform(uint64_t *state, double lo, double hi);
-/* Store n doubles as dtype (f32 or bf16) into dst; read them back. */
+/* Store n doubles as dtype into dst; read one back (tools/synth.c's
+** conversions). */
 void g_store(kt_dtype t, void *dst, const double *src, size_t n);
 double g_load(kt_dtype t, const void *src, size_t i);
 

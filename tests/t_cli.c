@@ -1,9 +1,11 @@
 /* The ktune CLI's offline commands, run as a user would ($KTUNE_BIN). */
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include "harness.h"
 #include "ktune.h"
+#include "../tools/synth.h"
 
 static const char *bin(void) {
   const char *b = getenv("KTUNE_BIN");
@@ -236,6 +238,41 @@ static void tune_arguments(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* The host conversions every GPU test, the demo and the synthetic inputs
+** use: exact bit patterns, ties to even, overflow, subnormals, NaN. */
+static void host_dtype_conversions(void) {
+  uint16_t h[8];
+  static const struct { double v; uint16_t f16, bf16; } cases[] = {
+      {1.0, 0x3c00, 0x3f80},
+      {-2.5, 0xc100, 0xc020},
+      {65504.0, 0x7bff, 0x4780},          /* bf16: rounds up to 65536 */
+      {65520.0, 0x7c00, 0x4780},          /* f16: rounds past the largest finite */
+      {5.960464477539063e-08, 0x0001, 0x3380}, /* 2^-24: the smallest f16 subnormal */
+      {1.0 + 1.0 / 1024 / 2, 0x3c00, 0x3f80}, /* f16 tie: to even */
+      {1.0 + 3.0 / 1024 / 2, 0x3c02, 0x3f80}, /* f16 tie: to even, upwards */
+      {1.0 + 1.0 / 256, 0x3c04, 0x3f80},  /* bf16 tie: to even */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    synth_put(KT_F16, h, 0, cases[i].v);
+    synth_put(KT_BF16, h, 1, cases[i].v);
+    if (h[0] != cases[i].f16 || h[1] != cases[i].bf16)
+      t_fail(__FILE__, __LINE__, "%.17g: f16 0x%04x (want 0x%04x), bf16 0x%04x (want 0x%04x)", cases[i].v, h[0],
+             cases[i].f16, h[1], cases[i].bf16);
+  }
+  synth_put(KT_F16, h, 2, 0.0 / 0.0 * -1);
+  ASSERT_TRUE(isnan(synth_get(KT_F16, h, 2)));
+  h[3] = 0x0001;
+  ASSERT_TRUE(synth_get(KT_F16, h, 3) == 5.960464477539063e-08);
+  h[4] = 0xfc00;
+  ASSERT_TRUE(isinf(synth_get(KT_F16, h, 4)) && synth_get(KT_F16, h, 4) < 0);
+  h[5] = 0x3f81;
+  ASSERT_TRUE(synth_get(KT_BF16, h, 5) == 1.0 + 1.0 / 128);
+  int32_t i32[1];
+  synth_put(KT_I32, i32, 0, -7.9);
+  ASSERT_EQ(i32[0], -7);
+  ASSERT_TRUE(synth_get(KT_I32, i32, 0) == -7.0);
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: --help and --version", help_and_version},
@@ -244,6 +281,7 @@ const kt_test t_cli_tests[] = {
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
     {"cli: compile --shape: the variants calls can use", compile_for_shapes},
     {"cli: tune and bench: argument and shapes-file errors", tune_arguments},
+    {"tools: host dtype conversions (f16, bf16, i32)", host_dtype_conversions},
     {"docs: the embedding example compiles and runs", embedding_example_compiles},
     {NULL, NULL},
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "synth.h"
 
 static const char help[] =
     "usage: ktune demo [SPEC]\n"
@@ -14,19 +15,6 @@ static const char help[] =
     "used, the median time, the bandwidth, and the largest error against a\n"
     "host reference.\n";
 
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 static int fail(kt_runtime *rt, const char *what) {
   fprintf(stderr, "ktune demo: %s: %s\n", what, kt_errmsg(rt));
@@ -62,8 +50,8 @@ int cmd_demo(int argc, char **argv) {
     goto out;
   }
   srand(1);
-  for (size_t i = 0; i < n; i++) hx[i] = to_bf16((float)rand() / RAND_MAX * 4.f - 2.f);
-  for (int i = 0; i < D; i++) hw[i] = to_bf16(0.5f + (float)rand() / RAND_MAX);
+  for (size_t i = 0; i < n; i++) synth_put(KT_BF16, hx, i, (float)rand() / RAND_MAX * 4.f - 2.f);
+  for (int i = 0; i < D; i++) synth_put(KT_BF16, hw, (size_t)i, 0.5f + (float)rand() / RAND_MAX);
   if (kt_kernel_load(rt, spec, &k)) {
     rc = fail(rt, "load");
     goto out;
@@ -90,11 +78,11 @@ int cmd_demo(int argc, char **argv) {
   double maxerr = 0;
   for (int r = 0; r < T; r += 97) {
     double ss = 0;
-    for (int i = 0; i < D; i++) ss += (double)from_bf16(hx[(size_t)r * D + i]) * from_bf16(hx[(size_t)r * D + i]);
+    for (int i = 0; i < D; i++) ss += synth_get(KT_BF16, hx, (size_t)r * D + i) * synth_get(KT_BF16, hx, (size_t)r * D + i);
     double rstd = 1.0 / sqrt(ss / D + 1e-6);
     for (int i = 0; i < D; i++) {
-      double ref = from_bf16(hx[(size_t)r * D + i]) * rstd * from_bf16(hw[i]);
-      double e = fabs(from_bf16(hy[(size_t)r * D + i]) - ref) / (1 + fabs(ref));
+      double ref = synth_get(KT_BF16, hx, (size_t)r * D + i) * rstd * synth_get(KT_BF16, hw, (size_t)i);
+      double e = fabs(synth_get(KT_BF16, hy, (size_t)r * D + i) - ref) / (1 + fabs(ref));
       if (!(e <= maxerr)) maxerr = e;
     }
   }

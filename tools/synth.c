@@ -14,30 +14,59 @@ static double uni(uint64_t *s) {
   return (double)(*s >> 11) / 9007199254740992.0;
 }
 
-static uint16_t to_bf16(float f) {
+static uint16_t f_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   u += 0x7fff + ((u >> 16) & 1);
   return (uint16_t)(u >> 16);
 }
 
-static uint16_t to_f16(float f) {
+static float bf16_to_f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f_to_f16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)lrint(fabs((double)f) * 16777216.0));
-  uint32_t h = (((a >> 23) - 112) << 10) | ((a >> 13) & 0x3ffu), rest = a & 0x1fffu;
+  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+  if (a < 0x38800000u) { /* subnormal half: scale, round to nearest even */
+    float m;
+    memcpy(&m, &a, 4);
+    double q = (double)m * 16777216.0; /* units of 2^-24 */
+    double r = q - (double)(uint32_t)q;
+    uint32_t n = (uint32_t)q;
+    if (r > 0.5 || (r == 0.5 && (n & 1))) n++;
+    return (uint16_t)(sign | n);
+  }
+  uint32_t e = ((a >> 23) - 112) << 10, m = (a >> 13) & 0x3ffu, rest = a & 0x1fffu;
+  uint32_t h = e | m;
   if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) h++;
   return (uint16_t)(sign | h);
 }
 
-static void put(kt_dtype t, void *dst, size_t i, double v) {
+static float f16_to_f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {
+    float v = (float)m / 16777216.0f;
+    return sign ? -v : v;
+  }
+  uint32_t u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+void synth_put(kt_dtype t, void *dst, size_t i, double v) {
   switch (t) {
     case KT_F32: ((float *)dst)[i] = (float)v; break;
     case KT_F64: ((double *)dst)[i] = v; break;
-    case KT_BF16: ((uint16_t *)dst)[i] = to_bf16((float)v); break;
-    case KT_F16: ((uint16_t *)dst)[i] = to_f16((float)v); break;
+    case KT_BF16: ((uint16_t *)dst)[i] = f_to_bf16((float)v); break;
+    case KT_F16: ((uint16_t *)dst)[i] = f_to_f16((float)v); break;
     case KT_I32: ((int32_t *)dst)[i] = (int32_t)v; break;
     case KT_I64: ((int64_t *)dst)[i] = (int64_t)v; break;
     case KT_U8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
@@ -45,6 +74,22 @@ static void put(kt_dtype t, void *dst, size_t i, double v) {
     case KT_I16: ((int16_t *)dst)[i] = (int16_t)v; break;
     case KT_U32: ((uint32_t *)dst)[i] = (uint32_t)v; break;
     default: break;
+  }
+}
+
+double synth_get(kt_dtype t, const void *src, size_t i) {
+  switch (t) {
+    case KT_F32: return ((const float *)src)[i];
+    case KT_F64: return ((const double *)src)[i];
+    case KT_BF16: return bf16_to_f(((const uint16_t *)src)[i]);
+    case KT_F16: return f16_to_f(((const uint16_t *)src)[i]);
+    case KT_I32: return ((const int32_t *)src)[i];
+    case KT_I64: return (double)((const int64_t *)src)[i];
+    case KT_U8: return ((const uint8_t *)src)[i];
+    case KT_I8: return ((const int8_t *)src)[i];
+    case KT_I16: return ((const int16_t *)src)[i];
+    case KT_U32: return ((const uint32_t *)src)[i];
+    default: return 0;
   }
 }
 
@@ -77,21 +122,21 @@ static int fill(kt_kernel *k, const kt_arg *a, const kt_param_info *p, kt_dtype 
   size_t nlen = open ? (size_t)(open - g) : strlen(g);
   if (!strncmp(g, "uniform", nlen) && nlen == 7) {
     if (!open || sscanf(open, "(%lf,%lf)", &lo, &hi) != 2) goto bad;
-    for (size_t i = 0; i < n; i++) put(dt, host, i, lo + (hi - lo) * uni(seed));
+    for (size_t i = 0; i < n; i++) synth_put(dt, host, i, lo + (hi - lo) * uni(seed));
   } else if (nlen == 5 && !strncmp(g, "randn", 5)) {
     for (size_t i = 0; i < n; i++) {
       double u1 = uni(seed), u2 = uni(seed);
-      put(dt, host, i, sqrt(-2 * log(u1 > 1e-300 ? u1 : 1e-300)) * cos(6.283185307179586 * u2));
+      synth_put(dt, host, i, sqrt(-2 * log(u1 > 1e-300 ? u1 : 1e-300)) * cos(6.283185307179586 * u2));
     }
   } else if (nlen == 4 && !strncmp(g, "ones", 4)) {
-    for (size_t i = 0; i < n; i++) put(dt, host, i, 1);
+    for (size_t i = 0; i < n; i++) synth_put(dt, host, i, 1);
   } else if (nlen == 5 && !strncmp(g, "zeros", 5)) {
     memset(host, 0, n * kt_dtype_size(dt));
   } else if (nlen == 6 && !strncmp(g, "arange", 6)) {
-    for (size_t i = 0; i < n; i++) put(dt, host, i, (double)i);
+    for (size_t i = 0; i < n; i++) synth_put(dt, host, i, (double)i);
   } else if (nlen == 4 && !strncmp(g, "mask", 4)) {
     if (!open || sscanf(open, "(%lf)", &lo) != 1) goto bad;
-    for (size_t i = 0; i < n; i++) put(dt, host, i, uni(seed) < lo);
+    for (size_t i = 0; i < n; i++) synth_put(dt, host, i, uni(seed) < lo);
   } else if (nlen == 11 && !strncmp(g, "permutation", 11)) {
     const char *close = open ? strchr(open, ')') : NULL;
     int64_t m;
@@ -106,11 +151,11 @@ static int fill(kt_kernel *k, const kt_arg *a, const kt_param_info *p, kt_dtype 
       int64_t j = (int64_t)(uni(seed) * (double)(i + 1)), t = perm[i];
       perm[i] = perm[j], perm[j] = t;
     }
-    for (size_t i = 0; i < n; i++) put(dt, host, i, (double)perm[i % (size_t)m]);
+    for (size_t i = 0; i < n; i++) synth_put(dt, host, i, (double)perm[i % (size_t)m]);
     free(perm);
   } else if (g[0] == '-' || (g[0] >= '0' && g[0] <= '9')) {
     double v = strtod(g, NULL);
-    for (size_t i = 0; i < n; i++) put(dt, host, i, v);
+    for (size_t i = 0; i < n; i++) synth_put(dt, host, i, v);
   } else {
     goto bad;
   }

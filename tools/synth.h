@@ -19,6 +19,11 @@ typedef struct synth {
   kt_arg args[64];  /* the call, with real device pointers */
 } synth;
 
+/* Element i of a host array of dtype t, from or as a double: bf16 and f16
+** rounded to nearest even, NaN and infinities kept, integers truncated. */
+void synth_put(kt_dtype t, void *dst, size_t i, double v);
+double synth_get(kt_dtype t, const void *src, size_t i);
+
 /* shape: the args shape_args() made (fake pointers). Returns 0, or -1 with
 ** the reason in err (an unknown generator, out of device memory). */
 int synth_make(synth *s, kt_runtime *rt, kt_kernel *k, const kt_arg *shape, uint64_t seed, char *err,
