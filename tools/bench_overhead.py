@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
 import ktune  # noqa: E402
+from bench_kernels import graph_time_us  # noqa: E402
 from ktune import ops  # noqa: E402
 
 try:
@@ -35,26 +36,6 @@ def wall_us(fn, n=2000, rounds=5):
             fn()
         torch.cuda.synchronize()
         res.append((time.perf_counter() - t0) * 1e6 / n)
-    return statistics.median(res)
-
-
-def graph_us(fn, reps=20, replays=20):
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    res = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        res.append(a.elapsed_time(b) * 1000 / reps)
     return statistics.median(res)
 
 
@@ -127,7 +108,7 @@ def main():
         diff = (got[0].float() - want[0].float()).abs().max().item()
         n = 300 if T * D > 1 << 24 else 2000
         print("| %dx%d | %.1f | %.1f | %.1f | %.1f |" % (T, D, wall_us(kt_block, n), wall_us(th_block, n),
-                                                         graph_us(kt_block), graph_us(th_block)))
+                                                         graph_time_us(kt_block), graph_time_us(th_block)))
         if diff > 0.1:
             print("  (outputs differ: max |ktune - torch| = %.3g)" % diff)
     st = rt.stats()

@@ -60,12 +60,6 @@ typedef struct run {
   int nq;
 } run;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
@@ -78,7 +72,7 @@ static void json_str(FILE *f, const char *s) {
 
 static void progress_line(run *r, const job *j, int done, int total, double best_us) {
   if (!r->tty || r->o.json || r->o.plain) return;
-  double el = now_s() - j->t_start;
+  double el = tunejob_now() - j->t_start;
   int width = 24, fill = total > 0 ? done * width / total : 0;
   char bar[32];
   for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
@@ -304,7 +298,7 @@ static int run_inprocess(run *r) {
     job *j = &r->jobs[i];
     if (j->same_as < 0) {
       r->current = i;
-      j->t_start = now_s();
+      j->t_start = tunejob_now();
       tunejob_run(rt, ks[j->spec], j, (uint64_t)i + 1);
       r->current = -1;
       if (!strcmp(j->status, "fault")) note_fault(r, j);
@@ -356,7 +350,7 @@ static int worker_start(run *r, worker *w) {
   w->from = up[0];
   w->job = -1;
   w->len = 0;
-  w->last = now_s();
+  w->last = tunejob_now();
   return 0;
 }
 
@@ -405,7 +399,7 @@ static void worker_lost(run *r, worker *w, kt_runtime *meta, const char *reason)
 }
 
 static void handle_line(run *r, worker *w, char *line) {
-  w->last = now_s();
+  w->last = tunejob_now();
   if (w->job < 0) return;
   job *j = &r->jobs[w->job];
   if (line[0] == 'P') {
@@ -497,10 +491,10 @@ static int run_workers(run *r) {
         int len = snprintf(cmd, sizeof cmd, "J %d\n", i);
         if (write(w[d].to, cmd, (size_t)len) != len) break;
         j->state = 1;
-        j->t_start = now_s();
+        j->t_start = tunejob_now();
         w[d].job = i;
         w[d].progressed = 0;
-        w[d].last = now_s();
+        w[d].last = tunejob_now();
         break;
       }
     }
@@ -527,7 +521,7 @@ static int run_workers(run *r) {
         if (w[d].len == sizeof w[d].buf - 1) w[d].len = 0;
       }
       double limit = w[d].progressed ? r->o.trial_timeout : 5 * r->o.trial_timeout;
-      if (w[d].pid && w[d].job >= 0 && now_s() - w[d].last > limit) {
+      if (w[d].pid && w[d].job >= 0 && tunejob_now() - w[d].last > limit) {
         char why[128];
         snprintf(why, sizeof why, "hang: no progress for %.0f s; worker killed", limit);
         kill(w[d].pid, SIGKILL);
@@ -555,7 +549,7 @@ static void summary(run *r) {
     else if (!strcmp(j->status, "cached")) cached++;
     else failed++;
   }
-  double secs = now_s() - r->t0;
+  double secs = tunejob_now() - r->t0;
   if (r->o.json) {
     printf("{\"summary\": {\"tuned\": %d, \"cached\": %d, \"same_key\": %d, \"failed\": %d, \"seconds\": %.1f, ",
            tuned, cached, same, failed, secs);
@@ -704,7 +698,7 @@ int cmd_tune(int argc, char **argv) {
     return rc;
   }
   r.tty = isatty(2);
-  r.t0 = now_s();
+  r.t0 = tunejob_now();
   int st = r.o.isolate || r.o.ndev != 1 ? run_workers(&r) : run_inprocess(&r);
   if (st < 0) {
     free(r.jobs);

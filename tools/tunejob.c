@@ -10,7 +10,7 @@
 #include "shape.h"
 #include "synth.h"
 
-static double now_s(void) {
+double tunejob_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
@@ -67,7 +67,7 @@ static int on_row(void *user, const kt_cache_row *row) {
 }
 
 void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
-  double t0 = now_s();
+  double t0 = tunejob_now();
   kt_arg shape[64];
   char err[1024];
   synth sy;
@@ -79,7 +79,7 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
   if (shape_args(k, j->shape, shape, err, sizeof err) || synth_make(&sy, rt, k, shape, seed, err, sizeof err)) {
     snprintf(j->message, sizeof j->message, "%s", err);
     synth_free(&sy);
-    j->secs = now_s() - t0;
+    j->secs = tunejob_now() - t0;
     return;
   }
   int n = kt_kernel_nparams(k);
@@ -89,7 +89,7 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
   kt_status st = kt_kernel_config_for(k, sy.args, n, j->config, sizeof j->config);
   kt_runtime_stats(rt, &b);
   synth_free(&sy);
-  j->secs = now_s() - t0;
+  j->secs = tunejob_now() - t0;
   if (st) {
     snprintf(j->status, sizeof j->status, "%s", st == KT_ERR_DEVICE_FAULT ? "fault" : "error");
     snprintf(j->message, sizeof j->message, "%s: %s", kt_status_name(st), kt_errmsg(rt));

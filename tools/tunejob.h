@@ -36,6 +36,8 @@ typedef struct job {
   char message[1024];
 } job;
 
+/* Seconds on a monotonic clock. */
+double tunejob_now(void);
 /* Tune (or find cached) one job on rt; fills the result fields. */
 void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed);
 /* A worker's main: a runtime on device, jobs read from in, lines written
