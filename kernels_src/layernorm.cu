@@ -13,7 +13,9 @@
 //
 // ITEMS > 0 keeps a segment in registers (ITEMS vectors of VEC per thread,
 // one read of global memory); ITEMS == 0 streams it from memory for segments
-// too long for registers.
+// too long for registers. STAGES > 0 (with ITEMS > 0 and 16-byte vectors)
+// copies the next STAGES - 1 tiles into shared memory while the current one
+// is reduced.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -47,19 +49,36 @@ template <int VEC, typename T> __device__ __forceinline__ void store(T *dst, con
   *reinterpret_cast<Vec<T, VEC> *>(dst) = a;
 }
 
+// VEC floats added into dst (stored, when add is false) as 16-, 8- or 4-byte
+// accesses: VEC scalar accesses by a warp would touch each 32-byte sector
+// VEC times. dst must be aligned to min(VEC, 4) floats.
+template <int VEC> __device__ __forceinline__ void add_f32(float *dst, const float *src, bool add) {
+  constexpr int C = VEC < 4 ? VEC : 4;
+#pragma unroll
+  for (int k = 0; k < VEC; k += C) {
+    Vec<float, C> a;
+    if (add) a = *reinterpret_cast<const Vec<float, C> *>(dst + k);
+#pragma unroll
+    for (int c = 0; c < C; c++) a.v[c] = (add ? a.v[c] : 0.f) + src[k + c];
+    *reinterpret_cast<Vec<float, C> *>(dst + k) = a;
+  }
+}
+
 // Sum over a group of TPR threads (whole warps). Every thread of the block
 // calls it the same number of times: it synchronises when TPR > 32.
 template <int TPR> __device__ __forceinline__ float group_sum(float v, float *part) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if constexpr (TPR > 32) {
+    // The warps' sums are added by shuffles too: lane l of every warp reads
+    // sum l % NW of its group, so no thread holds NW loads in registers.
+    constexpr int NW = TPR / 32;
     __syncthreads();
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
     __syncthreads();
-    const int first = (threadIdx.x / TPR) * (TPR / 32);
-    v = 0.f;
+    v = part[(threadIdx.x / TPR) * NW + threadIdx.x % NW];
 #pragma unroll
-    for (int k = 0; k < TPR / 32; k++) v += part[first + k];
+    for (int o = NW / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   }
   return v;
 }
@@ -75,56 +94,106 @@ __device__ __forceinline__ float2 group_sum2(float a, float b, float2 *part) {
     b += __shfl_xor_sync(0xffffffffu, b, o);
   }
   if constexpr (TPR > 32) {
+    constexpr int NW = TPR / 32;
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = make_float2(a, b);
     __syncthreads();
-    const int first = (threadIdx.x / TPR) * (TPR / 32);
-    a = b = 0.f;
+    const float2 p = part[(threadIdx.x / TPR) * NW + threadIdx.x % NW];
+    a = p.x;
+    b = p.y;
 #pragma unroll
-    for (int k = 0; k < TPR / 32; k++) {
-      a += part[first + k].x;
-      b += part[first + k].y;
+    for (int o = NW / 2; o > 0; o >>= 1) {
+      a += __shfl_xor_sync(0xffffffffu, a, o);
+      b += __shfl_xor_sync(0xffffffffu, b, o);
     }
   }
   return make_float2(a, b);
 }
+
+// 16-byte copies from global to shared memory that complete asynchronously
+// (sm_80 and later; the specs admit them only there): rows in flight this
+// way hold shared memory, not registers.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most N of this thread's groups are pending.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// The VEC-element vectors of a segment of L elements that thread lane of a
+// group of TPR reads in the ITEMS loops, from src into the same places of dst.
+template <int ITEMS, int TPR, int VEC, typename T>
+__device__ __forceinline__ void copy_mine(T *dst, const T *src, int lane, int L) {
+#pragma unroll
+  for (int j = 0; j < ITEMS; j++) {
+    const int i = (lane + j * TPR) * VEC;
+    if (i < L) cp_async16(dst + i, src + i);
+  }
+}
 }  // namespace kt
 
-template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int IS_RMS_NORM,
-          int HAS_RESIDUAL, int STORE_RESIDUAL_OUT, int HAS_WEIGHT, int HAS_BIAS>
-__global__ void __launch_bounds__(BLOCK)
+// h = x (+ res), VEC elements from xs and rs.
+template <int VEC, int HAS_RESIDUAL, typename T>
+__device__ __forceinline__ void load_h(float *h, const T *xs, const T *rs) {
+  kt::load<VEC>(h, xs);
+  if constexpr (HAS_RESIDUAL) {
+    float r[VEC];
+    kt::load<VEC>(r, rs);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) h[k] += r[k];
+  }
+}
+
+// STAGES > 0 (ITEMS > 0, 16-byte vectors): a grid of at most
+// num_sms * 1024 / BLOCK blocks, each walking tiles of ROWS segments with
+// STAGES - 1 tiles of x (and res) in flight in dynamic shared memory, copied
+// by cp.async; as in layernorm_bwd, a thread reads back only what it copied.
+// It is held to the registers that let all 1024 / BLOCK blocks the grid
+// counts on fit on an SM at once.
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES,
+          int IS_RMS_NORM, int HAS_RESIDUAL, int STORE_RESIDUAL_OUT, int HAS_WEIGHT, int HAS_BIAS>
+__global__ void __launch_bounds__(BLOCK, STAGES > 0 ? 1024 / BLOCK : 1)
 layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ res,
               T *__restrict__ res_out, const W *__restrict__ w, const W *__restrict__ b,
               float *__restrict__ mean, float *__restrict__ rstd, int n_rows, int D, int G,
               float eps, int rms) {
   constexpr int TPR = BLOCK / ROWS;
   static_assert(TPR % 32 == 0, "whole warps per segment");
+  static_assert(STAGES == 0 || (ITEMS > 0 && VEC * sizeof(T) == 16),
+                "the pipeline copies 16-byte vectors of whole segments");
   __shared__ float part[BLOCK / 32];
+  extern __shared__ float4 stage_mem[];
   (void)rms;
   const int L = D / G;
   const int lane = threadIdx.x % TPR;
-  const long long seg = (long long)blockIdx.x * ROWS + threadIdx.x / TPR;
-  const bool live = seg < (long long)n_rows * G;
-  const long long base = seg * L;
-  const int wbase = (int)(seg % G) * L;
-  const T *xr = x + base;
-  const T *rr = HAS_RESIDUAL ? res + base : nullptr;
-  T *yr = y + base;
+  const int sub = threadIdx.x / TPR;
+  const long long nseg = (long long)n_rows * G;
 
-  float mu = 0.f, rs;
-  if constexpr (ITEMS > 0) {
-    float v[ITEMS][VEC];
-    float s = 0.f;
+  // One segment held in registers, h read from xs and rsrc (global memory
+  // or a pipeline slot, indexed from the segment's start). Every thread of
+  // the block calls it the same number of times (it contains barriers).
+  auto segment = [&](const T *xs, const T *rsrc, long long seg, bool live) {
+    const long long base = seg * L;
+    const int wbase = (int)(seg % G) * L;
+    float v[ITEMS > 0 ? ITEMS : 1][VEC];
+    float s = 0.f, mu = 0.f;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
       if (live && i < L) {
-        kt::load<VEC>(v[j], xr + i);
-        if constexpr (HAS_RESIDUAL) {
-          float r[VEC];
-          kt::load<VEC>(r, rr + i);
-#pragma unroll
-          for (int k = 0; k < VEC; k++) v[j][k] += r[k];
-        }
+        load_h<VEC, HAS_RESIDUAL>(v[j], xs + i, rsrc + i);
         if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, v[j]);
       } else {
 #pragma unroll
@@ -143,7 +212,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
         for (int k = 0; k < VEC; k++) q += (v[j][k] - mu) * (v[j][k] - mu);
       }
     }
-    rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
+    const float rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
     if (!live) return;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
@@ -158,21 +227,59 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
         if constexpr (HAS_WEIGHT) o[k] *= wv[k];
         if constexpr (HAS_BIAS) o[k] += bv[k];
       }
-      kt::store<VEC>(yr + i, o);
+      kt::store<VEC>(y + base + i, o);
     }
+    if (lane == 0) {
+      if (!IS_RMS_NORM && mean) mean[seg] = mu;
+      if (rstd) rstd[seg] = rs;
+    }
+  };
+
+  if constexpr (STAGES > 0) {
+    constexpr int CAP = ITEMS * TPR * VEC;  // elements of one segment's slot
+    constexpr int NS = HAS_RESIDUAL ? 2 : 1;
+    constexpr long long SLOT = (long long)ROWS * NS * CAP;
+    T *const mine = reinterpret_cast<T *>(stage_mem) + (long long)sub * NS * CAP;
+    const long long tiles = (nseg + ROWS - 1) / ROWS;
+    const long long mine_n = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+    // The k-th tile of this block into slot k % STAGES; one group per call.
+    auto issue = [&](long long k) {
+      const long long seg = (blockIdx.x + k * gridDim.x) * ROWS + sub;
+      if (k < mine_n && seg < nseg) {
+        T *sx = mine + (k % STAGES) * SLOT;
+        kt::copy_mine<ITEMS, TPR, VEC>(sx, x + seg * L, lane, L);
+        if constexpr (HAS_RESIDUAL) kt::copy_mine<ITEMS, TPR, VEC>(sx + CAP, res + seg * L, lane, L);
+      }
+      kt::cp_async_commit();
+    };
+#pragma unroll
+    for (int k = 0; k < STAGES - 1; k++) issue(k);
+#pragma unroll 1
+    for (long long k = 0; k < mine_n; k++) {
+      issue(k + STAGES - 1);
+      kt::cp_async_wait<STAGES - 1>();
+      const T *sx = mine + (k % STAGES) * SLOT;
+      const long long seg = (blockIdx.x + k * gridDim.x) * ROWS + sub;
+      segment(sx, sx + CAP, seg, seg < nseg);
+    }
+    kt::cp_async_wait<0>();
+  } else if constexpr (ITEMS > 0) {
+    const long long seg = (long long)blockIdx.x * ROWS + sub;
+    const long long base = seg * L;
+    segment(x + base, HAS_RESIDUAL ? res + base : nullptr, seg, seg < nseg);
   } else {
     // Streaming: three passes over the segment; the second and third hit L2.
-    float s = 0.f;
+    const long long seg = (long long)blockIdx.x * ROWS + sub;
+    const bool live = seg < nseg;
+    const long long base = seg * L;
+    const int wbase = (int)(seg % G) * L;
+    const T *xr = x + base;
+    const T *rr = HAS_RESIDUAL ? res + base : nullptr;
+    float s = 0.f, mu = 0.f;
     if (live && !IS_RMS_NORM) {
       for (int i = lane * VEC; i < L; i += TPR * VEC) {
         float a[VEC];
-        kt::load<VEC>(a, xr + i);
-        if constexpr (HAS_RESIDUAL) {
-          float r[VEC];
-          kt::load<VEC>(r, rr + i);
-#pragma unroll
-          for (int k = 0; k < VEC; k++) a[k] += r[k];
-        }
+        load_h<VEC, HAS_RESIDUAL>(a, xr + i, rr + i);
 #pragma unroll
         for (int k = 0; k < VEC; k++) s += a[k];
       }
@@ -182,29 +289,17 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
     if (live) {
       for (int i = lane * VEC; i < L; i += TPR * VEC) {
         float a[VEC];
-        kt::load<VEC>(a, xr + i);
-        if constexpr (HAS_RESIDUAL) {
-          float r[VEC];
-          kt::load<VEC>(r, rr + i);
-#pragma unroll
-          for (int k = 0; k < VEC; k++) a[k] += r[k];
-        }
+        load_h<VEC, HAS_RESIDUAL>(a, xr + i, rr + i);
         if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, a);
 #pragma unroll
         for (int k = 0; k < VEC; k++) q += (a[k] - mu) * (a[k] - mu);
       }
     }
-    rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
+    const float rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
     if (!live) return;
     for (int i = lane * VEC; i < L; i += TPR * VEC) {
       float a[VEC], wv[VEC], bv[VEC];
-      kt::load<VEC>(a, xr + i);
-      if constexpr (HAS_RESIDUAL) {
-        float r[VEC];
-        kt::load<VEC>(r, rr + i);
-#pragma unroll
-        for (int k = 0; k < VEC; k++) a[k] += r[k];
-      }
+      load_h<VEC, HAS_RESIDUAL>(a, xr + i, rr + i);
       if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
       if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + wbase + i);
 #pragma unroll
@@ -213,12 +308,12 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
         if constexpr (HAS_WEIGHT) a[k] *= wv[k];
         if constexpr (HAS_BIAS) a[k] += bv[k];
       }
-      kt::store<VEC>(yr + i, a);
+      kt::store<VEC>(y + base + i, a);
     }
-  }
-  if (lane == 0) {
-    if (!IS_RMS_NORM && mean) mean[seg] = mu;
-    if (rstd) rstd[seg] = rs;
+    if (lane == 0) {
+      if (!IS_RMS_NORM && mean) mean[seg] = mu;
+      if (rstd) rstd[seg] = rs;
+    }
   }
 }
 
@@ -232,9 +327,19 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 // GROUPED (G > 1) and ITEMS == 0 accumulate dw/db in the program's partial
 // row itself (ROWS == 1: a column is always the same thread's); otherwise
 // in registers, written once at the end.
-template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int IS_RMS_NORM,
-          int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
-__global__ void __launch_bounds__(BLOCK)
+//
+// STAGES > 0 (ITEMS > 0, G == 1, 16-byte vectors) keeps STAGES - 1 tiles of
+// x and dy in flight in dynamic shared memory (cp.async) while the current
+// tile is reduced: a program of one block then streams at the bandwidth that
+// would otherwise need many resident blocks, each adding a partial row. A
+// thread copies exactly the elements it later reads, so a slot needs no
+// barrier; it is refilled only after the same thread consumed it.
+// With at most 8 elements per thread the compiler is held to 64 registers, so
+// 1024 threads (two programs of 512) fit on an SM; it would otherwise take
+// about 90 and leave room for one.
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES,
+          int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
+__global__ void __launch_bounds__(BLOCK, ITEMS * VEC <= 8 ? 1024 / BLOCK : 1)
 layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,
               const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,
               const float *__restrict__ mean, const float *__restrict__ rstd,
@@ -243,7 +348,10 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
   static_assert(TPR % 32 == 0, "whole warps per segment");
   constexpr bool IN_PART = GROUPED || ITEMS == 0;
   static_assert(!IN_PART || ROWS == 1, "partial rows updated in place need one segment at a time");
+  static_assert(STAGES == 0 || (ITEMS > 0 && !GROUPED && VEC * sizeof(T) == 16),
+                "the pipeline copies 16-byte vectors of whole rows");
   __shared__ float2 part[2][BLOCK / 32];
+  extern __shared__ float4 stage_mem[];
   int phase = 0;
   (void)rms;
   const int L = D / G;
@@ -272,96 +380,148 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
 #pragma unroll
     for (int k = 0; k < VEC; k++) dwa[j][k] = dba[j][k] = 0.f;
 
-  for (long long s0 = row0 * G; s0 < seg_end; s0 += ROWS) {
-    const long long seg = s0 + sub;
-    const bool live = seg < seg_end;
+  // One segment held in registers, read from xs and ds (global memory or a
+  // pipeline slot, indexed from the segment's start). Every thread of the
+  // block calls it the same number of times (it contains the barrier).
+  auto segment = [&](const T *xs, const T *ds, long long seg, float mu, float rs, bool live) {
     const long long base = seg * L;
     const int wbase = (int)(seg % G) * L;
-    const float mu = IS_RMS_NORM || !live ? 0.f : mean[seg];
-    const float rs = live ? rstd[seg] : 0.f;
-    if constexpr (ITEMS > 0) {
-      float xh[ITEMS][VEC], g[ITEMS][VEC];
-      float s1 = 0.f, s2 = 0.f;
+    float xh[ITEMS > 0 ? ITEMS : 1][VEC], g[ITEMS > 0 ? ITEMS : 1][VEC];
+    float s1 = 0.f, s2 = 0.f;
 #pragma unroll
-      for (int j = 0; j < ITEMS; j++) {
-        const int i = (lane + j * TPR) * VEC;
-        if (live && i < L) {
-          float d[VEC];
-          kt::load<VEC>(xh[j], x + base + i);
-          kt::load<VEC>(d, dy + base + i);
-          float wv[VEC];
-          if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
-#pragma unroll
-          for (int k = 0; k < VEC; k++) {
-            xh[j][k] = (xh[j][k] - mu) * rs;
-            g[j][k] = HAS_WEIGHT ? d[k] * wv[k] : d[k];
-            s1 += xh[j][k] * g[j][k];
-            s2 += g[j][k];
-            if constexpr (!IN_PART) {
-              if constexpr (HAS_WEIGHT) dwa[j][k] += d[k] * xh[j][k];
-              if constexpr (HAS_BIAS) dba[j][k] += d[k];
-            } else {
-              if constexpr (HAS_WEIGHT) dwp[wbase + i + k] += d[k] * xh[j][k];
-              if constexpr (HAS_BIAS) dbp[wbase + i + k] += d[k];
-            }
-          }
-        } else {
-#pragma unroll
-          for (int k = 0; k < VEC; k++) xh[j][k] = g[j][k] = 0.f;
-        }
-      }
-      const float2 r = kt::group_sum2<TPR>(s1, s2, part[phase]);
-      phase ^= 1;
-      const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
-      if (!live) continue;
-#pragma unroll
-      for (int j = 0; j < ITEMS; j++) {
-        const int i = (lane + j * TPR) * VEC;
-        if (i >= L) continue;
-        float o[VEC], r[VEC];
-        if constexpr (HAS_DRESIDUAL) kt::load<VEC>(r, dres + base + i);
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (live && i < L) {
+        float d[VEC];
+        kt::load<VEC>(xh[j], xs + i);
+        kt::load<VEC>(d, ds + i);
+        float wv[VEC];
+        if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+        float pw[VEC];
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
-          o[k] = (g[j][k] - (xh[j][k] * c1 + c2)) * rs;
-          if constexpr (HAS_DRESIDUAL) o[k] += r[k];
+          xh[j][k] = (xh[j][k] - mu) * rs;
+          g[j][k] = HAS_WEIGHT ? d[k] * wv[k] : d[k];
+          s1 += xh[j][k] * g[j][k];
+          s2 += g[j][k];
+          if constexpr (!IN_PART) {
+            if constexpr (HAS_WEIGHT) dwa[j][k] += d[k] * xh[j][k];
+            if constexpr (HAS_BIAS) dba[j][k] += d[k];
+          } else {
+            pw[k] = d[k] * xh[j][k];
+          }
         }
-        kt::store<VEC>(dx + base + i, o);
+        if constexpr (IN_PART && HAS_WEIGHT) kt::add_f32<VEC>(dwp + wbase + i, pw, true);
+        if constexpr (IN_PART && HAS_BIAS) kt::add_f32<VEC>(dbp + wbase + i, d, true);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) xh[j][k] = g[j][k] = 0.f;
       }
-    } else {
-      float s1 = 0.f, s2 = 0.f;
-      if (live) {
+    }
+    const float2 r = kt::group_sum2<TPR>(s1, s2, part[phase]);
+    phase ^= 1;
+    const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
+    if (!live) return;
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (i >= L) continue;
+      float o[VEC], rr[VEC];
+      if constexpr (HAS_DRESIDUAL) kt::load<VEC>(rr, dres + base + i);
+#pragma unroll
+      for (int k = 0; k < VEC; k++) {
+        o[k] = (g[j][k] - (xh[j][k] * c1 + c2)) * rs;
+        if constexpr (HAS_DRESIDUAL) o[k] += rr[k];
+      }
+      kt::store<VEC>(dx + base + i, o);
+    }
+  };
+
+  if constexpr (STAGES > 0) {
+    constexpr int CAP = ITEMS * TPR * VEC;  // elements of one row's slot
+    constexpr long long SLOT = (long long)ROWS * 2 * CAP;
+    T *const mine = reinterpret_cast<T *>(stage_mem) + (long long)sub * 2 * CAP;
+    const long long tiles = (row1 - row0 + ROWS - 1) / ROWS;
+    // Tile t's rows into slot t % STAGES; every thread commits one group
+    // per call, empty or not, so the wait below counts tiles.
+    auto issue = [&](long long t) {
+      const long long seg = row0 + t * ROWS + sub;
+      if (t < tiles && seg < row1) {
+        T *sx = mine + (t % STAGES) * SLOT;
+        kt::copy_mine<ITEMS, TPR, VEC>(sx, x + seg * L, lane, L);
+        kt::copy_mine<ITEMS, TPR, VEC>(sx + CAP, dy + seg * L, lane, L);
+      }
+      kt::cp_async_commit();
+    };
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; t++) issue(t);
+    long long seg = row0 + sub;
+    float mu_n = 0.f, rs_n = 0.f;
+    if (seg < row1) {
+      mu_n = IS_RMS_NORM ? 0.f : mean[seg];
+      rs_n = rstd[seg];
+    }
+#pragma unroll 1
+    for (long long t = 0; t < tiles; t++, seg += ROWS) {
+      issue(t + STAGES - 1);
+      const float mu = mu_n, rs = rs_n;
+      if (seg + ROWS < row1) {
+        mu_n = IS_RMS_NORM ? 0.f : mean[seg + ROWS];
+        rs_n = rstd[seg + ROWS];
+      }
+      kt::cp_async_wait<STAGES - 1>();
+      const T *sx = mine + (t % STAGES) * SLOT;
+      segment(sx, sx + CAP, seg, mu, rs, seg < row1);
+    }
+    kt::cp_async_wait<0>();
+  } else {
+#pragma unroll 1
+    for (long long s0 = row0 * G; s0 < seg_end; s0 += ROWS) {
+      const long long seg = s0 + sub;
+      const bool live = seg < seg_end;
+      const long long base = seg * L;
+      const float mu = IS_RMS_NORM || !live ? 0.f : mean[seg];
+      const float rs = live ? rstd[seg] : 0.f;
+      if constexpr (ITEMS > 0) {
+        segment(x + base, dy + base, seg, mu, rs, live);
+      } else {
+        const int wbase = (int)(seg % G) * L;
+        float s1 = 0.f, s2 = 0.f;
+        if (live) {
+          for (int i = lane * VEC; i < L; i += TPR * VEC) {
+            float a[VEC], d[VEC], wv[VEC];
+            kt::load<VEC>(a, x + base + i);
+            kt::load<VEC>(d, dy + base + i);
+            if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) {
+              const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
+              s1 += xh * g;
+              s2 += g;
+            }
+          }
+        }
+        const float2 r = kt::group_sum2<TPR>(s1, s2, part[phase]);
+        phase ^= 1;
+        const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
+        if (!live) continue;
         for (int i = lane * VEC; i < L; i += TPR * VEC) {
-          float a[VEC], d[VEC], wv[VEC];
+          float a[VEC], d[VEC], wv[VEC], r[VEC], o[VEC], pw[VEC];
           kt::load<VEC>(a, x + base + i);
           kt::load<VEC>(d, dy + base + i);
           if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+          if constexpr (HAS_DRESIDUAL) kt::load<VEC>(r, dres + base + i);
 #pragma unroll
           for (int k = 0; k < VEC; k++) {
             const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
-            s1 += xh * g;
-            s2 += g;
+            o[k] = (g - (xh * c1 + c2)) * rs;
+            if constexpr (HAS_DRESIDUAL) o[k] += r[k];
+            pw[k] = d[k] * xh;
           }
+          if constexpr (HAS_WEIGHT) kt::add_f32<VEC>(dwp + wbase + i, pw, true);
+          if constexpr (HAS_BIAS) kt::add_f32<VEC>(dbp + wbase + i, d, true);
+          kt::store<VEC>(dx + base + i, o);
         }
-      }
-      const float2 r = kt::group_sum2<TPR>(s1, s2, part[phase]);
-      phase ^= 1;
-      const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
-      if (!live) continue;
-      for (int i = lane * VEC; i < L; i += TPR * VEC) {
-        float a[VEC], d[VEC], wv[VEC], r[VEC], o[VEC];
-        kt::load<VEC>(a, x + base + i);
-        kt::load<VEC>(d, dy + base + i);
-        if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
-        if constexpr (HAS_DRESIDUAL) kt::load<VEC>(r, dres + base + i);
-#pragma unroll
-        for (int k = 0; k < VEC; k++) {
-          const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
-          o[k] = (g - (xh * c1 + c2)) * rs;
-          if constexpr (HAS_DRESIDUAL) o[k] += r[k];
-          if constexpr (HAS_WEIGHT) dwp[wbase + i + k] += d[k] * xh;
-          if constexpr (HAS_BIAS) dbp[wbase + i + k] += d[k];
-        }
-        kt::store<VEC>(dx + base + i, o);
       }
     }
   }
@@ -374,11 +534,8 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
         for (int j = 0; j < NACC; j++) {
           const int i = (lane + j * TPR) * VEC;
           if (i >= L) continue;
-#pragma unroll
-          for (int k = 0; k < VEC; k++) {
-            if constexpr (HAS_WEIGHT) dwp[i + k] = (t ? dwp[i + k] : 0.f) + dwa[j][k];
-            if constexpr (HAS_BIAS) dbp[i + k] = (t ? dbp[i + k] : 0.f) + dba[j][k];
-          }
+          if constexpr (HAS_WEIGHT) kt::add_f32<VEC>(dwp + i, dwa[j], t > 0);
+          if constexpr (HAS_BIAS) kt::add_f32<VEC>(dbp + i, dba[j], t > 0);
         }
       }
       if (ROWS > 1) __syncthreads();

@@ -119,6 +119,14 @@ static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
   return 0;
 }
 
+/* nb_make, the failure reported (nb freed) when it fails. */
+static int nb_setup(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
+  if (!nb_make(n, rt, c, P, seed)) return 0;
+  t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
+  nb_free(n);
+  return -1;
+}
+
 static double tol_of(kt_dtype t) { return t == KT_F32 ? 2e-5 : t == KT_F16 ? 4e-3 : 1.6e-2; }
 
 static void fwd_args(nbufs *n, kt_arg *a) {
@@ -271,28 +279,33 @@ static int load3(kt_runtime *rt, kt_kernel **f, kt_kernel **b, kt_kernel **r) {
   return 0;
 }
 
-static void run_cases(kt_mode mode, const ncase *cs, size_t ncs) {
+/* A runtime in the given mode with the three norm kernels loaded; NULL
+** (the reason reported, or the test skipped) when either fails. */
+static kt_runtime *open3(kt_mode mode, kt_kernel **f, kt_kernel **b, kt_kernel **r) {
   kt_options o;
   kt_options_init(&o);
   o.log_level = KT_LOG_WARN;
   o.mode = mode;
   kt_runtime *rt = g_open_with(&o);
-  if (!rt) return;
+  if (rt && load3(rt, f, b, r)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+static void run_cases(kt_mode mode, const ncase *cs, size_t ncs) {
   kt_kernel *f, *b, *r;
-  if (!load3(rt, &f, &b, &r)) {
-    kt_runtime_info info;
-    kt_runtime_get_info(rt, &info);
-    for (size_t i = 0; i < ncs; i++) {
-      nbufs nb;
-      if (nb_make(&nb, rt, cs[i], 2 * info.num_sms, 500 + i)) {
-        t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
-        nb_free(&nb);
-        break;
-      }
-      int bad = run_fwd(f, &nb, NULL) || run_bwd(b, r, &nb, NULL);
-      nb_free(&nb);
-      if (bad) break;
-    }
+  kt_runtime *rt = open3(mode, &f, &b, &r);
+  if (!rt) return;
+  kt_runtime_info info;
+  kt_runtime_get_info(rt, &info);
+  for (size_t i = 0; i < ncs; i++) {
+    nbufs nb;
+    if (nb_setup(&nb, rt, cs[i], 2 * info.num_sms, 500 + i)) break;
+    int bad = run_fwd(f, &nb, NULL) || run_bwd(b, r, &nb, NULL);
+    nb_free(&nb);
+    if (bad) break;
   }
   kt_runtime_close(rt);
 }
@@ -313,53 +326,58 @@ static void norm_tuned(void) {
   run_cases(KT_MODE_TUNE, tuned, 3);
 }
 
-/* Every (BLOCK, ROWS, VEC, ITEMS) the constraints allow, forward and
+/* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward and
 ** backward, where a program owns fewer rows than a tile holds: T=450 over
 ** 264 programs (2 rows each), 200 programs (3 rows; 50 programs own none)
-** and T=7 (programs of one row, most of the grid idle). */
+** and T=7 (programs of one row, most of the grid idle); and T=5000 over 100
+** programs, where the backward's pipeline ring wraps many times. */
 static void norm_backward_tile_larger_than_rows(void) {
-  kt_options o;
-  kt_options_init(&o);
-  o.log_level = KT_LOG_WARN;
-  o.mode = KT_MODE_OFF;
-  kt_runtime *rt = g_open_with(&o);
-  if (!rt) return;
   kt_kernel *f, *b, *r;
+  kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
+  if (!rt) return;
   static const struct { ncase c; int P; } sweep[] = {
       {{450, 256, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 264},
       {{450, 1000, 1, KT_F32, KT_F32, 1, 0, 0, 1, 0, 0, 0}, 200},
       {{7, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 264},
       {{450, 256, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 200},
+      {{450, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 264},
+      {{5000, 512, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, 100}, /* 50 rows: the ring wraps */
   };
   static const int blocks[] = {128, 256, 512, 1024}, rows[] = {1, 2, 4, 8}, vecs[] = {1, 2, 4, 8},
-                   items[] = {0, 1, 2, 4, 8, 16};
-  int ran = 0;
-  if (!load3(rt, &f, &b, &r)) {
-    for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
-      nbufs nb;
-      if (nb_make(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) {
-        t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
-        nb_free(&nb);
-        break;
-      }
-      int bad = 0;
-      for (int bi = 0; bi < 4 && !bad; bi++)
-        for (int ri = 0; ri < 4 && !bad; ri++)
-          for (int vi = 0; vi < 4 && !bad; vi++)
-            for (int ii = 0; ii < 6 && !bad; ii++) {
-              char cfg[80];
-              snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d", blocks[bi], rows[ri], vecs[vi],
-                       items[ii]);
+                   items[] = {0, 1, 2, 4, 8, 16}, stages[] = {0, 2, 3, 4};
+  int ran = 0, piped = 0;
+  for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
+    nbufs nb;
+    if (nb_setup(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) break;
+    /* Every variant the sweep can use, compiled in parallel first. */
+    kt_arg fa[13], ba[14];
+    fwd_args(&nb, fa);
+    bwd_args(&nb, ba);
+    if (kt_kernel_compile_for(f, fa, 13, NULL, NULL, NULL) || kt_kernel_compile_for(b, ba, 14, NULL, NULL, NULL)) {
+      t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
+      nb_free(&nb);
+      break;
+    }
+    int bad = 0;
+    for (int bi = 0; bi < 4 && !bad; bi++)
+      for (int ri = 0; ri < 4 && !bad; ri++)
+        for (int vi = 0; vi < 4 && !bad; vi++)
+          for (int ii = 0; ii < 6 && !bad; ii++)
+            for (int si = 0; si < 4 && !bad; si++) {
+              char cfg[96];
+              snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d,STAGES=%d", blocks[bi], rows[ri],
+                       vecs[vi], items[ii], stages[si]);
               int rf = run_fwd(f, &nb, cfg), rb = rf < 0 ? -1 : run_bwd(b, r, &nb, cfg);
               if (rf < 0 || rb < 0) bad = 1;
               ran += !rf + !rb;
+              if (si > 0) piped += !rf + !rb;
             }
-      nb_free(&nb);
-      if (bad) break;
-    }
+    nb_free(&nb);
+    if (bad) break;
   }
-  printf("    norm sweep: %d (config, shape) launches checked\n", ran);
+  printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0)\n", ran, piped);
   if (ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
+  if (piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
   kt_runtime_close(rt);
 }
 
@@ -401,11 +419,47 @@ static void small_norm(void) {
   run_cases(KT_MODE_OFF, small, 4);
 }
 
+/* The pipelines (STAGES > 0) on small cases, for compute-sanitizer: backward
+** programs of 5 rows and of 3 (the last) against ROWS of 1, 2 and 4, every
+** depth, bf16 and f32, groups in the forward, and rings that wrap (T=1200:
+** forward blocks of several tiles, backward programs of 10). */
+static void small_norm_pipelined(void) {
+  enum { BWD = 1, FWD = 2, BOTH = 3 };
+  static const struct {
+    ncase c;
+    int P, which;
+    const char *cfg;
+  } runs[] = {
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2"},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3"},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4"},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2"},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3"},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2"},
+      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3"},
+      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3"},
+  };
+  kt_kernel *f, *b, *r;
+  kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
+  if (!rt) return;
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    nbufs nb;
+    if (nb_setup(&nb, rt, runs[i].c, runs[i].P, 700 + i)) break;
+    int rf = runs[i].which & FWD ? run_fwd(f, &nb, runs[i].cfg) : 0;
+    int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, runs[i].cfg) : 0;
+    if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
+    nb_free(&nb);
+    if (rf || rb) break;
+  }
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_norm_tests[] = {
     {"norm_every_shape_default_config", norm_every_shape_default_config},
     {"norm_backward_tile_larger_than_rows", norm_backward_tile_larger_than_rows},
     {"norm_tuned", norm_tuned},
     {"norm_key_leaves_out_T", norm_key_leaves_out_T},
     {"small_norm", small_norm},
+    {"small_norm_pipelined", small_norm_pipelined},
     {NULL, NULL},
 };
