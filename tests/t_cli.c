@@ -160,6 +160,32 @@ static void compile_for_shapes(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* The norm backward's pipeline (STAGES > 0) is compiled only where it can
+** run: on sm_80 and later, with 16-byte vectors; and a partial-row buffer
+** that is not 8-byte aligned leaves only scalar configs (VEC = 1). */
+static void compile_norm_pipeline_where_it_runs(void) {
+  static char out[32768];
+  const char *dir = t_tmpdir();
+  const char *shape = "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null";
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
+                 dir, bin(), shape),
+            0);
+  ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=3.");
+  ASSERT_TRUE(!strstr(out, ".VEC=4.ITEMS=2.STAGES=3.")); /* 8-byte vectors */
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_75 kernels_src/layernorm_bwd.json --shape '%s'",
+                 dir, bin(), shape),
+            0);
+  ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=0.");
+  ASSERT_TRUE(!strstr(out, "STAGES=2") && !strstr(out, "STAGES=3") && !strstr(out, "STAGES=4"));
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s,dw_part@4'",
+                 dir, bin(), shape),
+            0);
+  ASSERT_CONTAINS(out, ".VEC=1.");
+  ASSERT_TRUE(!strstr(out, ".VEC=2.") && !strstr(out, ".VEC=4.") && !strstr(out, ".VEC=8."));
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 /* docs/embedding.md's C program compiles as printed, and without a GPU says
 ** what is missing and exits 2 (with one, it runs and prints its sums). */
 static void embedding_example_compiles(void) {
@@ -280,6 +306,7 @@ const kt_test t_cli_tests[] = {
     {"cli: compile writes one cubin per variant", compile_writes_cubins},
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
     {"cli: compile --shape: the variants calls can use", compile_for_shapes},
+    {"cli: compile --shape: the norm pipeline only where it runs", compile_norm_pipeline_where_it_runs},
     {"cli: tune and bench: argument and shapes-file errors", tune_arguments},
     {"tools: host dtype conversions (f16, bf16, i32)", host_dtype_conversions},
     {"docs: the embedding example compiles and runs", embedding_example_compiles},
