@@ -282,11 +282,7 @@ static int load3(kt_runtime *rt, kt_kernel **f, kt_kernel **b, kt_kernel **r) {
 /* A runtime in the given mode with the three norm kernels loaded; NULL
 ** (the reason reported, or the test skipped) when either fails. */
 static kt_runtime *open3(kt_mode mode, kt_kernel **f, kt_kernel **b, kt_kernel **r) {
-  kt_options o;
-  kt_options_init(&o);
-  o.log_level = KT_LOG_WARN;
-  o.mode = mode;
-  kt_runtime *rt = g_open_with(&o);
+  kt_runtime *rt = g_open_mode(mode);
   if (rt && load3(rt, f, b, r)) {
     kt_runtime_close(rt);
     return NULL;

@@ -7,14 +7,6 @@
 #include "gpu_util.h"
 #include "harness.h"
 
-static kt_runtime *open_mode(kt_mode mode) {
-  kt_options o;
-  kt_options_init(&o);
-  o.log_level = KT_LOG_WARN;
-  o.mode = mode;
-  return g_open_with(&o);
-}
-
 #define CHECK_BUF(buf, ref, n, atol, rtol, what, ...)                                    \
   do {                                                                                   \
     char m_[600];                                                                        \
@@ -125,7 +117,7 @@ done:
 }
 
 static void permute_cases(kt_mode mode, const pcase *cs, size_t n) {
-  kt_runtime *rt = open_mode(mode);
+  kt_runtime *rt = g_open_mode(mode);
   if (!rt) return;
   kt_kernel *kf, *kb;
   if (kt_kernel_load(rt, "kernels_src/permute_rows.json", &kf) ||
@@ -154,7 +146,7 @@ static void permute_tuned(void) {
 /* Every config on an aligned and an unaligned shape; a map entry out of
 ** range gives a zero row. */
 static void permute_every_config(void) {
-  kt_runtime *rt = open_mode(KT_MODE_OFF);
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *kf, *kb;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/permute_rows.json", &kf), KT_OK);
@@ -182,7 +174,7 @@ out:
 /* The spec says "inplace": false: the same buffer as input and output is
 ** refused, naming both params. */
 static void permute_refuses_in_place(void) {
-  kt_runtime *rt = open_mode(KT_MODE_OFF);
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *kf;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/permute_rows.json", &kf), KT_OK);
@@ -263,7 +255,7 @@ done:
 }
 
 static void softmax_cases(kt_mode mode, const scase *cs, size_t n) {
-  kt_runtime *rt = open_mode(mode);
+  kt_runtime *rt = g_open_mode(mode);
   if (!rt) return;
   kt_kernel *k;
   if (kt_kernel_load(rt, "kernels_src/masked_softmax.json", &k)) {
@@ -291,7 +283,7 @@ static void softmax_tuned(void) {
 /* Every config on a ragged, unaligned shape (the guarded path under every
 ** VEC) and on an aligned one (vector accesses). */
 static void softmax_every_config(void) {
-  kt_runtime *rt = open_mode(KT_MODE_OFF);
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/masked_softmax.json", &k), KT_OK);
@@ -440,7 +432,7 @@ static const ccase ccases[] = {
 
 /* Several (C, DK, DV) variants live in one process, each correct. */
 static void chunk_state_variants_coexist(void) {
-  kt_runtime *rt = open_mode(KT_MODE_OFF);
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *kf, *ks, *kb;
   if (kt_kernel_load(rt, "kernels_src/chunk_state_fwd.json", &kf) ||
@@ -455,7 +447,7 @@ static void chunk_state_variants_coexist(void) {
 }
 
 static void chunk_state_tuned(void) {
-  kt_runtime *rt = open_mode(KT_MODE_TUNE);
+  kt_runtime *rt = g_open_mode(KT_MODE_TUNE);
   if (!rt) return;
   kt_kernel *kf, *ks, *kb;
   if (kt_kernel_load(rt, "kernels_src/chunk_state_fwd.json", &kf) ||
@@ -471,7 +463,7 @@ static void chunk_state_tuned(void) {
 /* The test spec promotes N to a compile-time constant: each N gets its own
 ** variant (and key), and both are right; an unlisted C is refused. */
 static void chunk_state_specialized_n(void) {
-  kt_runtime *rt = open_mode(KT_MODE_OFF);
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *kn;
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/chunk_state_fwd_n.json", &kn), KT_OK);
@@ -495,7 +487,7 @@ static void chunk_state_specialized_n(void) {
 }
 
 static void small_ops(void) {
-  kt_runtime *rt = open_mode(KT_MODE_OFF);
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *pf, *pb, *sm, *kf, *ks, *kb;
   if (kt_kernel_load(rt, "kernels_src/permute_rows.json", &pf) ||

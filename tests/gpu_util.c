@@ -15,6 +15,14 @@ kt_runtime *g_open(void) {
   return g_open_with(&o);
 }
 
+kt_runtime *g_open_mode(kt_mode mode) {
+  kt_options o;
+  kt_options_init(&o);
+  o.log_level = KT_LOG_WARN;
+  o.mode = mode;
+  return g_open_with(&o);
+}
+
 kt_runtime *g_open_with(const kt_options *o) {
   kt_runtime *rt = NULL;
   kt_status st = kt_runtime_open(&rt, o);

@@ -11,6 +11,8 @@
 ** GPU is there but the runtime fails). o NULL: defaults. */
 kt_runtime *g_open_with(const kt_options *o);
 kt_runtime *g_open(void);
+/* g_open in the given mode (KT_MODE_OFF: the default config, no tuning). */
+kt_runtime *g_open_mode(kt_mode mode);
 /* Uniform in [lo, hi) from a seeded generator. */
 double g_uniform(uint64_t *state, double lo, double hi);
 /* Store n doubles as dtype into dst; read one back (tools/synth.c's
