@@ -26,6 +26,7 @@
   X(cuFuncGetAttribute, 2020, 1)                            \
   X(cuFuncSetAttribute, 9000, 1)                            \
   X(cuLaunchKernel, 4000, 1)                                \
+  X(cuLaunchKernelEx, 11060, 1)                             \
   X(cuMemAlloc, 3020, 1)                                    \
   X(cuMemFree, 3020, 1)                                     \
   X(cuMemcpyHtoD, 3020, 1)                                  \
@@ -264,10 +265,18 @@ kt_status kt__dev_occupancy(void *fn, int block, size_t smem, int *blocks,
 }
 
 int kt__dev_launch(void *fn, const uint32_t grid[3], const uint32_t block[3],
-                   uint32_t smem, kt_stream stream, void **params) {
-  return (int)drv.cuLaunchKernel((CUfunction)fn, grid[0], grid[1], grid[2],
-                                 block[0], block[1], block[2], smem,
-                                 (CUstream)stream, params, NULL);
+                   uint32_t smem, kt_stream stream, void **params, int early) {
+  if (!early)
+    return (int)drv.cuLaunchKernel((CUfunction)fn, grid[0], grid[1], grid[2],
+                                   block[0], block[1], block[2], smem,
+                                   (CUstream)stream, params, NULL);
+  CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                          .value.programmaticStreamSerializationAllowed = 1};
+  CUlaunchConfig c = {.gridDimX = grid[0], .gridDimY = grid[1], .gridDimZ = grid[2],
+                      .blockDimX = block[0], .blockDimY = block[1], .blockDimZ = block[2],
+                      .sharedMemBytes = smem, .hStream = (CUstream)stream,
+                      .attrs = &at, .numAttrs = 1};
+  return (int)drv.cuLaunchKernelEx(&c, (CUfunction)fn, params, NULL);
 }
 
 kt_status kt__dev_malloc(kt__dptr *p, size_t bytes, char *err, size_t errlen) {

@@ -58,9 +58,12 @@ kt_status kt__dev_occupancy(void *fn, int block, size_t smem, int *blocks,
                             char *err, size_t errlen);
 
 /* The launch of the hot path: returns the raw CUresult (0 on success) so
-** that the caller decides when to spend time on a message. */
+** that the caller decides when to spend time on a message. early: launch
+** with programmatic stream serialization (sm_90+), so that the kernel's
+** blocks start during the previous kernel's tail; the kernel itself must
+** wait (griddepcontrol.wait) before it touches global memory. */
 int kt__dev_launch(void *fn, const uint32_t grid[3], const uint32_t block[3],
-                   uint32_t smem, kt_stream stream, void **params);
+                   uint32_t smem, kt_stream stream, void **params, int early);
 /* "cuLaunchKernel: CUDA_ERROR_INVALID_VALUE: invalid argument" */
 kt_status kt__dev_error(int res, const char *call, char *err, size_t errlen);
 /* Whether a CUresult leaves the context unusable (illegal address, ...). */

@@ -236,6 +236,11 @@ typedef struct kt_options {
   kt_strategy strategy;   /* which candidates a tuning measures */
   double budget_s;        /* > 0: a tuning stops starting trials after this
                              many seconds (the best so far wins); 0: none */
+  int no_pdl;             /* nonzero: never launch early. By default a kernel
+                             whose spec sets options.pdl starts on sm_90+
+                             while the kernel before it in the stream drains
+                             (programmatic dependent launch) and waits in its
+                             first instructions for that kernel's results */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */

@@ -256,7 +256,7 @@ static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, in
     if (kt__dev_use(k->rt->ctx, err, sizeof err)) return 0;
     void *params[KT_MAX_PARAMS];
     for (int j = 0; j < nargs; j++) params[j] = (void *)&args[j].v;
-    if ((dry_run ? 0 : kt__dev_launch(p->fn, p->grid, p->block, p->smem, stream, params)) == 0) return 1;
+    if ((dry_run ? 0 : kt__dev_launch(p->fn, p->grid, p->block, p->smem, stream, params, k->pdl)) == 0) return 1;
     p->uid = 0;
     return 0;
   }
@@ -285,12 +285,12 @@ kt_status kt__call_launch(kt_kernel *k, const kt__call *c, kt_stream stream, con
     return kt__err(rt->id, st, "%s: %s", k->spec->name, err);
   void *params[KT_MAX_PARAMS];
   for (int i = 0; i < k->spec->nparams; i++) params[i] = (void *)&args[i].v;
-  int r = dry_run ? 0 : kt__dev_launch(fn, grid, block, smem, stream, params);
+  int r = dry_run ? 0 : kt__dev_launch(fn, grid, block, smem, stream, params, k->pdl);
   if (!r && hit && c->sig) remember(k, c, fn, grid, block, smem);
   if (r) {
     char name[512];
     kt__variant_name(k, c, ' ', name, sizeof name);
-    st = kt__dev_error(r, "cuLaunchKernel", err, sizeof err);
+    st = kt__dev_error(r, k->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", err, sizeof err);
     return kt__err(rt->id, st, "%s: %s", name, err);
   }
   return KT_OK;

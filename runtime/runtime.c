@@ -65,6 +65,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   rt->stage_aliased = o.stage_aliased;
   rt->miss_runs_default = o.miss_runs_default;
   rt->retune = o.retune;
+  rt->no_pdl = o.no_pdl;
   rt->strategy = o.strategy;
   rt->budget_s = o.budget_s;
   rt->progress = o.progress;
@@ -251,6 +252,9 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
   k->builtins[KT__BUILTIN_CC] = rt->cc;
   k->builtins[KT__BUILTIN_MAX_SMEM] = rt->have_device ? rt->dev.smem_per_block_optin : offline_smem(rt->cc);
   k->builtins[KT__BUILTIN_L2_BYTES] = rt->dev.l2_bytes;
+  /* The wait is compiled in only for sm_90+: the arch compiled for must
+  ** have it, not just the device. */
+  k->pdl = k->spec->pdl && !rt->no_pdl && rt->have_device && rt->cc >= 90 && rt->dev.cc_major >= 9;
   pthread_mutex_lock(&rt->lock);
   if (rt->nkernels == rt->capkernels) {
     int cap = rt->capkernels ? rt->capkernels * 2 : 8;

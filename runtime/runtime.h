@@ -27,7 +27,7 @@ struct kt_runtime {
   char *system_cache_path;
   struct kt_store *store; /* NULL when no cache is used */
   char cache_error[KT_ERRMAX]; /* why, when the cache could not be opened */
-  int stage_aliased, miss_runs_default, retune;
+  int stage_aliased, miss_runs_default, retune, no_pdl;
   kt_strategy strategy;
   double budget_s;
   kt_progress_fn progress;
@@ -58,6 +58,7 @@ struct kt_kernel {
   uint64_t uid;           /* never reused in a process: names the kernel in
                              per-thread launch plans */
   uint64_t variant_seed;  /* hash of source, arch and compile options */
+  int pdl;                /* launched with programmatic stream serialization */
   char spec_hash[17];
   kt__keydef keydef;
   unsigned char *hit_checks; /* per constraint: must be checked on a hit */
@@ -156,6 +157,8 @@ typedef struct kt__benchopts {
   kt_status (*prep)(void *user, kt_stream s);
   void *user;
   kt__timer *timer; /* NULL: one for this measurement */
+  int max_burst;    /* > 1: kernels under 0.2 ms are timed as this many
+                       back-to-back launches per repetition */
 } kt__benchopts;
 kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const kt__benchopts *o,
                     double *median_us, double *spread_us);

@@ -572,6 +572,7 @@ static kt_status compute_hashes(ctx *c) {
   }
   hash_str(h, s->smem.text);
   hash_str(h, s->fast_math ? "fast_math" : "");
+  if (s->pdl) hash_str(h, "pdl");
   for (int i = 0; i < s->nflags; i++) hash_str(h, s->flags[i]);
   s->spec_hash = XXH3_64bits_digest(h);
   XXH3_freeState(h);
@@ -581,12 +582,21 @@ static kt_status compute_hashes(ctx *c) {
 static kt_status parse_options(ctx *c, const cJSON *opt) {
   kt__spec *s = c->s;
   if (!opt) return KT_OK;
-  static const char *fields[] = {"fast_math", "flags", NULL};
+  static const char *fields[] = {"fast_math", "flags", "pdl", NULL};
   if (!cJSON_IsObject(opt)) return bad(c, "options", "expected an object");
   if (check_fields(c, opt, "options", fields)) return c->st;
   const cJSON *fm = cJSON_GetObjectItemCaseSensitive(opt, "fast_math");
   if (fm && !cJSON_IsBool(fm)) return bad(c, "options.fast_math", "must be true or false");
   s->fast_math = cJSON_IsTrue(fm);
+  const cJSON *pdl = cJSON_GetObjectItemCaseSensitive(opt, "pdl");
+  if (pdl && !cJSON_IsBool(pdl)) return bad(c, "options.pdl", "must be true or false");
+  s->pdl = cJSON_IsTrue(pdl);
+  /* Launched early, a kernel that never waits would read what the kernel
+  ** before it has not finished writing. */
+  if (s->pdl && !strstr(s->source, "griddepcontrol.wait") &&
+      !strstr(s->source, "cudaGridDependencySynchronize"))
+    return bad(c, "options.pdl", "%s never waits for the previous kernel (griddepcontrol.wait)",
+               s->source_path);
   const cJSON *fl = cJSON_GetObjectItemCaseSensitive(opt, "flags");
   if (!fl) return KT_OK;
   int n = cJSON_IsArray(fl) ? cJSON_GetArraySize(fl) : -1;

@@ -79,6 +79,7 @@ typedef struct kt__spec {
   char *source;      /* contents */
   char *entry;
   int fast_math;
+  int pdl;           /* may start during the previous kernel (sm_90+) */
   char **flags;      /* extra NVRTC options */
   int nflags;
   int inplace;       /* outputs may alias inputs */

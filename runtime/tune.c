@@ -25,6 +25,7 @@
 #define POISON_BYTE 0xFF
 #define MAX_CANDIDATES 4096
 #define REMEASURE 3
+#define BURST 8 /* launches per repetition of a short kernel (kt__bench) */
 
 void kt__tuned_free(void *entry) { kt__free(entry); }
 
@@ -486,7 +487,7 @@ static void prepare(tuner *t, const int *idx, int n) {
 static kt_status trial(tuner *t, candidate *cd) {
   kt_runtime *rt = t->rt;
   const kt__spec *s = t->s;
-  kt__benchopts quick = {10, 2.0, 200.0, 30.0, NULL, restore, t, t->timer};
+  kt__benchopts quick = {10, 2.0, 200.0, 30.0, NULL, restore, t, t->timer, BURST};
   char why[600];
   int ok;
   /* Recorded before the trial and cleared after: a process that dies in
@@ -670,7 +671,7 @@ static kt_status tune(tuner *t, kt__call *base, kt_stream caller, int64_t *best,
   if ((st = search(t, strategy, fallback))) return st;
   /* The best few are measured again, longer, before one is chosen. */
   double t_trials = kt__now_ms();
-  kt__benchopts careful = {30, 20.0, 500.0, 150.0, NULL, restore, t, t->timer};
+  kt__benchopts careful = {30, 20.0, 500.0, 150.0, NULL, restore, t, t->timer, BURST};
   for (int round = 0; round < REMEASURE; round++) {
     int pick = -1;
     for (int i = 0; i < t->ncand; i++) {

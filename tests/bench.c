@@ -92,7 +92,7 @@ static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
       double t0 = now_us();
       for (int i = 0; i < PER; i++) {
         if (use_kt) kt_launch(k, s, a, 7);
-        else kt__dev_launch(fn, grid, block, 0, s, params);
+        else kt__dev_launch(fn, grid, block, 0, s, params, 0);
       }
       kt_stream_sync(rt, s);
       (use_kt ? kt : raw)[r] = (now_us() - t0) / PER;

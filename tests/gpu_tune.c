@@ -270,6 +270,85 @@ static void no_tuning_while_capturing(void) {
   kt_runtime_close(rt);
 }
 
+/* A spec with options.pdl is launched early on sm_90+: its blocks start
+** while the kernel before it still runs (slow_fill lets them, then spins
+** for about a millisecond), and it still reads what that kernel wrote,
+** eagerly and replayed from a graph. With kt_options.no_pdl, or before
+** sm_90, it starts only after. */
+static void early_launch_waits_for_the_kernel_before(void) {
+  for (int early = 1; early >= 0; early--) {
+    kt_options o;
+    kt_options_init(&o);
+    o.mode = KT_MODE_OFF;
+    o.no_pdl = !early;
+    kt_runtime *rt = g_open_with(&o);
+    if (!rt) return;
+    const int sm = atoi(kt_runtime_arch(rt) + 3);
+    kt_kernel *fill, *plus;
+    ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/slow_fill.json", &fill), KT_OK);
+    ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/plus_one_after.json", &plus), KT_OK);
+    enum { N = 4096, B = N / 128 };
+    static float h[N];
+    static long long t_end[B], t_start[B];
+    uint64_t x, y, te, ts;
+    ASSERT_STATUS(kt_device_alloc(rt, sizeof h, &x), KT_OK);
+    ASSERT_STATUS(kt_device_alloc(rt, sizeof h, &y), KT_OK);
+    ASSERT_STATUS(kt_device_alloc(rt, sizeof t_end, &te), KT_OK);
+    ASSERT_STATUS(kt_device_alloc(rt, sizeof t_start, &ts), KT_OK);
+    kt_stream s;
+    ASSERT_STATUS(kt_stream_create(rt, &s), KT_OK);
+    for (int round = 0; round < 2; round++) {
+      const float v = 3.0f + (float)round;
+      ASSERT_STATUS(kt_device_fill(rt, x, 0xFF, sizeof h), KT_OK);
+      ASSERT_STATUS(kt_device_fill(rt, y, 0xFF, sizeof h), KT_OK);
+      kt_arg fa[] = {kt_arg_ptr(x, KT_F32), kt_arg_ptr(te, KT_I64), kt_arg_i32(N), kt_arg_f32(v),
+                     kt_arg_i64(2000000)};
+      kt_arg pa[] = {kt_arg_ptr(y, KT_F32), kt_arg_ptr(x, KT_F32), kt_arg_ptr(ts, KT_I64), kt_arg_i32(N)};
+      char err[1024];
+      kt_status st = KT_OK, rs = KT_OK;
+      if (round == 0) {
+        ASSERT_STATUS(kt_launch(fill, s, fa, 5), KT_OK);
+        ASSERT_STATUS(kt_launch(plus, s, pa, 4), KT_OK);
+      } else {
+        ASSERT_STATUS(kt__dev_capture_begin(s, err, sizeof err), KT_OK);
+        st = kt_launch(fill, s, fa, 5);
+        if (!st) st = kt_launch(plus, s, pa, 4);
+        rs = kt__dev_capture_end_and_run(s, 2, err, sizeof err);
+        if (rs) t_fail(__FILE__, __LINE__, "graph: %s", err);
+      }
+      ASSERT_STATUS(st, KT_OK);
+      ASSERT_STATUS(rs, KT_OK);
+      ASSERT_STATUS(kt_stream_sync(rt, s), KT_OK);
+      ASSERT_STATUS(kt_device_download(rt, h, y, sizeof h), KT_OK);
+      int bad = 0;
+      for (int i = 0; i < N; i++) bad += h[i] != v + (float)i + 1.0f;
+      if (bad) t_fail(__FILE__, __LINE__, "early=%d round %d: %d of %d elements did not see x (y[0] = %g)", early,
+                      round, bad, N, h[0]);
+      ASSERT_STATUS(kt_device_download(rt, t_end, te, sizeof t_end), KT_OK);
+      ASSERT_STATUS(kt_device_download(rt, t_start, ts, sizeof t_start), KT_OK);
+      long long first_start = t_start[0], last_end = t_end[0];
+      for (int b = 1; b < B; b++) {
+        if (t_start[b] < first_start) first_start = t_start[b];
+        if (t_end[b] > last_end) last_end = t_end[b];
+      }
+      if (early && sm >= 90) {
+        if (!(first_start < last_end))
+          t_fail(__FILE__, __LINE__, "round %d: launched early, yet started %lld ns after the kernel before ended",
+                 round, first_start - last_end);
+      } else if (!(first_start >= last_end)) {
+        t_fail(__FILE__, __LINE__, "early=%d round %d: started %lld ns before the kernel before ended", early,
+               round, last_end - first_start);
+      }
+    }
+    kt_stream_destroy(rt, s);
+    kt_device_free(rt, x);
+    kt_device_free(rt, y);
+    kt_device_free(rt, te);
+    kt_device_free(rt, ts);
+    kt_runtime_close(rt);
+  }
+}
+
 /* A kernel that cannot run in place, called in place: refused by default;
 ** with stage_aliased, computed through a temporary as if out of place. */
 static void aliased_call_is_refused_or_staged(void) {
@@ -442,5 +521,6 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
     {"gpu tune: a faulting config is quarantined across processes", faulting_config_is_quarantined},
     {"gpu tune: no tuning while the stream is capturing", no_tuning_while_capturing},
+    {"gpu tune: an early-launched kernel waits for the kernel before it", early_launch_waits_for_the_kernel_before},
     {NULL, NULL},
 };

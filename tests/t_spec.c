@@ -102,6 +102,32 @@ static void spec_hash_ignores_candidates(void) {
   ASSERT_TRUE(ha != hd);
 }
 
+/* options.pdl lets the runtime start the kernel while the one before it
+** drains: only a source that waits for that kernel may ask for it. The
+** option changes the launch, so it is in the spec hash. */
+static void early_launch_needs_a_wait(void) {
+  static const char close[] = "\"block\": [\"BLOCK\"]}";
+  BAD(edit(close, "\"block\": [\"BLOCK\"], \"options\": {\"pdl\": 1}}"), KT_ERR_SPEC,
+      "bad.json: options.pdl: must be true or false");
+  BAD(edit(close, "\"block\": [\"BLOCK\"], \"options\": {\"pdl\": true}}"), KT_ERR_SPEC,
+      "bad.json: options.pdl: kernels_src/rmsnorm.cu never waits for the previous kernel (griddepcontrol.wait)");
+  char text[4096], err[2048];
+  kt__spec *a, *b;
+  snprintf(text, sizeof text, "%s", edit("rmsnorm.cu", "layernorm.cu"));
+  ASSERT_STATUS(parse(text, err, sizeof err, &a), KT_OK);
+  char *at = strstr(text, close);
+  ASSERT_TRUE(at != NULL);
+  snprintf(at, sizeof text - (size_t)(at - text), "%s", "\"block\": [\"BLOCK\"], \"options\": {\"pdl\": true}}");
+  ASSERT_STATUS(parse(text, err, sizeof err, &b), KT_OK);
+  const int pa = a->pdl, pb = b->pdl;
+  const uint64_t ha = a->spec_hash, hb = b->spec_hash;
+  kt__spec_free(a);
+  kt__spec_free(b);
+  ASSERT_EQ(pa, 0);
+  ASSERT_EQ(pb, 1);
+  ASSERT_TRUE(ha != hb);
+}
+
 static void malformed_json(void) {
   BAD("{\"name\": \"k\",\n  \"source\": }", KT_ERR_SPEC,
       "bad.json: line 2, column 13: JSON syntax error");
@@ -233,6 +259,7 @@ const kt_test t_spec_tests[] = {
     {"spec: hash ignores the candidate list", spec_hash_ignores_candidates},
     {"spec: malformed JSON and unknown fields", malformed_json},
     {"spec: malformed top-level fields", malformed_top_level},
+    {"spec: options.pdl needs a source that waits", early_launch_needs_a_wait},
     {"spec: malformed params", malformed_params},
     {"spec: malformed config and default", malformed_config},
     {"spec: malformed expressions", malformed_expressions},

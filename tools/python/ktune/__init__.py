@@ -181,11 +181,12 @@ class Kernel:
 class Runtime:
     """A kt_runtime on one device. close() (or process exit) frees it."""
 
-    def __init__(self, device=0, mode=None, cache_path=None, log=None, log_level=None):
+    def __init__(self, device=0, mode=None, cache_path=None, log=None, log_level=None, pdl=True):
         L = lib()
         o = _capi.Options()
         L.kt_options_init(ctypes.byref(o))
         o.device = device
+        o.no_pdl = 0 if pdl else 1
         if mode is not None:
             o.mode = _capi.MODES[mode]
         if cache_path is not None:
