@@ -297,6 +297,12 @@ static void early_launch_waits_for_the_kernel_before(void) {
     ASSERT_STATUS(kt_device_alloc(rt, sizeof t_start, &ts), KT_OK);
     kt_stream s;
     ASSERT_STATUS(kt_stream_create(rt, &s), KT_OK);
+    /* Compiled first: a launch that compiles would start late anyway. */
+    kt_arg wf[] = {kt_arg_ptr(x, KT_F32), kt_arg_ptr(te, KT_I64), kt_arg_i32(N), kt_arg_f32(0), kt_arg_i64(0)};
+    kt_arg wp[] = {kt_arg_ptr(y, KT_F32), kt_arg_ptr(x, KT_F32), kt_arg_ptr(ts, KT_I64), kt_arg_i32(N)};
+    ASSERT_STATUS(kt_launch(fill, s, wf, 5), KT_OK);
+    ASSERT_STATUS(kt_launch(plus, s, wp, 4), KT_OK);
+    ASSERT_STATUS(kt_stream_sync(rt, s), KT_OK);
     for (int round = 0; round < 2; round++) {
       const float v = 3.0f + (float)round;
       ASSERT_STATUS(kt_device_fill(rt, x, 0xFF, sizeof h), KT_OK);
