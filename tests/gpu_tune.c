@@ -24,7 +24,9 @@ static void capture_log(void *user, kt_log_level level, const char *msg) {
   snprintf(l->text + n, sizeof l->text - n, "%s\n", msg);
 }
 
+/* A runtime on cache whose log, from now on, goes to l (cleared first). */
 static kt_runtime *open_with(const char *cache, logbuf *l) {
+  memset(l, 0, sizeof *l);
   kt_options o;
   kt_options_init(&o);
   o.cache_path = cache;
@@ -74,7 +76,6 @@ static int on_row(void *user, const kt_cache_row *r) {
 ** x + 4187.) */
 static void in_place_call_applies_once(void) {
   static logbuf lb;
-  memset(&lb, 0, sizeof lb);
   kt_runtime *rt = open_with(fresh_cache(), &lb);
   if (!rt) return;
   kt_kernel *k;
@@ -106,7 +107,6 @@ static void in_place_call_applies_once(void) {
   char path[700];
   snprintf(path, sizeof path, "%s", cache);
   kt_runtime_close(rt);
-  memset(&lb, 0, sizeof lb);
   rt = open_with(path, &lb);
   ASSERT_TRUE(rt);
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one_more.json", &k), KT_OK);
@@ -130,7 +130,6 @@ static void in_place_call_applies_once(void) {
 ** rows: fewer rows per program than the largest tile. */
 static void broken_configs_are_rejected(void) {
   static logbuf lb;
-  memset(&lb, 0, sizeof lb);
   kt_runtime *rt = open_with(fresh_cache(), &lb);
   if (!rt) return;
   kt_kernel *k;
@@ -219,7 +218,6 @@ static void faulting_config_is_quarantined(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s --fault-child %s", g_self, cache), 0);
   printf("    second process: %s", out);
   ASSERT_STR_EQ(out, "status=KT_OK bad=0 msg=\n");
-  memset(&lb, 0, sizeof lb);
   kt_runtime *rt = open_with(cache, &lb);
   ASSERT_TRUE(rt);
   long c[4];
@@ -233,7 +231,6 @@ static void faulting_config_is_quarantined(void) {
 ** the default config is captured and replays correctly. */
 static void no_tuning_while_capturing(void) {
   static logbuf lb;
-  memset(&lb, 0, sizeof lb);
   kt_runtime *rt = open_with(fresh_cache(), &lb);
   if (!rt) return;
   kt_kernel *k;
@@ -433,7 +430,6 @@ static void *hammer_run(void *arg) {
 
 static void threads_launch_while_one_tunes(void) {
   static logbuf lb;
-  memset(&lb, 0, sizeof lb);
   kt_runtime *rt = open_with(fresh_cache(), &lb);
   if (!rt) return;
   kt_kernel *k;
@@ -481,7 +477,6 @@ static void threads_launch_while_one_tunes(void) {
 ** its own grid, and leaves the element past its n alone. */
 static void plans_follow_the_signature(void) {
   static logbuf lb;
-  memset(&lb, 0, sizeof lb);
   kt_runtime *rt = open_with(fresh_cache(), &lb);
   if (!rt) return;
   kt_kernel *k;
