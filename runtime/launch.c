@@ -308,13 +308,10 @@ kt_status kt__call_fallback(kt_kernel *k, kt__call *c, int64_t *cfg) {
   if ((st = kt__call_config(k, c, cfg)) || (st = kt__call_check(k, c, &bad))) return st;
   if (bad < 0) return KT_OK;
   const int dflt_bad = bad;
-  for (;;) {
-    for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].values[idx[i]];
+  do {
+    kt__spec_config_at(s, idx, cfg);
     if (!kt__call_config(k, c, cfg) && !kt__call_check(k, c, &bad) && bad < 0) return KT_OK;
-    int i = s->ncfields - 1;
-    while (i >= 0 && ++idx[i] == s->cfields[i].n) idx[i--] = 0;
-    if (i < 0) break;
-  }
+  } while (kt__spec_config_next(s, idx));
   return kt__err(k->rt->id, KT_ERR_NO_CONFIG,
                  "%s: no config satisfies the constraints for this call (the default fails \"%s\")",
                  s->name, s->constraints[dflt_bad].e.text);

@@ -108,6 +108,16 @@ int kt__spec_param(const kt__spec *s, const char *name) {
   return -1;
 }
 
+void kt__spec_config_at(const kt__spec *s, const int *idx, int64_t *cfg) {
+  for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].values[idx[i]];
+}
+
+int kt__spec_config_next(const kt__spec *s, int *idx) {
+  int i = s->ncfields - 1;
+  while (i >= 0 && ++idx[i] == s->cfields[i].n) idx[i--] = 0;
+  return i >= 0;
+}
+
 int kt__spec_cfield(const kt__spec *s, const char *name, size_t len) {
   for (int i = 0; i < s->ncfields; i++)
     if (strlen(s->cfields[i].name) == len && !strncmp(s->cfields[i].name, name, len))

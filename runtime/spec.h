@@ -118,6 +118,15 @@ void kt__spec_free(kt__spec *s);
 int kt__spec_param(const kt__spec *s, const char *name);
 int kt__spec_cfield(const kt__spec *s, const char *name, size_t len);
 
+/* The config space in order, the last field fastest and each field's values
+** as the spec lists them. idx holds one index per field, all 0 for the first
+** config; _at writes the config idx names into cfg, _next steps idx and
+** returns 0 past the last:
+**   int idx[64] = {0};
+**   do { kt__spec_config_at(s, idx, cfg); ... } while (kt__spec_config_next(s, idx)); */
+void kt__spec_config_at(const kt__spec *s, const int *idx, int64_t *cfg);
+int kt__spec_config_next(const kt__spec *s, int *idx);
+
 /* Read a whole file into a NUL-terminated buffer (caller frees with
 ** kt__free). Returns 0, or errno. */
 int kt__read_file(const char *path, char **out, size_t *len);

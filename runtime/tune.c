@@ -349,19 +349,16 @@ static kt_status outputs_match(tuner *t, int *ok, char *why, size_t wl) {
 static void candidate_list(tuner *t, const kt__call *base) {
   const kt__spec *s = t->s;
   int idx[64] = {0};
-  for (;;) {
+  do {
     candidate *cd = &t->cand[t->ncand];
     cd->c = *base;
-    for (int i = 0; i < s->ncfields; i++) cd->cfg[i] = s->cfields[i].values[idx[i]];
+    kt__spec_config_at(s, idx, cd->cfg);
     int bad;
     if (!kt__call_config(t->k, &cd->c, cd->cfg) && !kt__call_check(t->k, &cd->c, &bad) && bad < 0) {
       kt__config_json(s, cd->cfg, cd->json, sizeof cd->json);
       if (++t->ncand == MAX_CANDIDATES) return;
     }
-    int i = s->ncfields - 1;
-    while (i >= 0 && ++idx[i] == s->cfields[i].n) idx[i--] = 0;
-    if (i < 0) return;
-  }
+  } while (kt__spec_config_next(s, idx));
 }
 
 static int on_prior(void *user, const kt__trialrow *r) {

@@ -445,21 +445,20 @@ kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs, con
   const kt__spec *s = k->spec;
   int idx[64] = {0}, any = 0;
   kt__call base = es->c;
-  while (!st) {
-    int64_t cfg[64];
-    for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].values[idx[i]];
-    es->c = base;
-    int bad;
-    st = kt__call_config(k, &es->c, cfg);
-    if (!st) st = kt__call_check(k, &es->c, &bad);
-    if (st == KT_ERR_EVAL) st = KT_OK, bad = 0; /* this config cannot serve the call */
-    if (!st && bad < 0) {
-      any = 1;
-      st = collect(es);
-    }
-    int i = s->ncfields - 1;
-    while (i >= 0 && ++idx[i] == s->cfields[i].n) idx[i--] = 0;
-    if (i < 0) break;
+  if (!st) {
+    do {
+      int64_t cfg[64];
+      kt__spec_config_at(s, idx, cfg);
+      es->c = base;
+      int bad;
+      st = kt__call_config(k, &es->c, cfg);
+      if (!st) st = kt__call_check(k, &es->c, &bad);
+      if (st == KT_ERR_EVAL) st = KT_OK, bad = 0; /* this config cannot serve the call */
+      if (!st && bad < 0) {
+        any = 1;
+        st = collect(es);
+      }
+    } while (!st && kt__spec_config_next(s, idx));
   }
   if (!st && !any) st = kt__err(k->rt->id, KT_ERR_NO_CONFIG, "%s: no config satisfies the constraints for this call", s->name);
   return compile_listed(es, st, out_dir, fn, user);
