@@ -129,7 +129,10 @@ def torch_compile_uses_the_ops():
     m = torch.randperm(300, device="cuda", dtype=torch.int32)
     want = block(x, r, m)
     got = torch.compile(block, fullgraph=True)(x, r, m)
-    close("compiled out", got[0], want[0], 0, 0)
+    # The compiled graph goes through the operator that also saves rstd for
+    # a backward: another key, tuned on its own, whose config may sum the
+    # row in another order. x + r is one add whatever the config.
+    close("compiled out", got[0], want[0], 1e-6, 1e-5)
     close("compiled h", got[1], want[1], 0, 0)
 
 
