@@ -72,7 +72,8 @@ template <int VEC> __device__ __forceinline__ void add_f32(float *dst, const flo
 }
 
 // Sum over a group of TPR threads (whole warps). Every thread of the block
-// calls it the same number of times: it synchronises when TPR > 32.
+// calls it the same number of times: it synchronises when TPR > 32. part is
+// one of two halves the caller alternates between, as for group_sum2.
 template <int TPR> __device__ __forceinline__ float group_sum(float v, float *part) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -80,7 +81,6 @@ template <int TPR> __device__ __forceinline__ float group_sum(float v, float *pa
     // The warps' sums are added by shuffles too: lane l of every warp reads
     // sum l % NW of its group, so no thread holds NW loads in registers.
     constexpr int NW = TPR / 32;
-    __syncthreads();
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
     __syncthreads();
     v = part[(threadIdx.x / TPR) * NW + threadIdx.x % NW];
@@ -190,7 +190,12 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
   static_assert(TPR % 32 == 0, "whole warps per segment");
   static_assert(STAGES == 0 || (ITEMS > 0 && VEC * sizeof(T) == 16),
                 "the pipeline copies 16-byte vectors of whole segments");
-  __shared__ float part[BLOCK / 32];
+  __shared__ float part[2][BLOCK / 32];
+  int phase = 0;
+  auto sum = [&](float v) {
+    phase ^= 1;
+    return kt::group_sum<TPR>(v, part[phase]);
+  };
   extern __shared__ float4 stage_mem[];
   (void)rms;
   kt::grid_wait();
@@ -220,7 +225,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 #pragma unroll
       for (int k = 0; k < VEC; k++) s += v[j][k];
     }
-    if constexpr (!IS_RMS_NORM) mu = kt::group_sum<TPR>(s, part) / (float)L;
+    if constexpr (!IS_RMS_NORM) mu = sum(s) / (float)L;
     float q = 0.f;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
@@ -230,7 +235,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
         for (int k = 0; k < VEC; k++) q += (v[j][k] - mu) * (v[j][k] - mu);
       }
     }
-    const float rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
+    const float rs = rsqrtf(sum(q) / (float)L + eps);
     if (!live) return;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
@@ -302,7 +307,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
         for (int k = 0; k < VEC; k++) s += a[k];
       }
     }
-    if constexpr (!IS_RMS_NORM) mu = kt::group_sum<TPR>(s, part) / (float)L;
+    if constexpr (!IS_RMS_NORM) mu = sum(s) / (float)L;
     float q = 0.f;
     if (live) {
       for (int i = lane * VEC; i < L; i += TPR * VEC) {
@@ -313,7 +318,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
         for (int k = 0; k < VEC; k++) q += (a[k] - mu) * (a[k] - mu);
       }
     }
-    const float rs = rsqrtf(kt::group_sum<TPR>(q, part) / (float)L + eps);
+    const float rs = rsqrtf(sum(q) / (float)L + eps);
     if (!live) return;
     for (int i = lane * VEC; i < L; i += TPR * VEC) {
       float a[VEC], wv[VEC], bv[VEC];
