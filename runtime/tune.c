@@ -536,7 +536,7 @@ static int over_budget(const tuner *t) {
 }
 
 /* Prepare and try the listed candidates that are still pending, in order,
-** while the budget lasts. */
+** while the budget lasts. idx[0..n) is reordered in place. */
 static kt_status try_list(tuner *t, int *idx, int n) {
   int m = 0;
   for (int j = 0; j < n; j++)
@@ -593,18 +593,10 @@ static kt_status search(tuner *t, kt_strategy strategy, const int64_t *fallback)
       int j = (int)(r % (uint64_t)(i + 1)), tmp = idx[i];
       idx[i] = idx[j], idx[j] = tmp;
     }
+    /* In batches, so that each batch compiles in parallel. */
     int step = 2 * kt__ncpus();
-    for (int at = 0; at < n && !st && !over_budget(t); at += step) {
-      int m = n - at < step ? n - at : step;
-      int *chunk = kt__calloc((size_t)m, sizeof *chunk);
-      if (!chunk) {
-        st = kt__err(t->rt->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
-        break;
-      }
-      memcpy(chunk, idx + at, (size_t)m * sizeof *chunk);
-      st = try_list(t, chunk, m);
-      kt__free(chunk);
-    }
+    for (int at = 0; at < n && !st && !over_budget(t); at += step)
+      st = try_list(t, idx + at, n - at < step ? n - at : step);
   } else {
     /* Local search from the default config (or the earlier best). */
     int cur = -1;
