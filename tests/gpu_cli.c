@@ -16,11 +16,8 @@ static char out[1 << 18];
 /* Row counts of a cache file, read by a runtime without a device. */
 static int counts(const char *path, long c[4]) {
   kt_options o;
-  kt_options_init(&o);
-  o.no_device = 1;
-  o.arch = "sm_90";
+  t_offline_options(&o);
   o.cache_path = path;
-  o.log_level = KT_LOG_ERROR;
   kt_runtime *rt;
   int rc = kt_runtime_open(&rt, &o) || kt_cache_counts(rt, c);
   kt_runtime_close(rt);

@@ -270,13 +270,8 @@ static const ncase cases[] = {
 };
 
 static int load3(kt_runtime *rt, kt_kernel **f, kt_kernel **b, kt_kernel **r) {
-  if (kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", f) ||
-      kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", b) ||
-      kt_kernel_load(rt, "kernels_src/layernorm_bwd_reduce.json", r)) {
-    t_fail(__FILE__, __LINE__, "load: %s", kt_errmsg(rt));
-    return -1;
-  }
-  return 0;
+  return g_load_kernels(rt, "kernels_src/layernorm_fwd.json", f, "kernels_src/layernorm_bwd.json", b,
+                        "kernels_src/layernorm_bwd_reduce.json", r, NULL);
 }
 
 /* A runtime in the given mode with the three norm kernels loaded; NULL

@@ -120,10 +120,7 @@ static void permute_cases(kt_mode mode, const pcase *cs, size_t n) {
   kt_runtime *rt = g_open_mode(mode);
   if (!rt) return;
   kt_kernel *kf, *kb;
-  if (kt_kernel_load(rt, "kernels_src/permute_rows.json", &kf) ||
-      kt_kernel_load(rt, "kernels_src/permute_rows_bwd.json", &kb)) {
-    t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
-  } else {
+  if (!g_load_kernels(rt, "kernels_src/permute_rows.json", &kf, "kernels_src/permute_rows_bwd.json", &kb, NULL)) {
     for (size_t i = 0; i < n; i++)
       if (permute_case(rt, kf, kb, cs[i], 0, 40 + i, NULL)) break;
   }
@@ -258,9 +255,7 @@ static void softmax_cases(kt_mode mode, const scase *cs, size_t n) {
   kt_runtime *rt = g_open_mode(mode);
   if (!rt) return;
   kt_kernel *k;
-  if (kt_kernel_load(rt, "kernels_src/masked_softmax.json", &k)) {
-    t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
-  } else {
+  if (!g_load_kernels(rt, "kernels_src/masked_softmax.json", &k, NULL)) {
     for (size_t i = 0; i < n; i++)
       if (softmax_case(rt, k, cs[i], 70 + i, NULL)) break;
   }
@@ -430,16 +425,17 @@ static const ccase ccases[] = {
     {2, 3, 16, 32, 16, KT_F32, 1}, /* the first again: its variants still serve */
 };
 
+static int load_chunk(kt_runtime *rt, kt_kernel **kf, kt_kernel **ks, kt_kernel **kb) {
+  return g_load_kernels(rt, "kernels_src/chunk_state_fwd.json", kf, "kernels_src/chunk_state_bwd_scan.json", ks,
+                        "kernels_src/chunk_state_bwd.json", kb, NULL);
+}
+
 /* Several (C, DK, DV) variants live in one process, each correct. */
 static void chunk_state_variants_coexist(void) {
   kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *kf, *ks, *kb;
-  if (kt_kernel_load(rt, "kernels_src/chunk_state_fwd.json", &kf) ||
-      kt_kernel_load(rt, "kernels_src/chunk_state_bwd_scan.json", &ks) ||
-      kt_kernel_load(rt, "kernels_src/chunk_state_bwd.json", &kb)) {
-    t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
-  } else {
+  if (!load_chunk(rt, &kf, &ks, &kb)) {
     for (size_t i = 0; i < sizeof ccases / sizeof ccases[0]; i++)
       if (chunk_case(rt, kf, ks, kb, ccases[i], 60 + i)) break;
   }
@@ -450,11 +446,7 @@ static void chunk_state_tuned(void) {
   kt_runtime *rt = g_open_mode(KT_MODE_TUNE);
   if (!rt) return;
   kt_kernel *kf, *ks, *kb;
-  if (kt_kernel_load(rt, "kernels_src/chunk_state_fwd.json", &kf) ||
-      kt_kernel_load(rt, "kernels_src/chunk_state_bwd_scan.json", &ks) ||
-      kt_kernel_load(rt, "kernels_src/chunk_state_bwd.json", &kb)) {
-    t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
-  } else {
+  if (!load_chunk(rt, &kf, &ks, &kb)) {
     chunk_case(rt, kf, ks, kb, (ccase){8, 16, 64, 64, 64, KT_BF16, 1}, 5);
   }
   kt_runtime_close(rt);
@@ -490,18 +482,13 @@ static void small_ops(void) {
   kt_runtime *rt = g_open_mode(KT_MODE_OFF);
   if (!rt) return;
   kt_kernel *pf, *pb, *sm, *kf, *ks, *kb;
-  if (kt_kernel_load(rt, "kernels_src/permute_rows.json", &pf) ||
-      kt_kernel_load(rt, "kernels_src/permute_rows_bwd.json", &pb) ||
-      kt_kernel_load(rt, "kernels_src/masked_softmax.json", &sm) ||
-      kt_kernel_load(rt, "kernels_src/chunk_state_fwd.json", &kf) ||
-      kt_kernel_load(rt, "kernels_src/chunk_state_bwd_scan.json", &ks) ||
-      kt_kernel_load(rt, "kernels_src/chunk_state_bwd.json", &kb)) {
-    t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
-  } else if (!permute_case(rt, pf, pb, (pcase){33, 1000, KT_BF16, 1, 1}, 0, 1, NULL) &&
-             !permute_case(rt, pf, pb, (pcase){64, 2048, KT_F32, 1, 0}, 0, 2, NULL) &&
-             !softmax_case(rt, sm, (scase){33, 1001, KT_BF16, 1, 1, 1}, 1, NULL) &&
-             !softmax_case(rt, sm, (scase){16, 4096, KT_F16, 1, 1, 0}, 2, "BLOCK=512,ROWS=1,VEC=8,ITEMS=1") &&
-             !softmax_case(rt, sm, (scase){3, 9000, KT_F32, 1, 0, 0}, 3, NULL)) {
+  if (!g_load_kernels(rt, "kernels_src/permute_rows.json", &pf, "kernels_src/permute_rows_bwd.json", &pb,
+                      "kernels_src/masked_softmax.json", &sm, NULL) &&
+      !load_chunk(rt, &kf, &ks, &kb) && !permute_case(rt, pf, pb, (pcase){33, 1000, KT_BF16, 1, 1}, 0, 1, NULL) &&
+      !permute_case(rt, pf, pb, (pcase){64, 2048, KT_F32, 1, 0}, 0, 2, NULL) &&
+      !softmax_case(rt, sm, (scase){33, 1001, KT_BF16, 1, 1, 1}, 1, NULL) &&
+      !softmax_case(rt, sm, (scase){16, 4096, KT_F16, 1, 1, 0}, 2, "BLOCK=512,ROWS=1,VEC=8,ITEMS=1") &&
+      !softmax_case(rt, sm, (scase){3, 9000, KT_F32, 1, 0, 0}, 3, NULL)) {
     chunk_case(rt, kf, ks, kb, (ccase){2, 3, 16, 32, 16, KT_F32, 1}, 4);
   }
   kt_runtime_close(rt);

@@ -1,6 +1,7 @@
 #include "gpu_util.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,21 @@ kt_runtime *g_open_with(const kt_options *o) {
     t_fail(__FILE__, __LINE__, "kt_runtime_open: %s: %s", kt_status_name(st), why);
   }
   return NULL;
+}
+
+int g_load_kernels(kt_runtime *rt, ...) {
+  va_list ap;
+  va_start(ap, rt);
+  int rc = 0;
+  for (const char *spec; !rc && (spec = va_arg(ap, const char *));) {
+    kt_kernel **k = va_arg(ap, kt_kernel **);
+    if (kt_kernel_load(rt, spec, k)) {
+      t_fail(__FILE__, __LINE__, "load %s: %s", spec, kt_errmsg(rt));
+      rc = -1;
+    }
+  }
+  va_end(ap);
+  return rc;
 }
 
 double g_uniform(uint64_t *s, double lo, double hi) {

@@ -13,6 +13,9 @@ kt_runtime *g_open_with(const kt_options *o);
 kt_runtime *g_open(void);
 /* g_open in the given mode (KT_MODE_OFF: the default config, no tuning). */
 kt_runtime *g_open_mode(kt_mode mode);
+/* Load kernels: pairs of (spec path, kt_kernel **), then NULL. 0, or -1
+** after t_fail() naming the spec that did not load. */
+int g_load_kernels(kt_runtime *rt, ...);
 /* Uniform in [lo, hi) from a seeded generator. */
 double g_uniform(uint64_t *state, double lo, double hi);
 /* Store n doubles as dtype into dst; read one back (tools/synth.c's

@@ -94,13 +94,17 @@ int t_have_driver(void) {
   return h != NULL;
 }
 
+void t_offline_options(kt_options *o) {
+  kt_options_init(o);
+  o->no_device = 1;
+  o->arch = "sm_90";
+  o->log_level = KT_LOG_ERROR;
+}
+
 kt_runtime *t_offline(int no_cache) {
   kt_options o;
-  kt_options_init(&o);
-  o.no_device = 1;
-  o.arch = "sm_90";
+  t_offline_options(&o);
   o.no_cache = no_cache;
-  o.log_level = KT_LOG_ERROR;
   kt_runtime *rt = NULL;
   if (kt_runtime_open(&rt, &o)) {
     kt_runtime_close(rt);

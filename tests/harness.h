@@ -24,8 +24,12 @@ int t_sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf
 const char *t_tmpdir(void);
 /* Whether a CUDA driver can be loaded here. */
 int t_have_driver(void);
-/* A runtime without a device, compiling for sm_90, quiet below errors;
-** NULL when it cannot be opened. Close with kt_runtime_close(). */
+/* Options for a runtime without a device, compiling for sm_90, quiet
+** below errors. */
+struct kt_options;
+void t_offline_options(struct kt_options *o);
+/* A runtime with those options; NULL when it cannot be opened. Close with
+** kt_runtime_close(). */
 struct kt_runtime *t_offline(int no_cache);
 
 #define ASSERT_TRUE(c)                                           \

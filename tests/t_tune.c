@@ -222,12 +222,9 @@ static void single_flight(void) {
 ** busy launches the default config at once, and leaves no entry. */
 static void miss_runs_default_while_tuning(void) {
   kt_options o;
-  kt_options_init(&o);
-  o.no_device = 1;
-  o.arch = "sm_90";
+  t_offline_options(&o);
   o.no_cache = 1;
   o.miss_runs_default = 1;
-  o.log_level = KT_LOG_ERROR;
   kt_runtime *rt;
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
   kt_kernel *k;
