@@ -173,6 +173,22 @@ __device__ __forceinline__ void load_h(float *h, const T *xs, const T *rs) {
   }
 }
 
+// y = (h - mu) * rs [* w] [+ b]: VEC elements, at column c of w and b.
+template <int VEC, int HAS_WEIGHT, int HAS_BIAS, typename T, typename W>
+__device__ __forceinline__ void store_norm(T *y, const float *h, float mu, float rs, const W *w, const W *b,
+                                           int c) {
+  float wv[VEC], bv[VEC], o[VEC];
+  if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + c);
+  if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + c);
+#pragma unroll
+  for (int k = 0; k < VEC; k++) {
+    o[k] = (h[k] - mu) * rs;
+    if constexpr (HAS_WEIGHT) o[k] *= wv[k];
+    if constexpr (HAS_BIAS) o[k] += bv[k];
+  }
+  kt::store<VEC>(y, o);
+}
+
 // STAGES > 0 (ITEMS > 0, 16-byte vectors): a grid of at most
 // num_sms * 1024 / BLOCK blocks, each walking tiles of ROWS segments with
 // STAGES - 1 tiles of x (and res) in flight in dynamic shared memory, copied
@@ -203,6 +219,13 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
   const int lane = threadIdx.x % TPR;
   const int sub = threadIdx.x / TPR;
   const long long nseg = (long long)n_rows * G;
+
+  // A segment's mean (LayerNorm) and rstd, for the backward, where asked.
+  auto save_stats = [&](long long seg, float mu, float rs) {
+    if (lane != 0) return;
+    if (!IS_RMS_NORM && mean) mean[seg] = mu;
+    if (rstd) rstd[seg] = rs;
+  };
 
   // One segment held in registers, h read from xs and rsrc (global memory
   // or a pipeline slot, indexed from the segment's start). Every thread of
@@ -240,22 +263,9 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
-      if (i >= L) continue;
-      float wv[VEC], bv[VEC], o[VEC];
-      if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
-      if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + wbase + i);
-#pragma unroll
-      for (int k = 0; k < VEC; k++) {
-        o[k] = (v[j][k] - mu) * rs;
-        if constexpr (HAS_WEIGHT) o[k] *= wv[k];
-        if constexpr (HAS_BIAS) o[k] += bv[k];
-      }
-      kt::store<VEC>(y + base + i, o);
+      if (i < L) store_norm<VEC, HAS_WEIGHT, HAS_BIAS>(y + base + i, v[j], mu, rs, w, b, wbase + i);
     }
-    if (lane == 0) {
-      if (!IS_RMS_NORM && mean) mean[seg] = mu;
-      if (rstd) rstd[seg] = rs;
-    }
+    save_stats(seg, mu, rs);
   };
 
   if constexpr (STAGES > 0) {
@@ -321,22 +331,11 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
     const float rs = rsqrtf(sum(q) / (float)L + eps);
     if (!live) return;
     for (int i = lane * VEC; i < L; i += TPR * VEC) {
-      float a[VEC], wv[VEC], bv[VEC];
+      float a[VEC];
       load_h<VEC, HAS_RESIDUAL>(a, xr + i, rr + i);
-      if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
-      if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + wbase + i);
-#pragma unroll
-      for (int k = 0; k < VEC; k++) {
-        a[k] = (a[k] - mu) * rs;
-        if constexpr (HAS_WEIGHT) a[k] *= wv[k];
-        if constexpr (HAS_BIAS) a[k] += bv[k];
-      }
-      kt::store<VEC>(y + base + i, a);
+      store_norm<VEC, HAS_WEIGHT, HAS_BIAS>(y + base + i, a, mu, rs, w, b, wbase + i);
     }
-    if (lane == 0) {
-      if (!IS_RMS_NORM && mean) mean[seg] = mu;
-      if (rstd) rstd[seg] = rs;
-    }
+    save_stats(seg, mu, rs);
   }
 }
 
