@@ -30,12 +30,29 @@ namespace kt {
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+// The same widening, done where it is written: inline assembly the compiler
+// cannot merge, so a segment kept as 16-bit values (PACK) is widened at each
+// pass instead of once into twice the registers.
+__device__ __forceinline__ float to_f_here(float v) { return v; }
+__device__ __forceinline__ float to_f_here(__nv_bfloat16 v) {
+  float f;
+  asm volatile("mov.b32 %0, {%1, %2};" : "=f"(f) : "h"((unsigned short)0), "h"(__bfloat16_as_ushort(v)));
+  return f;
+}
+__device__ __forceinline__ float to_f_here(__half v) {
+  float f;
+  asm volatile("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(__half_as_ushort(v)));
+  return f;
+}
 template <typename T> __device__ __forceinline__ T from_f(float v);
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16(v);
 }
 template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
+
+template <bool C, typename A, typename B> struct pick { using type = A; };
+template <typename A, typename B> struct pick<false, A, B> { using type = B; };
 
 // VEC elements moved as one access; the spec's constraints guarantee the
 // alignment a vector access needs.
@@ -173,29 +190,36 @@ __device__ __forceinline__ void load_h(float *h, const T *xs, const T *rs) {
   }
 }
 
-// y = (h - mu) * rs [* w] [+ b]: VEC elements, at column c of w and b.
-template <int VEC, int HAS_WEIGHT, int HAS_BIAS, typename T, typename W>
-__device__ __forceinline__ void store_norm(T *y, const float *h, float mu, float rs, const W *w, const W *b,
+// y = (h - mu) * rs [* w] [+ b]: VEC elements, at column c of w and b; h
+// is f32, or the input type where the segment is kept packed.
+template <int VEC, int HAS_WEIGHT, int HAS_BIAS, typename T, typename W, typename H>
+__device__ __forceinline__ void store_norm(T *y, const H *h, float mu, float rs, const W *w, const W *b,
                                            int c) {
   float wv[VEC], bv[VEC], o[VEC];
   if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + c);
   if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + c);
 #pragma unroll
   for (int k = 0; k < VEC; k++) {
-    o[k] = (h[k] - mu) * rs;
+    o[k] = (kt::to_f_here(h[k]) - mu) * rs;
     if constexpr (HAS_WEIGHT) o[k] *= wv[k];
     if constexpr (HAS_BIAS) o[k] += bv[k];
   }
   kt::store<VEC>(y, o);
 }
 
+// PACK (ITEMS > 0, 16-bit x, no residual) keeps the segment in registers as
+// loaded, widening each element at every pass: half the registers, so more
+// blocks fit on an SM, for a conversion per element per pass. It wins where
+// a launch is a few waves of blocks waiting on memory (4096 x 4096 on an
+// H100) and loses elsewhere; the tuner decides.
+//
 // STAGES > 0 (ITEMS > 0, 16-byte vectors): a grid of at most
 // num_sms * 1024 / BLOCK blocks, each walking tiles of ROWS segments with
 // STAGES - 1 tiles of x (and res) in flight in dynamic shared memory, copied
 // by cp.async; as in layernorm_bwd, a thread reads back only what it copied.
 // It is held to the registers that let all 1024 / BLOCK blocks the grid
 // counts on fit on an SM at once.
-template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES,
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int PACK,
           int IS_RMS_NORM, int HAS_RESIDUAL, int STORE_RESIDUAL_OUT, int HAS_WEIGHT, int HAS_BIAS>
 __global__ void __launch_bounds__(BLOCK, STAGES > 0 ? 1024 / BLOCK : 1)
 layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ res,
@@ -206,6 +230,8 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
   static_assert(TPR % 32 == 0, "whole warps per segment");
   static_assert(STAGES == 0 || (ITEMS > 0 && VEC * sizeof(T) == 16),
                 "the pipeline copies 16-byte vectors of whole segments");
+  static_assert(!PACK || (ITEMS > 0 && sizeof(T) == 2 && !HAS_RESIDUAL),
+                "a packed segment is 16-bit x as loaded (x + res needs f32)");
   __shared__ float part[2][BLOCK / 32];
   int phase = 0;
   auto sum = [&](float v) {
@@ -233,20 +259,26 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
   auto segment = [&](const T *xs, const T *rsrc, long long seg, bool live) {
     const long long base = seg * L;
     const int wbase = (int)(seg % G) * L;
-    float v[ITEMS > 0 ? ITEMS : 1][VEC];
+    using H = typename kt::pick<PACK != 0, T, float>::type;
+    kt::Vec<H, VEC> v[ITEMS > 0 ? ITEMS : 1];
     float s = 0.f, mu = 0.f;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
       if (live && i < L) {
-        load_h<VEC, HAS_RESIDUAL>(v[j], xs + i, rsrc + i);
-        if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, v[j]);
+        if constexpr (PACK) {
+          v[j] = *reinterpret_cast<const kt::Vec<T, VEC> *>(xs + i);
+          if constexpr (STORE_RESIDUAL_OUT) *reinterpret_cast<kt::Vec<T, VEC> *>(res_out + base + i) = v[j];
+        } else {
+          load_h<VEC, HAS_RESIDUAL>(v[j].v, xs + i, rsrc + i);
+          if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, v[j].v);
+        }
       } else {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) v[j][k] = 0.f;
+        for (int k = 0; k < VEC; k++) v[j].v[k] = kt::from_f<H>(0.f);
       }
 #pragma unroll
-      for (int k = 0; k < VEC; k++) s += v[j][k];
+      for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]);
     }
     if constexpr (!IS_RMS_NORM) mu = sum(s) / (float)L;
     float q = 0.f;
@@ -255,7 +287,10 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
       const int i = (lane + j * TPR) * VEC;
       if (i < L) {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) q += (v[j][k] - mu) * (v[j][k] - mu);
+        for (int k = 0; k < VEC; k++) {
+          const float e = kt::to_f_here(v[j].v[k]) - mu;
+          q += e * e;
+        }
       }
     }
     const float rs = rsqrtf(sum(q) / (float)L + eps);
@@ -263,7 +298,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
-      if (i < L) store_norm<VEC, HAS_WEIGHT, HAS_BIAS>(y + base + i, v[j], mu, rs, w, b, wbase + i);
+      if (i < L) store_norm<VEC, HAS_WEIGHT, HAS_BIAS>(y + base + i, v[j].v, mu, rs, w, b, wbase + i);
     }
     save_stats(seg, mu, rs);
   };

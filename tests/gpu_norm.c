@@ -317,8 +317,8 @@ static void norm_tuned(void) {
   run_cases(KT_MODE_TUNE, tuned, 3);
 }
 
-/* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward and
-** backward, where a program owns fewer rows than a tile holds: T=450 over
+/* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
+** (with PACK 0 and 1) and backward, where a program owns fewer rows than a tile holds: T=450 over
 ** 264 programs (2 rows each), 200 programs (3 rows; 50 programs own none)
 ** and T=7 (programs of one row, most of the grid idle); and T=5000 over 100
 ** programs, where the backward's pipeline ring wraps many times. */
@@ -336,7 +336,7 @@ static void norm_backward_tile_larger_than_rows(void) {
   };
   static const int blocks[] = {128, 256, 512, 1024}, rows[] = {1, 2, 4, 8}, vecs[] = {1, 2, 4, 8},
                    items[] = {0, 1, 2, 4, 8, 16}, stages[] = {0, 2, 3, 4};
-  int ran = 0, piped = 0;
+  int ran = 0, piped = 0, packed = 0;
   for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
     nbufs nb;
     if (nb_setup(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) break;
@@ -355,20 +355,30 @@ static void norm_backward_tile_larger_than_rows(void) {
         for (int vi = 0; vi < 4 && !bad; vi++)
           for (int ii = 0; ii < 6 && !bad; ii++)
             for (int si = 0; si < 4 && !bad; si++) {
-              char cfg[96];
+              char cfg[96], fcfg[112];
               snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d,STAGES=%d", blocks[bi], rows[ri],
                        vecs[vi], items[ii], stages[si]);
-              int rf = run_fwd(f, &nb, cfg), rb = rf < 0 ? -1 : run_bwd(b, r, &nb, cfg);
-              if (rf < 0 || rb < 0) bad = 1;
-              ran += !rf + !rb;
-              if (si > 0) piped += !rf + !rb;
+              int rb = run_bwd(b, r, &nb, cfg);
+              if (rb < 0) bad = 1;
+              ran += !rb;
+              piped += si > 0 && !rb;
+              for (int pk = 0; pk < 2 && !bad; pk++) {
+                snprintf(fcfg, sizeof fcfg, "%s,PACK=%d", cfg, pk);
+                int rf = run_fwd(f, &nb, fcfg);
+                if (rf < 0) bad = 1;
+                ran += !rf;
+                piped += si > 0 && !rf;
+                packed += pk && !rf;
+              }
             }
     nb_free(&nb);
     if (bad) break;
   }
-  printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0)\n", ran, piped);
+  printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed\n", ran,
+         piped, packed);
   if (ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
   if (piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
+  if (packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", packed);
   kt_runtime_close(rt);
 }
 
@@ -413,22 +423,28 @@ static void small_norm(void) {
 /* The pipelines (STAGES > 0) on small cases, for compute-sanitizer: backward
 ** programs of 5 rows and of 3 (the last) against ROWS of 1, 2 and 4, every
 ** depth, bf16 and f32, groups in the forward, and rings that wrap (T=1200:
-** forward blocks of several tiles, backward programs of 10). */
+** forward blocks of several tiles, backward programs of 10); and the forward
+** with its segment kept packed (PACK=1): a ragged f16 row with res_out,
+** groups with an f32 weight, an RMSNorm row of 4096. */
 static void small_norm_pipelined(void) {
   enum { BWD = 1, FWD = 2, BOTH = 3 };
   static const struct {
     ncase c;
     int P, which;
     const char *cfg;
+    int pack; /* the forward's PACK */
   } runs[] = {
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2"},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3"},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4"},
-      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2"},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3"},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2"},
-      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3"},
-      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3"},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2", 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4", 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2", 0},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2", 0},
+      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3", 0},
+      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3", 0},
+      {{7, 1000, 1, KT_F16, KT_F16, 0, 0, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1},
+      {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1},
+      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -436,7 +452,9 @@ static void small_norm_pipelined(void) {
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     nbufs nb;
     if (nb_setup(&nb, rt, runs[i].c, runs[i].P, 700 + i)) break;
-    int rf = runs[i].which & FWD ? run_fwd(f, &nb, runs[i].cfg) : 0;
+    char fcfg[112];
+    snprintf(fcfg, sizeof fcfg, "%s,PACK=%d", runs[i].cfg, runs[i].pack);
+    int rf = runs[i].which & FWD ? run_fwd(f, &nb, fcfg) : 0;
     int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, runs[i].cfg) : 0;
     if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
     nb_free(&nb);
