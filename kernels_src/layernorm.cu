@@ -17,12 +17,14 @@
 // copies the next STAGES - 1 tiles into shared memory while the current one
 // is reduced.
 //
-// layernorm_fwd sets options.pdl: on sm_90+ the runtime launches it while
-// the kernel before it drains, so it waits (grid_wait) before its first
-// access to global memory. The backward and the reduce do not: on an H100
-// their pair measured the same or slower launched early, and back to back
-// the backward's one-block-per-SM programs ran a quarter slower with the
-// next launch's blocks resident beside them.
+// layernorm_fwd and layernorm_bwd_reduce set options.pdl: on sm_90+ the
+// runtime launches them while the kernel before them drains, so they wait
+// (grid_wait) before their first access to global memory. The backward
+// lets the kernel after it (the reduce) launch once its rows are done
+// (grid_trigger): the reduce's blocks are then resident when the backward's
+// partial rows land. Launched early itself, the backward's one-block-per-SM
+// programs ran a quarter slower back to back, with the next launch's blocks
+// resident beside them all along, so it is not.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -162,6 +164,13 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 __device__ __forceinline__ void grid_wait() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// Lets the next kernel's blocks be scheduled before this block exits (they
+// still wait for this whole grid in grid_wait). No-op without it.
+__device__ __forceinline__ void grid_trigger() {
+#if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
@@ -583,6 +592,10 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
     }
   }
 
+  // The reduce may launch now: its blocks become resident while the partial
+  // rows are written, where registers allow. Earlier, they would sit beside
+  // the streaming programs for the whole kernel.
+  kt::grid_trigger();
   if constexpr (!IN_PART && (HAS_WEIGHT || HAS_BIAS)) {
     // Subgroups add their sums in turn: deterministic, no atomics.
     for (int t = 0; t < ROWS; t++) {
@@ -608,6 +621,7 @@ __global__ void __launch_bounds__(BD * SP)
 layernorm_bwd_reduce(W *__restrict__ dw, W *__restrict__ db, const float *__restrict__ dw_part,
                      const float *__restrict__ db_part, int n_rows, int D, int P) {
   __shared__ float sw[SP][BD], sb[SP][BD];
+  kt::grid_wait();
   const int c = blockIdx.x * BD + threadIdx.x;
   const int bs = P > 0 ? (n_rows + P - 1) / P : 0;
   const int parts = bs > 0 ? (n_rows + bs - 1) / bs : 0;
