@@ -158,21 +158,21 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// Programmatic dependent launch: block until the previous kernel in the
-// stream has completed and its writes are visible, then let the next kernel's
-// blocks be scheduled (they wait in turn). No-ops in a launch without it.
-__device__ __forceinline__ void grid_wait() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-// Lets the next kernel's blocks be scheduled before this block exits (they
-// still wait for this whole grid in grid_wait). No-op without it.
+// Programmatic dependent launch. grid_trigger lets the next kernel's blocks
+// be scheduled before this block exits (they still wait for this whole grid
+// in grid_wait); grid_wait blocks until the previous kernel in the stream has
+// completed and its writes are visible, then triggers. No-ops in a launch
+// without it.
 __device__ __forceinline__ void grid_trigger() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void grid_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  grid_trigger();
 }
 
 // The VEC-element vectors of a segment of L elements that thread lane of a

@@ -318,10 +318,11 @@ static void norm_tuned(void) {
 }
 
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
-** (with PACK 0 and 1) and backward, where a program owns fewer rows than a tile holds: T=450 over
-** 264 programs (2 rows each), 200 programs (3 rows; 50 programs own none)
-** and T=7 (programs of one row, most of the grid idle); and T=5000 over 100
-** programs, where the backward's pipeline ring wraps many times. */
+** (with PACK 0 and 1) and backward, where a program owns fewer rows than a
+** tile holds: T=450 over 264 programs (2 rows each), 200 programs (3 rows;
+** 50 programs own none) and T=7 (programs of one row, most of the grid
+** idle); and T=5000 over 100 programs, where the backward's pipeline ring
+** wraps many times. */
 static void norm_backward_tile_larger_than_rows(void) {
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);

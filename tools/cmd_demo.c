@@ -15,7 +15,6 @@ static const char help[] =
     "used, the median time, the bandwidth, and the largest error against a\n"
     "host reference.\n";
 
-
 static int fail(kt_runtime *rt, const char *what) {
   fprintf(stderr, "ktune demo: %s: %s\n", what, kt_errmsg(rt));
   return EXIT_FAIL;
