@@ -4,6 +4,7 @@
 VERSION := $(shell sed -n 's/^\#define KT_VERSION_STRING "\(.*\)"/\1/p' runtime/ktune.h)
 MAJOR := $(shell sed -n 's/^\#define KT_VERSION_MAJOR \([0-9]*\)/\1/p' runtime/ktune.h)
 
+B := build
 CUDA_HOME ?= /usr/local/cuda
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -12,23 +13,30 @@ CFLAGS ?= -O2 -g
 LDFLAGS ?=
 
 PKGS := sqlite3 libcjson
-DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-DEP_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -lcjson)
-LIBS := $(DEP_LIBS) -ldl -lpthread -lm
+# Deferred (=): tools/deps.sh may install the packages during this very run,
+# after the Makefile was read, so pkg-config is asked when a recipe runs.
+DEP_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEP_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lsqlite3 -lcjson)
+LIBS = $(DEP_LIBS) -ldl -lpthread -lm
 
 # The user's CFLAGS are never overridden; ours go beside them.
 WARN := -Wall -Wextra -Werror -Wno-format-truncation
-REAL_CFLAGS := $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC $(DEP_CFLAGS) \
+REAL_CFLAGS = $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -MMD -MP $(DEP_CFLAGS) \
   -I$(CUDA_HOME)/include -DKT_BUILDING_LIBRARY
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-LIB_SRC := $(wildcard runtime/*.c) $(wildcard cache/*.c)
+# The library's files name the layer of each header they include
+# ("base/alloc.h", "cache/store.h"). The CLI sees the public header alone:
+# a copy of it is its only include directory, so an internal header cannot
+# creep into tools/.
+LIB_INC := -Iruntime -I. -I$(B)/gen
+PUBLIC_INC := -I$(B)/include
+LIB_SRC := $(wildcard runtime/*/*.c) $(wildcard cache/*.c)
 CLI_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tools/synth.c
 GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c tools/synth.c
 BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c tools/synth.c
 
-B := build
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all deps test test-plain test-asan gpu-test gpu-sanitize bench demo install clean FORCE
@@ -37,13 +45,22 @@ all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
 deps:
 	@sh tools/deps.sh "$(CC)" "$(CUDA_HOME)"
 
-$(B)/obj/%.o: %.c $(wildcard runtime/*.h cache/*.h tests/*.h) $(B)/gen/schema.h | deps
-	@mkdir -p $(dir $@)
-	$(CC) $(REAL_CFLAGS) -fvisibility=hidden -I$(B)/gen -Iruntime -Icache -c $< -o $@
+# Include directories by what a file is: the library, the CLI, or a test.
+inc = $(if $(filter tools/%,$(1)),$(PUBLIC_INC),$(LIB_INC) -Itests)
 
-$(B)/asan/obj/%.o: %.c $(wildcard runtime/*.h cache/*.h tests/*.h) $(B)/gen/schema.h | deps
+$(B)/obj/%.o: %.c | deps $(B)/gen/schema.h $(B)/include/ktune.h
 	@mkdir -p $(dir $@)
-	$(CC) $(REAL_CFLAGS) $(SAN) -I$(B)/gen -Iruntime -Icache -c $< -o $@
+	$(CC) $(REAL_CFLAGS) -fvisibility=hidden $(call inc,$<) -c $< -o $@
+
+$(B)/asan/obj/%.o: %.c | deps $(B)/gen/schema.h $(B)/include/ktune.h
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_CFLAGS) $(SAN) $(call inc,$<) -c $< -o $@
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+$(B)/include/ktune.h: runtime/ktune.h
+	@mkdir -p $(dir $@)
+	@cp $< $@
 
 # The schema is compiled in, so a running ktune never reads it from disk.
 $(B)/gen/schema.h: cache/schema.sql

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
-#include "store.h"
+#include "cache/store.h"
 
 enum {
   ST_GET_CONFIG, ST_GET_CONFIG_SYS, ST_TIME_OF, ST_UPSERT_CONFIG, ST_PUT_TRIAL, ST_TRIALS,

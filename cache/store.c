@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "db.h"
+#include "base/alloc.h"
+#include "cache/db.h"
 #include "schema.h"
 
 /* Long enough for a tuner that holds the write lock for one short

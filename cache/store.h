@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "ktune.h"
 
 #define KT_SCHEMA_VERSION 3

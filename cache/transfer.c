@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "db.h"
+#include "base/alloc.h"
+#include "cache/db.h"
 
 kt_status kt__store_list(kt_store *s, const char *kernel,
                          int (*fn)(void *user, const kt__cfgrow *r, int from_system), void *user,

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device.h"
+#include "device/driver.h"
 #include "gpu_util.h"
 #include "harness.h"
 #include "../tools/shape.h"

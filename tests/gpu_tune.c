@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
+#include "device/driver.h"
 #include "gpu_util.h"
 #include "harness.h"
 

@@ -2,7 +2,7 @@
 ** short-circuit, errors with columns. */
 #include <stdint.h>
 
-#include "expr.h"
+#include "spec/expr.h"
 #include "harness.h"
 
 static const char *names[] = {"T", "D", "X", "BLOCK", "p"};

@@ -2,9 +2,9 @@
 ** message naming the file, the field and what is wrong. */
 #include <stdlib.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "harness.h"
-#include "spec.h"
+#include "spec/spec.h"
 
 static const char base[] =
     "{\"name\": \"k\", \"source\": \"rmsnorm.cu\", \"entry\": \"rmsnorm_fwd\",\n"

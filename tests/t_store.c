@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "harness.h"
-#include "spec.h"
-#include "store.h"
+#include "spec/spec.h"
+#include "cache/store.h"
 
 static char err[KT_ERRMAX];
 

@@ -4,13 +4,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "alias.h"
-#include "compare.h"
+#include "call/alias.h"
+#include "tune/compare.h"
 #include "harness.h"
-#include "key.h"
+#include "spec/key.h"
 #include "ktune.h"
-#include "runtime.h"
-#include "spec.h"
+#include "dispatch/runtime.h"
+#include "spec/spec.h"
 
 int kt__test_tuned_count(const kt_kernel *k);
 

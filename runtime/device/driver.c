@@ -1,4 +1,4 @@
-#include "device.h"
+#include "device/driver.h"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>

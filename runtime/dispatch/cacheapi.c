@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "runtime.h"
-#include "store.h"
+#include "base/alloc.h"
+#include "dispatch/runtime.h"
+#include "cache/store.h"
 
 static kt_status need_store(kt_runtime *rt, const char *call) {
   if (!rt) return KT_ERR_INVALID;

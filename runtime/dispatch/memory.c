@@ -1,4 +1,4 @@
-#include "runtime.h"
+#include "dispatch/runtime.h"
 
 static kt_status need_device(kt_runtime *rt, const char *call, char *err, size_t errlen) {
   if (!rt) return KT_ERR_INVALID;

@@ -1,4 +1,4 @@
-#include "alias.h"
+#include "call/alias.h"
 
 #include <stdlib.h>
 

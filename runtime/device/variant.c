@@ -6,12 +6,12 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "alloc.h"
-#include "lfmap.h"
-#include "pool.h"
-#include "rtc.h"
-#include "store.h"
-#include "runtime.h"
+#include "base/alloc.h"
+#include "base/lfmap.h"
+#include "base/pool.h"
+#include "device/nvrtc.h"
+#include "cache/store.h"
+#include "dispatch/runtime.h"
 
 enum { V_COMPILING = 0, V_READY = 1, V_FAILED = 2 };
 

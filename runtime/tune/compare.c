@@ -1,6 +1,6 @@
-#include "compare.h"
+#include "tune/compare.h"
 
-#include "pool.h"
+#include "base/pool.h"
 
 #include <math.h>
 #include <stdint.h>

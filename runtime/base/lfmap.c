@@ -1,6 +1,6 @@
-#include "lfmap.h"
+#include "base/lfmap.h"
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 struct kt__lfslots {
   size_t cap;  /* a power of two, at most half full */

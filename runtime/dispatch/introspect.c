@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "dispatch/runtime.h"
 
 int kt_kernel_nparams(const kt_kernel *k) { return k ? k->spec->nparams : 0; }
 

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "runtime.h"
+#include "base/alloc.h"
+#include "dispatch/runtime.h"
 
 /* Upper bounds on one measurement, whatever the options ask. */
 #define MAX_REPS 5000

@@ -5,11 +5,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "device.h"
-#include "error.h"
-#include "key.h"
-#include "lfmap.h"
-#include "spec.h"
+#include "device/driver.h"
+#include "base/error.h"
+#include "spec/key.h"
+#include "base/lfmap.h"
+#include "spec/spec.h"
 
 struct kt_runtime {
   uint64_t id;

@@ -1,10 +1,10 @@
-#include "expr.h"
+#include "spec/expr.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 enum {
   OP_LIT, OP_LOAD, OP_NEG, OP_NOT, OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD,

@@ -1,4 +1,4 @@
-#include "rtc.h"
+#include "device/nvrtc.h"
 
 #include <dlfcn.h>
 #include <nvrtc.h>
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 #define KT__NVRTC_FUNCS(X)  \
   X(nvrtcVersion)           \

@@ -1,4 +1,4 @@
-#include "spec.h"
+#include "spec/spec.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 typedef struct ctx {
   const char *file;

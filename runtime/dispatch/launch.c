@@ -5,7 +5,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "runtime.h"
+#include "dispatch/runtime.h"
 
 kt_status kt__call_bind(kt_kernel *k, const kt_arg *args, int nargs,
                         kt__call *c) {

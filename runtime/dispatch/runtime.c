@@ -5,10 +5,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "alloc.h"
-#include "rtc.h"
-#include "store.h"
-#include "runtime.h"
+#include "base/alloc.h"
+#include "device/nvrtc.h"
+#include "cache/store.h"
+#include "dispatch/runtime.h"
 
 kt_status kt_options_init(kt_options *o) {
   if (!o) return KT_ERR_INVALID;

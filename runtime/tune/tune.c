@@ -9,13 +9,13 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "alias.h"
-#include "alloc.h"
-#include "compare.h"
-#include "pool.h"
-#include "rtc.h"
-#include "runtime.h"
-#include "store.h"
+#include "call/alias.h"
+#include "base/alloc.h"
+#include "tune/compare.h"
+#include "base/pool.h"
+#include "device/nvrtc.h"
+#include "dispatch/runtime.h"
+#include "cache/store.h"
 
 /* Guard zones around each scratch group: a write up to this far past a
 ** buffer is caught. A multiple of 256, so scratch keeps each pointer's

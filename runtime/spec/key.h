@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spec.h"
+#include "spec/spec.h"
 
 #define KT_MAX_KEY 96
 

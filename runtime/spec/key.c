@@ -1,4 +1,4 @@
-#include "key.h"
+#include "spec/key.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "alloc.h"
+#include "base/alloc.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-#include "pool.h"
+#include "base/pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 typedef struct job {
   atomic_int next;

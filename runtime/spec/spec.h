@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "expr.h"
+#include "spec/expr.h"
 #include "ktune.h"
 
 #define KT_MAX_PARAMS 32
