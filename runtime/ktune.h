@@ -189,6 +189,29 @@ typedef enum kt_strategy {
                                  none is better (or the budget is spent) */
 } kt_strategy;
 
+/* What became of one candidate config in a tuning: the status column of
+** the cache's trials table holds the name. Codes are append-only. */
+#define KT_TRIAL_MAP(X)                                                         \
+  X(OK, 0, "ok")                       /* valid, and timed */                   \
+  X(MISMATCH, 1, "mismatch")           /* outputs differ from the reference */  \
+  X(OOB_WRITE, 2, "oob_write")         /* wrote outside its buffers */          \
+  X(FAULT, 3, "fault")                 /* a device fault; quarantined */        \
+  X(COMPILE_ERROR, 4, "compile_error") /* NVRTC refused it */                   \
+  X(RESOURCES, 5, "resources")         /* does not fit the device */            \
+  X(TIMEOUT, 6, "timeout")             /* hung; quarantined */
+
+typedef enum kt_trial_status {
+#define KT__TRIAL_ENUM(name, code, text) KT_TRIAL_##name = code,
+  KT_TRIAL_MAP(KT__TRIAL_ENUM)
+#undef KT__TRIAL_ENUM
+} kt_trial_status;
+
+/* "mismatch" for KT_TRIAL_MISMATCH; NULL for a code this version does not
+** know. Static strings. */
+KT_API const char *kt_trial_status_name(kt_trial_status s);
+/* Parse a name; KT_OK or KT_ERR_INVALID. */
+KT_API kt_status kt_trial_status_parse(const char *name, kt_trial_status *out /* OUT */);
+
 /* What a launch does on a tuning key it has never seen. */
 typedef enum kt_mode {
   KT_MODE_DEFAULT = 0,    /* $KTUNE_MODE if set, else KT_MODE_TUNE */

@@ -97,12 +97,11 @@ static void launch_overhead(kt_runtime *rt, kt_kernel *k) {
       kt_stream_sync(rt, s);
       (use_kt ? kt : raw)[r] = (now_us() - t0) / PER;
     }
-  extern void kt__launch_dry(int on);
-  kt__launch_dry(1);
+  kt__dev_launch_dry(1);
   double t0 = now_us();
   for (int i = 0; i < PER * 10; i++) kt_launch(k, s, a, 7);
   double own_us = (now_us() - t0) / (PER * 10);
-  kt__launch_dry(0);
+  kt__dev_launch_dry(0);
   qsort(raw, ROUNDS, sizeof raw[0], cmp_d);
   qsort(kt, ROUNDS, sizeof kt[0], cmp_d);
   printf("\nlaunch cost, %d rounds of %d back-to-back launches each way, alternating (rmsnorm_fwd T=1 D=256, cache hit)\n",

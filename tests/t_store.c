@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/fileio.h"
 #include "harness.h"
 #include "spec/spec.h"
 #include "cache/store.h"

@@ -64,6 +64,9 @@ kt_status kt__dev_occupancy(void *fn, int block, size_t smem, int *blocks,
 ** wait (griddepcontrol.wait) before it touches global memory. */
 int kt__dev_launch(void *fn, const uint32_t grid[3], const uint32_t block[3],
                    uint32_t smem, kt_stream stream, void **params, int early);
+/* Bench hook: nonzero makes kt__dev_launch return success without calling
+** the driver. */
+void kt__dev_launch_dry(int on);
 /* "cuLaunchKernel: CUDA_ERROR_INVALID_VALUE: invalid argument" */
 kt_status kt__dev_error(int res, const char *call, char *err, size_t errlen);
 /* Whether a CUresult leaves the context unusable (illegal address, ...). */

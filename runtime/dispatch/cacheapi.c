@@ -4,17 +4,18 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/fileio.h"
 #include "dispatch/runtime.h"
 #include "cache/store.h"
 
 static kt_status need_store(kt_runtime *rt, const char *call) {
   if (!rt) return KT_ERR_INVALID;
-  if (!rt->store) return kt__err(rt->id, KT_ERR_CACHE, "%s: no cache: %s", call, rt->cache_error);
+  if (!rt->env.store) return kt__err(rt->env.id, KT_ERR_CACHE, "%s: no cache: %s", call, rt->cache_error);
   return KT_OK;
 }
 
 const char *kt_cache_path(const kt_runtime *rt) {
-  return rt && rt->store ? kt__store_path(rt->store) : "";
+  return rt && rt->env.store ? kt__store_path(rt->env.store) : "";
 }
 
 typedef struct list_ctx {
@@ -35,8 +36,8 @@ kt_status kt_cache_list(kt_runtime *rt, const char *kernel, kt_cache_row_fn fn, 
   if (st || !fn) return st ? st : KT_ERR_INVALID;
   list_ctx c = {fn, user};
   char err[KT_ERRMAX];
-  if ((st = kt__store_list(rt->store, kernel, on_row, &c, err, sizeof err)))
-    return kt__err(rt->id, st, "%s", err);
+  if ((st = kt__store_list(rt->env.store, kernel, on_row, &c, err, sizeof err)))
+    return kt__err(rt->env.id, st, "%s", err);
   return KT_OK;
 }
 
@@ -57,9 +58,9 @@ kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_f
   if (st || !fn || !of) return st ? st : KT_ERR_INVALID;
   trial_ctx c = {fn, user};
   char err[KT_ERRMAX];
-  if ((st = kt__store_trials(rt->store, of->kernel, of->spec_hash, of->device, of->key, on_trial, &c,
+  if ((st = kt__store_trials(rt->env.store, of->kernel, of->spec_hash, of->device, of->key, on_trial, &c,
                              err, sizeof err)))
-    return kt__err(rt->id, st, "%s", err);
+    return kt__err(rt->env.id, st, "%s", err);
   return KT_OK;
 }
 
@@ -67,7 +68,7 @@ kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
   kt_status st = need_store(rt, "kt_cache_counts");
   if (st || !counts) return st ? st : KT_ERR_INVALID;
   char err[KT_ERRMAX];
-  if ((st = kt__store_counts(rt->store, counts, err, sizeof err))) return kt__err(rt->id, st, "%s", err);
+  if ((st = kt__store_counts(rt->env.store, counts, err, sizeof err))) return kt__err(rt->env.id, st, "%s", err);
   return KT_OK;
 }
 
@@ -76,8 +77,8 @@ kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason
   kt_status st = need_store(rt, "kt_cache_quarantine_claim");
   if (st || !reason) return st ? st : KT_ERR_INVALID;
   char err[KT_ERRMAX];
-  if ((st = kt__store_quarantine_claim(rt->store, pid, reason, fn, user, err, sizeof err)))
-    return kt__err(rt->id, st, "%s", err);
+  if ((st = kt__store_quarantine_claim(rt->env.store, pid, reason, fn, user, err, sizeof err)))
+    return kt__err(rt->env.id, st, "%s", err);
   return KT_OK;
 }
 
@@ -86,14 +87,14 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
   if (st || !path) return st ? st : KT_ERR_INVALID;
   int to_stdout = !strcmp(path, "-");
   FILE *f = to_stdout ? stdout : fopen(path, "w");
-  if (!f) return kt__err(rt->id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  if (!f) return kt__err(rt->env.id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
   char err[KT_ERRMAX];
-  st = kt__store_export(rt->store, f, with_binaries, err, sizeof err);
+  st = kt__store_export(rt->env.store, f, with_binaries, err, sizeof err);
   if (!to_stdout && fclose(f) && !st) {
     snprintf(err, sizeof err, "%s: cannot write: %s", path, strerror(errno));
     st = KT_ERR_IO;
   }
-  return st ? kt__err(rt->id, st, "%s", err) : KT_OK;
+  return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }
 
 kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
@@ -101,11 +102,11 @@ kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
   if (st || !path || !counts) return st ? st : KT_ERR_INVALID;
   char *text;
   int e = kt__read_file(path, &text, NULL);
-  if (e) return kt__err(rt->id, e == ENOMEM ? KT_ERR_NOMEM : KT_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+  if (e) return kt__err(rt->env.id, e == ENOMEM ? KT_ERR_NOMEM : KT_ERR_IO, "%s: cannot read: %s", path, strerror(e));
   char err[KT_ERRMAX];
-  st = kt__store_import(rt->store, path, text, counts, err, sizeof err);
+  st = kt__store_import(rt->env.store, path, text, counts, err, sizeof err);
   kt__free(text);
-  return st ? kt__err(rt->id, st, "%s", err) : KT_OK;
+  return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }
 
 kt_status kt_cache_gc(kt_runtime *rt, kt_kernel *const *kernels, int n, long *configs_removed,
@@ -121,12 +122,12 @@ kt_status kt_cache_gc(kt_runtime *rt, kt_kernel *const *kernels, int n, long *co
     snprintf(err, sizeof err, "kt_cache_gc: out of memory");
   } else {
     for (int i = 0; i < n; i++) {
-      names[i] = kernels[i]->spec->name;
-      hashes[i] = kernels[i]->spec_hash;
+      names[i] = kernels[i]->p.spec->name;
+      hashes[i] = kernels[i]->p.spec_hash;
     }
-    st = kt__store_gc(rt->store, names, hashes, n, configs_removed, binaries_removed, err, sizeof err);
+    st = kt__store_gc(rt->env.store, names, hashes, n, configs_removed, binaries_removed, err, sizeof err);
   }
   kt__free(names);
   kt__free(hashes);
-  return st ? kt__err(rt->id, st, "%s", err) : KT_OK;
+  return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }

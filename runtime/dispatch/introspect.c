@@ -5,18 +5,18 @@
 
 #include "dispatch/runtime.h"
 
-int kt_kernel_nparams(const kt_kernel *k) { return k ? k->spec->nparams : 0; }
+int kt_kernel_nparams(const kt_kernel *k) { return k ? k->p.spec->nparams : 0; }
 
 kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
-  if (!k || !out || i < 0 || i >= k->spec->nparams) return KT_ERR_INVALID;
+  if (!k || !out || i < 0 || i >= k->p.spec->nparams) return KT_ERR_INVALID;
   static const char *access[] = {"", "in", "out", "inout"};
   static const char *keys[] = {"exact", "pow2", "ignore"};
   static const kt_arg_kind kinds[] = {0, KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32};
-  const kt__param *p = &k->spec->params[i];
+  const kt__param *p = &k->p.spec->params[i];
   int ptr = p->type == KT__P_PTR;
   out->name = p->name;
   out->kind = kinds[p->type];
-  out->dtype = !ptr ? "" : p->tvar >= 0 ? k->spec->types[p->tvar].name : kt_dtype_name(p->dtype);
+  out->dtype = !ptr ? "" : p->tvar >= 0 ? k->p.spec->types[p->tvar].name : kt_dtype_name(p->dtype);
   out->access = ptr ? access[p->access] : "";
   out->optional = p->optional;
   out->key = ptr ? "" : keys[p->key];
@@ -27,9 +27,9 @@ kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
 
 kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs, int64_t *elems) {
   if (!k || !elems || (!args && nargs)) return KT_ERR_INVALID;
-  const kt__spec *s = k->spec;
+  const kt__spec *s = k->p.spec;
   if (nargs != s->nparams)
-    return kt__err(k->rt->id, KT_ERR_ARGS, "%s: %d args given, the spec has %d params", s->name, nargs, s->nparams);
+    return kt__err(k->rt->env.id, KT_ERR_ARGS, "%s: %d args given, the spec has %d params", s->name, nargs, s->nparams);
   int64_t slots[KT_MAX_SLOTS] = {0};
   for (int i = 0; i < s->nparams; i++) {
     const kt_arg *a = &args[i];
@@ -41,7 +41,7 @@ kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs, int64_t
     if (p->type != KT__P_PTR) continue;
     int rc = kt__expr_eval(&p->extent, slots, &elems[i]);
     if (rc)
-      return kt__err(k->rt->id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, p->name,
+      return kt__err(k->rt->env.id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, p->name,
                      kt__eval_strerror(rc), p->extent.text);
   }
   return KT_OK;
@@ -51,9 +51,9 @@ kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs, char *buf, 
   if (!k || !buf || !n) return KT_ERR_INVALID;
   kt__call c;
   int64_t key[KT_MAX_KEY];
-  kt_status st = kt__call_bind(k, args, nargs, &c);
-  if (!st) st = kt__call_key(k, &c, key);
-  if (!st) kt__key_json(&k->keydef, key, buf, n);
+  kt_status st = kt__call_bind(&k->p, args, nargs, &c);
+  if (!st) st = kt__call_key(&k->p, &c, key);
+  if (!st) kt__key_json(&k->p.keydef, key, buf, n);
   return st;
 }
 
@@ -87,7 +87,7 @@ static void on_variant(void *user, const char *name, kt_status st, size_t bytes,
 
 kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems) {
   if (!k || !problems) return KT_ERR_INVALID;
-  const kt__spec *s = k->spec;
+  const kt__spec *s = k->p.spec;
   lint_ctx l = {fn, user, 0};
   for (int i = 0; i < s->nparams; i++) {
     const kt__param *p = &s->params[i];

@@ -2,10 +2,10 @@
 
 static kt_status need_device(kt_runtime *rt, const char *call, char *err, size_t errlen) {
   if (!rt) return KT_ERR_INVALID;
-  if (!rt->have_device)
-    return kt__err(rt->id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", call);
-  kt_status st = kt__dev_use(rt->ctx, err, errlen);
-  if (st) return kt__err(rt->id, st, "%s: %s", call, err);
+  if (!rt->env.have_device)
+    return kt__err(rt->env.id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", call);
+  kt_status st = kt__dev_use(rt->env.ctx, err, errlen);
+  if (st) return kt__err(rt->env.id, st, "%s: %s", call, err);
   return KT_OK;
 }
 
@@ -14,7 +14,7 @@ static kt_status need_device(kt_runtime *rt, const char *call, char *err, size_t
     char err[KT_ERRMAX];                                 \
     kt_status st = need_device(rt, call, err, sizeof err); \
     if (st) return st;                                   \
-    if ((st = (body))) return kt__err(rt->id, st, "%s", err); \
+    if ((st = (body))) return kt__err(rt->env.id, st, "%s", err); \
     return KT_OK;                                        \
   } while (0)
 

@@ -16,6 +16,8 @@
 #define KT_MAX_PARAMS 32
 #define KT_MAX_TYPES 8     /* dtypes a type variable may take */
 #define KT_MAX_TARGS 24    /* template arguments of the entry */
+/* Config fields are template arguments, so a config has at most this many. */
+#define KT_MAX_CFIELDS KT_MAX_TARGS
 
 enum { KT__P_PTR = 1, KT__P_I32, KT__P_I64, KT__P_F32 };
 enum { KT__KEY_EXACT = 0, KT__KEY_POW2, KT__KEY_IGNORE };
@@ -106,6 +108,14 @@ typedef struct kt__spec {
   const char *slot_names[KT_MAX_SLOTS]; /* borrowed from the fields above */
 } kt__spec;
 
+/* One call in the spec's slot layout: bound params, then config values and
+** derived constants as they are set, and each type variable's dtype. Made
+** by the call layer (call/call.h), read by variants, keys and the tuner. */
+typedef struct kt__call {
+  int64_t slots[KT_MAX_SLOTS];
+  kt_dtype tvals[KT_MAX_PARAMS];
+} kt__call;
+
 /* Load and validate a spec. On failure returns KT_ERR_SPEC, KT_ERR_IO or
 ** KT_ERR_NOMEM with a message "FILE: FIELD: what is wrong" in err. */
 kt_status kt__spec_load(const char *path, kt__spec **out, char *err,
@@ -126,9 +136,5 @@ int kt__spec_cfield(const kt__spec *s, const char *name, size_t len);
 **   do { kt__spec_config_at(s, idx, cfg); ... } while (kt__spec_config_next(s, idx)); */
 void kt__spec_config_at(const kt__spec *s, const int *idx, int64_t *cfg);
 int kt__spec_config_next(const kt__spec *s, int *idx);
-
-/* Read a whole file into a NUL-terminated buffer (caller frees with
-** kt__free). Returns 0, or errno. */
-int kt__read_file(const char *path, char **out, size_t *len);
 
 #endif

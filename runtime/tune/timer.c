@@ -4,7 +4,8 @@
 #include <time.h>
 
 #include "base/alloc.h"
-#include "dispatch/runtime.h"
+#include "base/clock.h"
+#include "tune/timer.h"
 
 /* Upper bounds on one measurement, whatever the options ask. */
 #define MAX_REPS 5000
@@ -25,12 +26,6 @@ struct kt__timer {
   float *ms;
 };
 
-double kt__now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 void kt__timer_free(kt__timer *t) {
   if (!t) return;
   kt__dev_event_destroy(t->ev[0]);
@@ -41,47 +36,52 @@ void kt__timer_free(kt__timer *t) {
   kt__free(t);
 }
 
-kt_status kt__timer_new(kt_kernel *k, kt__timer **out) {
-  kt_runtime *rt = k->rt;
+kt_status kt__timer_new(kt__prog *p, kt__timer **out) {
+  kt__env *env = p->env;
   char err[KT_ERRMAX];
   kt__timer *t = kt__calloc(1, sizeof *t);
   if (!t || !(t->ms = kt__malloc(MAX_REPS * sizeof *t->ms))) {
     kt__free(t);
-    return kt__err(rt->id, KT_ERR_NOMEM, "%s: timing: out of memory", k->spec->name);
+    return kt__err(env->id, KT_ERR_NOMEM, "%s: timing: out of memory", p->spec->name);
   }
   /* Each repetition starts with L2 flushed, by writing a buffer of twice
   ** its size, so that a kernel is not timed on inputs the last repetition
   ** left in cache. */
-  t->flush_bytes = (size_t)rt->dev.l2_bytes * 2;
-  kt_status st = kt__dev_use(rt->ctx, err, sizeof err);
+  t->flush_bytes = (size_t)env->dev.l2_bytes * 2;
+  kt_status st = kt__dev_use(env->ctx, err, sizeof err);
   if (!st) st = kt__dev_stream_create(&t->s, err, sizeof err);
   if (!st) st = kt__dev_event_create(&t->ev[0], err, sizeof err);
   if (!st) st = kt__dev_event_create(&t->ev[1], err, sizeof err);
   if (!st && t->flush_bytes) st = kt__dev_malloc(&t->flush, t->flush_bytes, err, sizeof err);
   if (st) {
     kt__timer_free(t);
-    return kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
+    return kt__err(env->id, st, "%s: timing: %s", p->spec->name, err);
   }
   *out = t;
   return KT_OK;
 }
 
-kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const kt__benchopts *o,
+kt_status kt__bench(kt__prog *p, const kt__call *c, const kt_arg *args, const kt__benchopts *o,
                     double *median_us, double *spread_us) {
-  kt_runtime *rt = k->rt;
+  kt__env *env = p->env;
   char err[KT_ERRMAX];
   kt__timer *t = o->timer;
-  kt_status st = t ? KT_OK : kt__timer_new(k, &t);
+  kt_status st = t ? KT_OK : kt__timer_new(p, &t);
   if (st) return st;
   float *ms = t->ms;
+  void *fn = NULL;
+  if ((st = kt__variant_get(p, c, &fn))) {
+    if (!o->timer) kt__timer_free(t);
+    return st;
+  }
   if (o->after) {
     st = kt__dev_event_record(t->ev[0], o->after, err, sizeof err);
     if (!st) st = kt__dev_wait_event(t->s, t->ev[0], err, sizeof err);
-    if (st) kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
+    if (st) kt__err(env->id, st, "%s: timing: %s", p->spec->name, err);
   }
   for (int i = 0; i < WARMUP && !st; i++) {
     if (o->prep) st = o->prep(o->user, t->s);
-    if (!st) st = kt__call_launch(k, c, t->s, args);
+    if (!st) st = kt__call_launch(p, c, fn, t->s, args, NULL);
   }
   /* A kernel in a model starts right after another kernel, not after an
   ** event. A short one is therefore timed as a burst of back-to-back
@@ -96,13 +96,13 @@ kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const k
     if (o->prep && (st = o->prep(o->user, t->s))) break;
     if (t->flush) st = kt__dev_memset8_async(t->flush, (uint8_t)n, t->flush_bytes, t->s, err, sizeof err);
     if (!st) st = kt__dev_event_record(t->ev[0], t->s, err, sizeof err);
-    for (int b = 0; b < burst && !st; b++) st = kt__call_launch(k, c, t->s, args);
+    for (int b = 0; b < burst && !st; b++) st = kt__call_launch(p, c, fn, t->s, args, NULL);
     if (st) break; /* kt__call_launch said why */
     st = kt__dev_event_record(t->ev[1], t->s, err, sizeof err);
     if (!st) st = kt__dev_event_sync(t->ev[1], err, sizeof err);
     if (!st) st = kt__dev_elapsed(&ms[n], t->ev[0], t->ev[1], err, sizeof err);
     if (st) {
-      kt__err(rt->id, st, "%s: timing: %s", k->spec->name, err);
+      kt__err(env->id, st, "%s: timing: %s", p->spec->name, err);
       break;
     }
     total += ms[n];
@@ -119,42 +119,8 @@ kt_status kt__bench(kt_kernel *k, const kt__call *c, const kt_arg *args, const k
     *median_us = (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) * 1e3;
     *spread_us = (ms[n - 1] - ms[0]) * 1e3;
   }
-  if (!st && kt__dev_sync(t->s, err, sizeof err)) st = kt__err(rt->id, KT_ERR_CUDA, "%s", err);
+  if (!st && kt__dev_sync(t->s, err, sizeof err)) st = kt__err(env->id, KT_ERR_CUDA, "%s", err);
   if (!o->timer) kt__timer_free(t);
   return st;
 }
 
-kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char *config,
-                         double *median_us, double *spread_us) {
-  if (!k || !median_us || !spread_us) return KT_ERR_INVALID;
-  kt__call c;
-  int64_t cfg[64];
-  kt_status st = kt__call_bind(k, args, nargs, &c);
-  if (!st) st = config ? kt__call_forced(k, &c, config) : kt__call_plan(k, &c, NULL, args, cfg);
-  if (!st && !k->rt->have_device)
-    st = kt__err(k->rt->id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device",
-                 k->spec->name);
-  kt__benchopts o = {20, 100.0, 2000.0, 5000.0, NULL, NULL, NULL, NULL, 1};
-  return st ? st : kt__bench(k, &c, args, &o, median_us, spread_us);
-}
-
-/* For make bench: the function and dimensions kt_launch would use, so that
-** the raw driver launch of the same work can be timed beside it. */
-kt_status kt__bench_raw_fn(kt_kernel *k, const kt_arg *args, int nargs, void **fn,
-                           uint32_t grid[3], uint32_t block[3]);
-kt_status kt__bench_raw_fn(kt_kernel *k, const kt_arg *args, int nargs, void **fn,
-                           uint32_t grid[3], uint32_t block[3]) {
-  kt__call c;
-  int64_t cfg[64];
-  kt_status st = kt__call_bind(k, args, nargs, &c);
-  if (!st) st = kt__call_plan(k, &c, NULL, args, cfg);
-  if (!st) st = kt__variant_get(k, &c, fn);
-  for (int i = 0; !st && i < 3; i++) {
-    int64_t g, b;
-    kt__expr_eval(&k->spec->grid[i], c.slots, &g);
-    kt__expr_eval(&k->spec->block[i], c.slots, &b);
-    grid[i] = (uint32_t)g;
-    block[i] = (uint32_t)b;
-  }
-  return st;
-}

@@ -1,0 +1,87 @@
+/* A spec made ready to compile: NVRTC options, the variant seed, the key
+** layout and the builtins its expressions read. */
+#include <stdio.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "base/alloc.h"
+#include "device/variant.h"
+
+/* NVRTC options: fixed ones, then the spec's. All of them feed the variant
+** seed, so a changed option never reuses a module. */
+static kt_status program_options(kt__prog *p) {
+  const kt__env *env = p->env;
+  const kt__spec *s = p->spec;
+  if (s->nflags > 10) return kt__err(env->id, KT_ERR_SPEC, "%s: options.flags: at most 10 flags", s->path);
+  snprintf(p->optbuf[0], sizeof p->optbuf[0], "--gpu-architecture=%s", env->arch);
+  snprintf(p->optbuf[1], sizeof p->optbuf[1], "-I%s/include", env->cuda_home);
+  p->opts[p->nopts++] = p->optbuf[0];
+  p->opts[p->nopts++] = "-std=c++17";
+  p->opts[p->nopts++] = p->optbuf[1];
+  /* NVRTC keeps a precompiled form of the toolkit headers in the process:
+  ** every variant after the first compiles about a third faster. */
+  p->opts[p->nopts++] = "--pch";
+  if (s->fast_math) p->opts[p->nopts++] = "--use_fast_math";
+  for (int i = 0; i < s->nflags; i++) p->opts[p->nopts++] = s->flags[i];
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) return kt__err(env->id, KT_ERR_NOMEM, "%s: out of memory", s->path);
+  XXH3_64bits_reset(h);
+  XXH3_64bits_update(h, &s->spec_hash, sizeof s->spec_hash);
+  for (int i = 0; i < p->nopts; i++) {
+    /* The include path names a machine's directory, not what is compiled. */
+    if (i == 2) continue;
+    XXH3_64bits_update(h, p->opts[i], strlen(p->opts[i]) + 1);
+  }
+  p->variant_seed = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  return KT_OK;
+}
+
+/* Opt-in shared memory per block by compute capability, for compiling
+** without a device (from the CUDA programming guide's table). */
+static int64_t offline_smem(int cc) {
+  if (cc >= 90) return 232448;
+  if (cc == 80 || cc == 87) return 166912;
+  if (cc >= 86) return 101376;
+  if (cc >= 75) return 65536;
+  return 49152;
+}
+
+kt_status kt__prog_load(kt__prog *p, kt__env *env, const char *path, int no_pdl) {
+  memset(p, 0, sizeof *p);
+  p->env = env;
+  char err[KT_ERRMAX];
+  kt_status st = kt__spec_load(path, &p->spec, err, sizeof err);
+  if (st) return kt__err(env->id, st, "%s", err);
+  if (kt__vtable_init(&p->vt)) {
+    kt__spec_free(p->spec);
+    p->spec = NULL;
+    return kt__err(env->id, KT_ERR_NOMEM, "%s: out of memory", path);
+  }
+  if ((st = program_options(p))) {
+    kt__prog_free(p);
+    return st;
+  }
+  if (kt__key_define(p->spec, &p->keydef)) {
+    kt__prog_free(p);
+    return kt__err(env->id, KT_ERR_SPEC, "%s: the tuning key would have more than %d fields", path, KT_MAX_KEY);
+  }
+  snprintf(p->spec_hash, sizeof p->spec_hash, "%016llx", (unsigned long long)p->spec->spec_hash);
+  p->builtins[KT__BUILTIN_NUM_SMS] = env->dev.num_sms;
+  p->builtins[KT__BUILTIN_CC] = env->cc;
+  p->builtins[KT__BUILTIN_MAX_SMEM] = env->have_device ? env->dev.smem_per_block_optin : offline_smem(env->cc);
+  p->builtins[KT__BUILTIN_L2_BYTES] = env->dev.l2_bytes;
+  /* The wait is compiled in only for sm_90+: the arch compiled for must
+  ** have it, not just the device. */
+  p->pdl = p->spec->pdl && !no_pdl && env->have_device && env->cc >= 90 && env->dev.cc_major >= 9;
+  return KT_OK;
+}
+
+void kt__prog_free(kt__prog *p) {
+  if (!p || !p->spec) return;
+  kt__vtable_free(&p->vt);
+  kt__spec_free(p->spec);
+  p->spec = NULL;
+}

@@ -1,0 +1,76 @@
+/* A loaded spec ready to compile ("program"), and its variants: one module
+** per tuple of template-argument values, compiled by NVRTC on first use (or
+** read from the cache's binaries), found without a lock afterwards. */
+#ifndef KT_VARIANT_H
+#define KT_VARIANT_H
+
+#include <pthread.h>
+
+#include "base/lfmap.h"
+#include "device/env.h"
+#include "spec/key.h"
+#include "spec/spec.h"
+
+/* Compiled variants of one program, found without a lock on the launch path. */
+typedef struct kt__vtable {
+  kt__lfmap map;
+  pthread_mutex_t lock;   /* inserts and compile completion */
+  pthread_cond_t done;
+} kt__vtable;
+
+/* 0, or -1 when out of memory. _free accepts a table that failed to init. */
+int kt__vtable_init(kt__vtable *vt);
+void kt__vtable_free(kt__vtable *vt);
+
+typedef struct kt__prog {
+  kt__env *env;
+  kt__spec *spec;
+  kt__vtable vt;
+  kt__keydef keydef;
+  int64_t builtins[KT__NBUILTINS];
+  uint64_t variant_seed;  /* hash of spec, arch and compile options */
+  int pdl;                /* launched with programmatic stream serialization */
+  char spec_hash[17];
+  const char *opts[16];   /* NVRTC options, borrowed from optbuf/spec */
+  int nopts;
+  char optbuf[3][1100];
+} kt__prog;
+
+/* Load the spec at path for env and prepare to compile it: NVRTC options,
+** the key layout, builtins. no_pdl turns early launch off. On failure p
+** holds nothing to free and kt_errmsg() of env says why. */
+kt_status kt__prog_load(kt__prog *p, kt__env *env, const char *path, int no_pdl);
+void kt__prog_free(kt__prog *p);
+
+/* The function of c's variant (compiling it on first use), and its
+** resource use when attrs is not NULL. Thread-safe; waits while another
+** thread compiles the same variant. */
+kt_status kt__variant_get(kt__prog *p, const kt__call *c, void **fn);
+kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcattrs *attrs);
+/* The template values of c, in the spec's order (KT_MAX_TARGS of them,
+** zero past ntargs). */
+void kt__variant_vals(const kt__prog *p, const kt__call *c, int64_t *vals);
+/* "rmsnorm_fwd T=bf16 BLOCK=256 VEC=4" (sep ' ') or with '.' for files. */
+void kt__variant_name(const kt__prog *p, const kt__call *c, char sep, char *out, size_t n);
+
+/* The cubin, its size and the compile time of c's variant once built; 0,
+** or -1 when it is not built (or failed). Borrowed; valid until the program
+** is freed. */
+int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms);
+
+/* A list of distinct variants to compile ahead of use (ktune compile). */
+typedef struct kt__vlist kt__vlist;
+kt__vlist *kt__vlist_new(void);
+void kt__vlist_free(kt__vlist *l);
+/* c's variant, unless a constraint that depends on config and constants
+** alone excludes it, or the list has it. KT_OK or KT_ERR_NOMEM. */
+kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c);
+/* Every variant the spec's space allows (every type, config and
+** derived-constant value). */
+kt_status kt__vlist_add_all(kt__prog *p, kt__vlist *l);
+/* Compile the listed variants in parallel, write each cubin to out_dir
+** when given, report each to fn; frees l. KT_OK when all compiled, else
+** the first failure's status (its message in kt_errmsg). */
+kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_variant_fn fn, void *user);
+
+#endif

@@ -1,0 +1,214 @@
+/* Lists of variants compiled ahead of use (ktune compile, ktune lint):
+** every variant a spec's space allows, or those of given calls. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/pool.h"
+#include "device/variant.h"
+
+struct kt__vlist {
+  kt__call *calls;  /* one call per distinct variant */
+  int n, cap;
+};
+
+kt__vlist *kt__vlist_new(void) { return kt__calloc(1, sizeof(kt__vlist)); }
+
+void kt__vlist_free(kt__vlist *l) {
+  if (!l) return;
+  kt__free(l->calls);
+  kt__free(l);
+}
+
+/* The values a derived constant may take at compile time. */
+static int domain(const kt__derived *d, int64_t *vals) {
+  if (d->n) {
+    memcpy(vals, d->values, (size_t)d->n * sizeof *vals);
+    return d->n;
+  }
+  vals[0] = 0;
+  vals[1] = 1;
+  return 2;
+}
+
+/* Whether an expression reads only slots that an offline variant fixes:
+** config values, derived constants computed from them, esize, cc. */
+static int offline_known(const kt__spec *s, const kt__expr *e) {
+  for (int sl = 0; sl < s->nslots; sl++) {
+    if (!kt__expr_uses(e, sl)) continue;
+    if (sl < s->builtin_slot) {
+      /* esize(p) follows from p's dtype, which every variant fixes. */
+      int esize = 0;
+      for (int p = 0; p < s->nparams; p++) esize |= s->params[p].type == KT__P_PTR && s->params[p].esize_slot == sl;
+      if (!esize) return 0;
+      continue;
+    }
+    if (sl < s->builtin_slot + KT__NBUILTINS && sl != s->builtin_slot + KT__BUILTIN_CC) return 0;
+    if (sl == s->smem_slot && !offline_known(s, &s->smem)) return 0;
+    for (int d = 0; d < s->nderived; d++)
+      if (sl == s->derived[d].slot && !offline_known(s, &s->derived[d].e)) return 0;
+  }
+  return 1;
+}
+
+kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c) {
+  const kt__spec *s = p->spec;
+  for (int i = 0; i < s->nconstraints; i++) {
+    if (!offline_known(s, &s->constraints[i].e)) continue;
+    int64_t v;
+    if (kt__expr_eval(&s->constraints[i].e, c->slots, &v) || !v) return KT_OK;
+  }
+  int64_t vals[KT_MAX_TARGS], seen[KT_MAX_TARGS];
+  kt__variant_vals(p, c, vals);
+  for (int i = 0; i < l->n; i++) {
+    kt__variant_vals(p, &l->calls[i], seen);
+    if (!memcmp(seen, vals, sizeof vals)) return KT_OK;
+  }
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 64;
+    void *q = kt__realloc(l->calls, (size_t)cap * sizeof *l->calls);
+    if (!q) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
+    l->calls = q;
+    l->cap = cap;
+  }
+  l->calls[l->n++] = *c;
+  return KT_OK;
+}
+
+typedef struct walk {
+  kt__prog *p;
+  kt__vlist *l;
+  kt__call c;  /* the variant being enumerated */
+} walk;
+
+/* Walk derived constants d.. in order, each computed when the values it
+** depends on are known offline, else taken over its domain. */
+static kt_status walk_derived(walk *w, int d) {
+  const kt__spec *s = w->p->spec;
+  if (d == s->nderived) {
+    int64_t v = 0;
+    if (offline_known(s, &s->smem) && !kt__expr_eval(&s->smem, w->c.slots, &v)) w->c.slots[s->smem_slot] = v;
+    return kt__vlist_add(w->p, w->l, &w->c);
+  }
+  const kt__derived *dv = &s->derived[d];
+  if (offline_known(s, &dv->e)) {
+    int64_t v;
+    if (kt__expr_eval(&dv->e, w->c.slots, &v)) return KT_OK;
+    w->c.slots[dv->slot] = v;
+    return walk_derived(w, d + 1);
+  }
+  int64_t vals[64];
+  int n = domain(dv, vals);
+  for (int i = 0; i < n; i++) {
+    w->c.slots[dv->slot] = vals[i];
+    kt_status st = walk_derived(w, d + 1);
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
+static kt_status walk_config(walk *w, int f) {
+  const kt__spec *s = w->p->spec;
+  if (f == s->ncfields) return walk_derived(w, 0);
+  for (int i = 0; i < s->cfields[f].n; i++) {
+    w->c.slots[s->cfields[f].slot] = s->cfields[f].values[i];
+    kt_status st = walk_config(w, f + 1);
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
+static kt_status walk_types(walk *w, int t) {
+  const kt__spec *s = w->p->spec;
+  if (t == s->ntypes) return walk_config(w, 0);
+  for (int i = 0; i < s->types[t].n; i++) {
+    w->c.tvals[t] = s->types[t].types[i];
+    for (int q = 0; q < s->nparams; q++)
+      if (s->params[q].type == KT__P_PTR)
+        w->c.slots[s->params[q].esize_slot] =
+            (int64_t)kt_dtype_size(s->params[q].tvar >= 0 ? w->c.tvals[s->params[q].tvar] : s->params[q].dtype);
+    kt_status st = walk_types(w, t + 1);
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
+kt_status kt__vlist_add_all(kt__prog *p, kt__vlist *l) {
+  for (int q = 0; q < p->spec->nparams; q++)
+    if (p->spec->params[q].specialize)
+      return kt__err(p->env->id, KT_ERR_INVALID,
+                     "%s: param %s is specialized: its variants follow the values calls pass; "
+                     "compile them for given shapes",
+                     p->spec->name, p->spec->params[q].name);
+  walk *w = kt__calloc(1, sizeof *w);
+  if (!w) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
+  w->p = p;
+  w->l = l;
+  memcpy(&w->c.slots[p->spec->builtin_slot], p->builtins, sizeof p->builtins);
+  kt_status st = walk_types(w, 0);
+  kt__free(w);
+  return st;
+}
+
+typedef struct compiling {
+  kt__prog *p;
+  kt__vlist *l;
+  kt_status *status;
+  char (*errs)[KT_ERRMAX];
+} compiling;
+
+static void compile_one(void *user, int i) {
+  compiling *cp = user;
+  void *fn;
+  cp->status[i] = kt__variant_get(cp->p, &cp->l->calls[i], &fn);
+  if (cp->status[i]) snprintf(cp->errs[i], KT_ERRMAX, "%s", kt__errmsg(cp->p->env->id));
+}
+
+static kt_status write_cubin(const char *dir, const char *name, const void *cubin, size_t size, char *err,
+                             size_t errlen) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.cubin", dir, name);
+  FILE *fp = fopen(path, "wb");
+  int ok = fp && fwrite(cubin, 1, size, fp) == size;
+  if (fp && fclose(fp)) ok = 0;
+  if (ok) return KT_OK;
+  snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+  return KT_ERR_IO;
+}
+
+/* Each variant's outcome to fn (and its cubin to out_dir); the first
+** failure's status. */
+static kt_status report(compiling *cp, const char *out_dir, kt_variant_fn fn, void *user) {
+  kt_status first = KT_OK;
+  int first_i = -1;
+  for (int i = 0; i < cp->l->n; i++) {
+    char name[512];
+    const void *cubin;
+    size_t size;
+    double ms;
+    kt__variant_name(cp->p, &cp->l->calls[i], '.', name, sizeof name);
+    kt__variant_cubin(cp->p, &cp->l->calls[i], &cubin, &size, &ms);
+    kt_status vs = cp->status[i];
+    if (!vs && out_dir) vs = write_cubin(out_dir, name, cubin, size, cp->errs[i], KT_ERRMAX);
+    if (fn) fn(user, name, vs, vs ? 0 : size, ms, cp->errs[i]);
+    if (vs && !first) first = vs, first_i = i;
+  }
+  return first ? kt__err(cp->p->env->id, first, "%s", cp->errs[first_i]) : KT_OK;
+}
+
+kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_variant_fn fn, void *user) {
+  compiling cp = {p, l, NULL, NULL};
+  kt_status st = KT_OK;
+  if (l->n && (!(cp.status = kt__calloc((size_t)l->n, sizeof *cp.status)) ||
+               !(cp.errs = kt__calloc((size_t)l->n, sizeof *cp.errs))))
+    st = kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
+  if (!st) {
+    kt__parallel_for(l->n, kt__ncpus(), compile_one, &cp);
+    st = report(&cp, out_dir, fn, user);
+  }
+  kt__free(cp.status);
+  kt__free(cp.errs);
+  kt__vlist_free(l);
+  return st;
+}

@@ -1,0 +1,203 @@
+/* The miss policy: a key the tuned table does not have. The cache is asked
+** first; then, when the mode allows and the stream is not capturing, the
+** key is tuned (once across threads, and across processes through the
+** cache's leases). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "cache/store.h"
+#include "dispatch/runtime.h"
+#include "spec/key.h"
+
+/* A lease outlives any reasonable tuning; a longer one may be taken over,
+** which costs a second tuning, never a wrong row (the faster one wins). */
+#define LEASE_S 600
+#define LEASE_POLL_US 50000
+
+/* One miss being decided. */
+typedef struct miss {
+  kt_kernel *k;
+  kt_runtime *rt;
+  kt__call *c;
+  const int64_t *key;
+  uint64_t h;
+  char json[1024];             /* the key as the cache stores it */
+  int64_t fallback[KT_MAX_CFIELDS];
+  int64_t stored[KT_MAX_CFIELDS];
+  int have_stored, capturing;
+} miss;
+
+/* A config read from the cache, parsed into cfg: it must lie in the space
+** and satisfy every constraint for this call (rows may come from another
+** version or another machine). */
+static int stored_valid(kt_kernel *k, const kt__call *c, const char *json, int64_t *cfg) {
+  int bad = 0;
+  kt__call probe = *c;
+  return !kt__config_from_json(k->p.spec, json, cfg) && !kt__call_config(&k->p, &probe, cfg) &&
+         !kt__call_check(&k->p, &probe, &bad) && bad < 0;
+}
+
+static kt_status store_get(miss *m, char *json, size_t n, char *err, size_t errlen) {
+  const kt__env *env = &m->rt->env;
+  return kt__store_get_config(env->store, m->k->p.spec->name, m->k->p.spec_hash, env->fingerprint, m->json, json, n,
+                              NULL, err, errlen);
+}
+
+/* The cached config of the key, unless a retune asks to ignore it. */
+static void look_in_cache(miss *m) {
+  kt_runtime *rt = m->rt;
+  const char *name = m->k->p.spec->name;
+  char json[512], err[KT_ERRMAX];
+  if (!rt->env.store) return;
+  kt_status st = store_get(m, json, sizeof json, err, sizeof err);
+  if (!st && rt->tune.retune && rt->mode == KT_MODE_TUNE) {
+    kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: cached config %s is tuned again (retune)", name, m->json, json);
+  } else if (!st) {
+    m->have_stored = stored_valid(m->k, m->c, json, m->stored);
+    if (!m->have_stored)
+      kt__log(&rt->env.log, KT_LOG_WARN,
+              "%s %s: cached config %s is not in the spec's space or violates a constraint; ignored", name, m->json,
+              json);
+  } else if (st != KT_ERR_NOT_FOUND) {
+    kt__log(&rt->env.log, KT_LOG_WARN, "%s", err);
+  }
+  if (m->have_stored) atomic_fetch_add_explicit(&rt->env.n.cache_loads, 1, memory_order_relaxed);
+}
+
+/* Take the key's lease, or wait while another process holds it. Returns 1
+** when the holder stored a config meanwhile (then in m->stored), else 0
+** with the lease ours (*held) or, after LEASE_S, without it. */
+static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
+  kt_runtime *rt = m->rt;
+  const kt__prog *p = &m->k->p;
+  char err[KT_ERRMAX], json[512];
+  *held = 0;
+  if (gethostname(host, hostlen)) snprintf(host, hostlen, "localhost");
+  double deadline = kt__now_ms() + LEASE_S * 1e3;
+  for (int said = 0;; said = 1) {
+    int taken = 0;
+    long holder = 0;
+    if (kt__store_lease(rt->env.store, p->spec->name, p->spec_hash, rt->env.fingerprint, m->json, host,
+                        (long)getpid(), LEASE_S, &taken, &holder, err, sizeof err)) {
+      kt__log(&rt->env.log, KT_LOG_WARN, "%s", err);
+      return 0;
+    }
+    if (taken) {
+      *held = 1;
+      return 0;
+    }
+    if (!said)
+      kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: process %ld is tuning this key; waiting for its result",
+              p->spec->name, m->json, holder);
+    usleep(LEASE_POLL_US);
+    if (!store_get(m, json, sizeof json, err, sizeof err) && stored_valid(m->k, m->c, json, m->stored)) return 1;
+    if (kt__now_ms() > deadline) {
+      kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: process %ld has held the tuning lease for %d s; tuning here too",
+              p->spec->name, m->json, holder, LEASE_S);
+      return 0;
+    }
+  }
+}
+
+/* No tuning now: the cached config, else the fallback. Inside a capture
+** the fallback serves this call only, so that the key is tuned after it. */
+static kt_status without_tuning(miss *m, const kt__tuned **out, int64_t *cfg) {
+  kt_runtime *rt = m->rt;
+  kt_kernel *k = m->k;
+  if (m->have_stored) return kt__tuned_insert(k, m->c, m->key, m->h, m->stored, out);
+  atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
+  memcpy(cfg, m->fallback, (size_t)k->p.spec->ncfields * sizeof *cfg);
+  if (m->capturing) {
+    /* Never tune inside a capture: the graph would record the trials. */
+    if (!atomic_exchange(&k->logged_capture, 1))
+      kt__log(&rt->env.log, KT_LOG_WARN,
+              "%s %s: stream is capturing; the default config used without tuning (tune before capture to avoid "
+              "this)",
+              k->p.spec->name, m->json);
+    return KT_OK;
+  }
+  if (rt->mode == KT_MODE_CACHE_ONLY && !atomic_exchange(&k->logged_cache_only, 1))
+    kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: not in the cache; cache-only mode uses the default config",
+            k->p.spec->name, m->json);
+  return kt__tuned_insert(k, m->c, m->key, m->h, cfg, out);
+}
+
+/* Tune the key now (the tuner t has listed its candidates). Out of device
+** memory for the scratch copies, the call still runs with the default
+** config, and the key is tuned another time. */
+static kt_status tune_now(miss *m, kt__tuner *t, kt_stream stream, const kt__tuned **out, int64_t *cfg) {
+  kt_runtime *rt = m->rt;
+  int64_t best[KT_MAX_CFIELDS];
+  double t0 = kt__now_ms();
+  kt_status st = kt__tuner_run(t, stream, m->fallback, best);
+  atomic_fetch_add_explicit(&rt->env.n.tunings, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&rt->env.n.tune_us, (uint_fast64_t)((kt__now_ms() - t0) * 1000), memory_order_relaxed);
+  if (st == KT_ERR_NOMEM) {
+    kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: not enough memory to tune (%s); the default config is used",
+            m->k->p.spec->name, m->json, kt__errmsg(rt->env.id));
+    memcpy(cfg, m->fallback, (size_t)m->k->p.spec->ncfields * sizeof *cfg);
+    atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
+    return KT_OK;
+  }
+  return st ? st : kt__tuned_insert(m->k, m->c, m->key, m->h, best, out);
+}
+
+/* With the kernel's tune lock held: the cache, then a tuning when the mode
+** and the stream allow one. */
+static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg) {
+  kt_runtime *rt = m->rt;
+  kt_kernel *k = m->k;
+  char err[KT_ERRMAX];
+  kt_status st;
+  /* A thread's first call may arrive here before anything made the
+  ** runtime's context current in it. */
+  if (rt->env.have_device && (st = kt__dev_use(rt->env.ctx, err, sizeof err)))
+    return kt__err(rt->env.id, st, "%s: %s", k->p.spec->name, err);
+  if (rt->env.have_device && kt__dev_is_capturing(stream, &m->capturing, err, sizeof err)) m->capturing = 0;
+  look_in_cache(m);
+  if (rt->mode != KT_MODE_TUNE || m->capturing || !rt->env.have_device) return without_tuning(m, out, cfg);
+  kt__tuner *t;
+  if ((st = kt__tuner_new(&k->p, &rt->tune, m->c, args, m->json, &t))) return st;
+  int held = 0;
+  char host[256] = "";
+  if (m->have_stored && !kt__tuner_pending(t))
+    st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, out);
+  else if (rt->env.store && lease_or_wait(m, &held, host, sizeof host))
+    st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, out);
+  else
+    st = tune_now(m, t, stream, out, cfg);
+  if (held && kt__store_lease_release(rt->env.store, k->p.spec->name, k->p.spec_hash, rt->env.fingerprint, m->json,
+                                      host, (long)getpid(), err, sizeof err))
+    kt__log(&rt->env.log, KT_LOG_WARN, "%s", err);
+  kt__tuner_free(t);
+  return st;
+}
+
+kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream, const kt_arg *args,
+                   const kt__tuned **out, int64_t *cfg) {
+  kt_runtime *rt = k->rt;
+  *out = NULL;
+  atomic_fetch_add_explicit(&rt->env.n.misses, 1, memory_order_relaxed);
+  miss m = {.k = k, .rt = rt, .c = c, .key = key, .h = h};
+  kt_status st = kt__call_fallback(&k->p, c, m.fallback);
+  if (st) return st;
+  if (!rt->miss_runs_default) {
+    pthread_mutex_lock(&k->tune_lock);
+  } else if (pthread_mutex_trylock(&k->tune_lock)) {
+    /* Another thread is tuning: run the default now, look again later. */
+    atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
+    memcpy(cfg, m.fallback, (size_t)k->p.spec->ncfields * sizeof *cfg);
+    return KT_OK;
+  }
+  /* Single flight: whoever tuned this key while we waited left it here. */
+  if ((*out = kt__tuned_find(k, key, h))) {
+    pthread_mutex_unlock(&k->tune_lock);
+    return KT_OK;
+  }
+  kt__key_json(&k->p.keydef, key, m.json, sizeof m.json);
+  st = decide(&m, stream, args, out, cfg);
+  pthread_mutex_unlock(&k->tune_lock);
+  return st;
+}

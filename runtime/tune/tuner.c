@@ -1,0 +1,406 @@
+/* One tuning: candidates, their compiles and resources, trials on scratch,
+** the re-measure of the best few, and what is stored. */
+#include "tune/tuner.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/pool.h"
+#include "cache/store.h"
+#include "device/nvrtc.h"
+#include "spec/key.h"
+#include "tune/scratch.h"
+#include "tune/search.h"
+#include "tune/timer.h"
+
+#define MAX_CANDIDATES 4096
+#define REMEASURE 3
+#define BURST 8 /* launches per repetition of a short kernel (kt__bench) */
+
+struct kt__tuner {
+  kt__prog *p;
+  kt__env *env;
+  kt__tuneopts o;
+  const kt_arg *orig;
+  kt__call base;
+  kt__scratch sc;
+  kt__timer *timer;
+  kt__cand *cand;
+  int ncand;
+  int spill_free;         /* candidates seen that do not spill */
+  int done, planned;      /* trials run, and to run (for progress) */
+  double best_us;         /* best median so far */
+  double t_start, budget_ms;
+  char key[1024];
+};
+
+static void candidate_list(kt__tuner *t) {
+  const kt__spec *s = t->p->spec;
+  int idx[KT_MAX_CFIELDS] = {0};
+  do {
+    kt__cand *cd = &t->cand[t->ncand];
+    cd->c = t->base;
+    cd->status = KT__PENDING;
+    kt__spec_config_at(s, idx, cd->cfg);
+    int bad;
+    if (!kt__call_config(t->p, &cd->c, cd->cfg) && !kt__call_check(t->p, &cd->c, &bad) && bad < 0) {
+      kt__config_json(s, cd->cfg, cd->json, sizeof cd->json);
+      if (++t->ncand == MAX_CANDIDATES) return;
+    }
+  } while (kt__spec_config_next(s, idx));
+}
+
+static int on_prior(void *user, const kt__trialrow *r) {
+  kt__tuner *t = user;
+  kt_trial_status ts;
+  if (kt_trial_status_parse(r->status, &ts)) return 0;
+  for (int i = 0; i < t->ncand; i++) {
+    kt__cand *cd = &t->cand[i];
+    if (cd->status != KT__PENDING || strcmp(cd->json, r->config)) continue;
+    cd->prior = 1;
+    cd->status = (int)ts;
+    cd->median = r->median_us;
+    cd->spread = r->spread_us;
+  }
+  return 0;
+}
+
+static void on_quarantined(void *user, const char *config, const char *reason) {
+  kt__tuner *t = user;
+  for (int i = 0; i < t->ncand; i++) {
+    kt__cand *cd = &t->cand[i];
+    if (cd->status != KT__PENDING || strcmp(cd->json, config)) continue;
+    cd->status = KT_TRIAL_FAULT;
+    cd->prior = 1;
+    kt__log(&t->env->log, KT_LOG_INFO, "%s %s: skipping quarantined config %s (%s)", t->p->spec->name, t->key, config,
+            reason);
+  }
+}
+
+kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, const kt_arg *args, const char *key,
+                        kt__tuner **out) {
+  kt__env *env = p->env;
+  *out = NULL;
+  kt__tuner *t = kt__calloc(1, sizeof *t);
+  if (!t || !(t->cand = kt__calloc(MAX_CANDIDATES, sizeof *t->cand))) {
+    kt__free(t);
+    return kt__err(env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
+  }
+  t->p = p;
+  t->env = env;
+  t->o = *o;
+  t->orig = args;
+  t->base = *c;
+  snprintf(t->key, sizeof t->key, "%s", key);
+  candidate_list(t);
+  if (env->store) {
+    char err[KT_ERRMAX];
+    if (!o->retune) kt__store_trials(env->store, p->spec->name, p->spec_hash, env->fingerprint, key, on_prior, t, err, sizeof err);
+    kt__store_quarantined(env->store, p->spec->name, p->spec_hash, env->fingerprint, key, on_quarantined, t, err,
+                          sizeof err);
+  }
+  *out = t;
+  return KT_OK;
+}
+
+int kt__tuner_pending(const kt__tuner *t) {
+  int n = 0;
+  for (int i = 0; i < t->ncand; i++) n += t->cand[i].status == KT__PENDING;
+  return n;
+}
+
+void kt__tuner_free(kt__tuner *t) {
+  if (!t) return;
+  kt__timer_free(t->timer);
+  kt__scratch_free(&t->sc);
+  kt__free(t->cand);
+  kt__free(t);
+}
+
+static int writable(const kt__tuner *t) { return t->env->store && !kt__store_readonly(t->env->store); }
+
+static void store_trial(kt__tuner *t, const kt__cand *cd) {
+  if (!writable(t) || cd->prior) return;
+  kt__trialrow tr = {t->p->spec->name, t->p->spec_hash, t->env->fingerprint, t->key, cd->json,
+                     kt_trial_status_name((kt_trial_status)cd->status), cd->status == KT_TRIAL_OK ? cd->median : -1,
+                     cd->status == KT_TRIAL_OK ? cd->spread : -1, cd->attrs.regs, cd->attrs.static_smem,
+                     cd->attrs.local_bytes, cd->detail};
+  char err[KT_ERRMAX];
+  if (kt__store_put_trial(t->env->store, &tr, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
+}
+
+static void quarantine(kt__tuner *t, const kt__cand *cd, const char *reason) {
+  char err[KT_ERRMAX];
+  if (writable(t) && kt__store_quarantine(t->env->store, t->p->spec->name, t->p->spec_hash, t->env->fingerprint, t->key,
+                                          cd->json, reason, err, sizeof err))
+    kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
+}
+
+/* Resources after compilation: threads, shared memory, occupancy. */
+static int fits(kt__tuner *t, kt__cand *cd) {
+  const kt__spec *s = t->p->spec;
+  int64_t threads = 1, b;
+  for (int i = 0; i < 3; i++)
+    if (!kt__expr_eval(&s->block[i], cd->c.slots, &b)) threads *= b;
+  int64_t smem = cd->c.slots[s->smem_slot];
+  if (threads > cd->attrs.max_threads) {
+    snprintf(cd->detail, sizeof cd->detail, "block of %lld threads, the kernel allows %d (%d registers)",
+             (long long)threads, cd->attrs.max_threads, cd->attrs.regs);
+    return 0;
+  }
+  if (smem + cd->attrs.static_smem > t->env->dev.smem_per_block_optin) {
+    snprintf(cd->detail, sizeof cd->detail, "%lld bytes of shared memory, the device has %d", (long long)smem,
+             t->env->dev.smem_per_block_optin);
+    return 0;
+  }
+  int blocks = 0;
+  void *fn;
+  char err[KT_ERRMAX];
+  if (!kt__variant_get(t->p, &cd->c, &fn) &&
+      !kt__dev_occupancy(fn, (int)threads, (size_t)smem, &blocks, err, sizeof err) && blocks == 0) {
+    snprintf(cd->detail, sizeof cd->detail, "no block fits on a multiprocessor");
+    return 0;
+  }
+  return 1;
+}
+
+typedef struct batch {
+  kt__tuner *t;
+  const int *idx;
+} batch;
+
+static void compile_one(void *user, int i) {
+  batch *b = user;
+  kt__cand *cd = &b->t->cand[b->idx[i]];
+  void *fn;
+  cd->compiled = kt__variant_info(b->t->p, &cd->c, &fn, &cd->attrs);
+  if (cd->compiled) snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(b->t->env->id));
+}
+
+/* Compile the listed candidates in parallel and refuse those the device
+** cannot run; a candidate that spills is refused once one that does not
+** spill has been seen. */
+static void prepare(kt__tuner *t, const int *idx, int n) {
+  batch b = {t, idx};
+  kt__parallel_for(n, kt__ncpus(), compile_one, &b);
+  for (int j = 0; j < n; j++) {
+    kt__cand *cd = &t->cand[idx[j]];
+    if (cd->compiled) cd->status = KT_TRIAL_COMPILE_ERROR;
+    else if (!fits(t, cd)) cd->status = KT_TRIAL_RESOURCES;
+    else if (!cd->attrs.local_bytes) t->spill_free++;
+  }
+  for (int j = 0; j < n && t->spill_free; j++) {
+    kt__cand *cd = &t->cand[idx[j]];
+    if (cd->status != KT__PENDING || !cd->attrs.local_bytes) continue;
+    cd->status = KT_TRIAL_RESOURCES;
+    snprintf(cd->detail, sizeof cd->detail, "spills %d bytes per thread to local memory", cd->attrs.local_bytes);
+  }
+}
+
+/* A fault: the config is quarantined with the error, and the context is
+** unusable, so the tuning ends here. */
+static kt_status faulted(kt__tuner *t, kt__cand *cd) {
+  char reason[160];
+  snprintf(reason, sizeof reason, "fault: %.140s", t->sc.err);
+  quarantine(t, cd, reason);
+  cd->status = KT_TRIAL_FAULT;
+  snprintf(cd->detail, sizeof cd->detail, "%s", t->sc.err);
+  store_trial(t, cd);
+  return kt__err(t->env->id, KT_ERR_DEVICE_FAULT,
+                 "%s %s: config %s faulted (%s); it is quarantined for this key and the CUDA context is unusable: "
+                 "restart the process",
+                 t->p->spec->name, t->key, cd->json, t->sc.err);
+}
+
+/* Validate a candidate that ran: guard zones, then outputs. */
+static kt_status validate(kt__tuner *t, kt__cand *cd) {
+  char why[600];
+  int ok;
+  kt_status st = kt__scratch_guards(&t->sc, &ok, why, sizeof why);
+  if (!st && !ok) {
+    cd->status = KT_TRIAL_OOB_WRITE;
+    snprintf(cd->detail, sizeof cd->detail, "%s", why);
+    return KT_OK;
+  }
+  if (!st) st = kt__scratch_compare(&t->sc, &ok, why, sizeof why);
+  if (!st && !ok) {
+    cd->status = KT_TRIAL_MISMATCH;
+    snprintf(cd->detail, sizeof cd->detail, "%s", why);
+  }
+  return st ? kt__err(t->env->id, st, "%s %s: tuning: %s", t->p->spec->name, t->key, t->sc.err) : KT_OK;
+}
+
+/* A valid candidate's time: a short measurement, refined later for the
+** best few. */
+static void time_it(kt__tuner *t, kt__cand *cd) {
+  kt__benchopts quick = {10, 2.0, 200.0, 30.0, NULL, kt__scratch_restore, &t->sc, t->timer, BURST};
+  if (kt__bench(t->p, &cd->c, t->sc.args, &quick, &cd->median, &cd->spread)) {
+    cd->status = KT_TRIAL_RESOURCES;
+    snprintf(cd->detail, sizeof cd->detail, "timing: %s", kt__errmsg(t->env->id));
+    return;
+  }
+  cd->status = KT_TRIAL_OK;
+  if (t->best_us <= 0 || cd->median < t->best_us) t->best_us = cd->median;
+}
+
+/* One candidate on scratch: launched, checked against the reference, then
+** timed. Only a fault (the context is lost) ends the tuning. */
+static kt_status trial(kt__tuner *t, kt__cand *cd) {
+  /* Recorded before the trial and cleared after: a process that dies in
+  ** it leaves the culprit quarantined for the next one. */
+  char reason[160];
+  snprintf(reason, sizeof reason, "in progress in pid %d", (int)getpid());
+  quarantine(t, cd, reason);
+  atomic_fetch_add_explicit(&t->env->n.trials, 1, memory_order_relaxed);
+  kt_status st = kt__scratch_run(&t->sc, &cd->c);
+  if (st == KT_ERR_DEVICE_FAULT) return faulted(t, cd);
+  if (st) {
+    cd->status = KT_TRIAL_RESOURCES;
+    snprintf(cd->detail, sizeof cd->detail, "launch: %s", t->sc.err);
+  } else if ((st = validate(t, cd))) {
+    return st;
+  } else if (cd->status == KT__PENDING) {
+    time_it(t, cd);
+  }
+  quarantine(t, cd, NULL);
+  t->done++;
+  if (t->o.progress) t->o.progress(t->o.progress_user, t->p->spec->name, t->key, t->done, t->planned, t->best_us);
+  return KT_OK;
+}
+
+static int over_budget(const kt__tuner *t) { return t->budget_ms > 0 && kt__now_ms() - t->t_start > t->budget_ms; }
+
+/* Prepare and try the listed candidates, in order, while the budget lasts. */
+static kt_status try_list(kt__tuner *t, const int *idx, int n) {
+  prepare(t, idx, n);
+  for (int j = 0; j < n; j++) {
+    kt__cand *cd = &t->cand[idx[j]];
+    if (cd->status != KT__PENDING) continue;
+    if (over_budget(t)) return KT_OK;
+    kt_status st = trial(t, cd);
+    if (st) return st;
+  }
+  return KT_OK;
+}
+
+static kt_status search(kt__tuner *t, const kt__strategy *strat, const int64_t *reference) {
+  int *idx = kt__calloc((size_t)t->ncand + 1, sizeof *idx);
+  if (!idx) return kt__err(t->env->id, KT_ERR_NOMEM, "%s: out of memory", t->p->spec->name);
+  kt__search s = {t->p->spec, t->cand, t->ncand, reference, XXH3_64bits(t->key, strlen(t->key)), 2 * kt__ncpus()};
+  _Alignas(8) unsigned char state[KT__STRATEGY_STATE] = {0};
+  kt_status st = KT_OK;
+  int n;
+  while (!st && !over_budget(t) && (n = strat->next(&s, state, idx)) > 0) st = try_list(t, idx, n);
+  kt__free(idx);
+  return st;
+}
+
+/* The best few are measured again, longer, before one is chosen. */
+static void remeasure(kt__tuner *t) {
+  kt__benchopts careful = {30, 20.0, 500.0, 150.0, NULL, kt__scratch_restore, &t->sc, t->timer, BURST};
+  for (int round = 0; round < REMEASURE; round++) {
+    int pick = -1;
+    for (int i = 0; i < t->ncand; i++) {
+      kt__cand *cd = &t->cand[i];
+      if (kt__cand_ok(cd) && !cd->prior && !cd->remeasured && (pick < 0 || cd->median < t->cand[pick].median))
+        pick = i;
+    }
+    if (pick < 0) break;
+    kt__cand *cd = &t->cand[pick];
+    double m, sp;
+    if (!kt__bench(t->p, &cd->c, t->sc.args, &careful, &m, &sp)) {
+      cd->median = m;
+      cd->spread = sp;
+    }
+    cd->remeasured = 1;
+  }
+}
+
+typedef struct tally {
+  int win, tried, measured, rejected;
+  double dflt_us;
+} tally;
+
+/* The winner among the candidates decided, with the counts of the log
+** line and the configs row; every trial of this tuning is stored. */
+static tally pick(kt__tuner *t, const int64_t *reference) {
+  tally y = {-1, 0, 0, 0, -1};
+  const kt__spec *s = t->p->spec;
+  for (int i = 0; i < t->ncand; i++) {
+    kt__cand *cd = &t->cand[i];
+    if (cd->status == KT__PENDING || (cd->prior && !kt__cand_ok(cd))) continue;
+    y.tried++;
+    y.measured += !cd->prior;
+    if (!kt__cand_ok(cd)) y.rejected++;
+    else if (y.win < 0 || cd->median < t->cand[y.win].median) y.win = i;
+    if (kt__cand_ok(cd) && !memcmp(cd->cfg, reference, (size_t)s->ncfields * sizeof *reference)) y.dflt_us = cd->median;
+    store_trial(t, cd);
+  }
+  return y;
+}
+
+static void store_winner(kt__tuner *t, const kt__cand *w, const tally *y) {
+  if (!writable(t)) return;
+  char nv[16], drv[16], err[KT_ERRMAX];
+  snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
+  snprintf(drv, sizeof drv, "%d", t->env->dev.driver_version);
+  kt__cfgrow row = {t->p->spec->name, t->p->spec_hash, t->env->fingerprint, t->key, w->json, w->median,
+                    y->tried, y->rejected, nv, drv, 0, 0};
+  if (kt__store_put_config(t->env->store, &row, NULL, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
+}
+
+/* The reference config on scratch: its outputs are what every candidate
+** must reproduce, and it must stay inside its buffers. */
+static kt_status reference_run(kt__tuner *t, kt_stream caller, const int64_t *reference) {
+  const char *name = t->p->spec->name;
+  kt__call ref = t->base;
+  kt_status st;
+  void *fn;
+  char what[1100], why[600];
+  int ok;
+  snprintf(what, sizeof what, "%s: tuning", t->key);
+  if ((st = kt__call_config(t->p, &ref, reference)) || (st = kt__variant_get(t->p, &ref, &fn)) ||
+      (st = kt__scratch_make(&t->sc, t->p, &t->base, t->orig, caller, what)) || (st = kt__timer_new(t->p, &t->timer)))
+    return st;
+  if ((st = kt__scratch_run(&t->sc, &ref)) || (st = kt__scratch_keep_reference(&t->sc)))
+    return kt__err(t->env->id, st, "%s %s: the default config failed on scratch: %s", name, t->key, t->sc.err);
+  if ((st = kt__scratch_guards(&t->sc, &ok, why, sizeof why)))
+    return kt__err(t->env->id, st, "%s %s: tuning: %s", name, t->key, t->sc.err);
+  if (!ok) return kt__err(t->env->id, KT_ERR_CONSTRAINT, "%s %s: the default config %s", name, t->key, why);
+  return KT_OK;
+}
+
+kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference, int64_t *best) {
+  const kt__spec *s = t->p->spec;
+  kt_status st;
+  double t0 = kt__now_ms();
+  int pending = kt__tuner_pending(t);
+  const kt__strategy *strat = kt__strategy_for(t->o.strategy, pending);
+  if (!strat) return kt__err(t->env->id, KT_ERR_INVALID, "%s: strategy %d is unknown", s->name, (int)t->o.strategy);
+  t->budget_ms = t->o.budget_s > 0 ? t->o.budget_s * 1000 : strat->default_budget_s * 1000.0;
+  t->planned = pending;
+  if ((st = reference_run(t, caller, reference))) return st;
+  double t_ref = kt__now_ms();
+  t->t_start = t_ref;
+  if ((st = search(t, strat, reference))) return st;
+  double t_trials = kt__now_ms();
+  remeasure(t);
+  tally y = pick(t, reference);
+  if (y.win < 0) return kt__err(t->env->id, KT_ERR_NO_CONFIG, "%s %s: every candidate was rejected", s->name, t->key);
+  const kt__cand *w = &t->cand[y.win];
+  memcpy(best, w->cfg, (size_t)s->ncfields * sizeof *best);
+  double t_end = kt__now_ms();
+  kt__log(&t->env->log, KT_LOG_INFO,
+          "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected; %.0f ms: reference "
+          "%.0f, trials and their compiles %.0f, re-measure %.0f",
+          s->name, t->key, w->json, w->median, y.dflt_us, y.tried, y.measured, y.rejected, t_end - t0, t_ref - t0,
+          t_trials - t_ref, t_end - t_trials);
+  store_winner(t, w, &y);
+  return KT_OK;
+}

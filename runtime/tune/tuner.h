@@ -1,0 +1,36 @@
+/* The tuner: the one entry by which dispatch has a key tuned. It lists the
+** candidates, compiles them in parallel, validates each against the
+** reference config on scratch copies of the written buffers, times the
+** valid ones, and stores trials and the winner in the cache. It never
+** launches on the caller's buffers and never calls back into dispatch. */
+#ifndef KT_TUNER_H
+#define KT_TUNER_H
+
+#include "call/call.h"
+
+typedef struct kt__tuneopts {
+  kt_strategy strategy;
+  double budget_s;           /* > 0: no trial starts after this many seconds */
+  int retune;                /* measure again what the cache says was measured */
+  kt_progress_fn progress;   /* after each trial, or NULL */
+  void *progress_user;
+} kt__tuneopts;
+
+typedef struct kt__tuner kt__tuner;
+
+/* Begin a tuning of c's key (c bound, its config not set) for args: the
+** candidates the constraints allow for this call, less those the cache
+** says were measured for this key (unless retune) or are quarantined. key
+** is the key's canonical JSON. Caller owns *out; free with kt__tuner_free(). */
+kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, const kt_arg *args, const char *key,
+                        kt__tuner **out);
+/* How many candidates no earlier tuning of this key measured. */
+int kt__tuner_pending(const kt__tuner *t);
+/* Tune on a private stream ordered after caller: the reference config
+** first, then the strategy's batches, the best few measured again; best
+** gets the winner. KT_ERR_NO_CONFIG when every candidate was rejected,
+** KT_ERR_DEVICE_FAULT naming a config that left the context unusable. */
+kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference, int64_t *best);
+void kt__tuner_free(kt__tuner *t);
+
+#endif
