@@ -29,7 +29,7 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 # ("base/alloc.h", "cache/store.h"). The CLI sees the public header alone:
 # a copy of it is its only include directory, so an internal header cannot
 # creep into tools/.
-LIB_INC := -Iruntime -I. -I$(B)/gen
+LIB_INC := -Iruntime -I.
 PUBLIC_INC := -I$(B)/include
 LIB_SRC := $(wildcard runtime/*/*.c) $(wildcard cache/*.c)
 CLI_SRC := $(wildcard tools/*.c)
@@ -48,11 +48,11 @@ deps:
 # Include directories by what a file is: the library, the CLI, or a test.
 inc = $(if $(filter tools/%,$(1)),$(PUBLIC_INC),$(LIB_INC) -Itests)
 
-$(B)/obj/%.o: %.c | deps $(B)/gen/schema.h $(B)/include/ktune.h
+$(B)/obj/%.o: %.c | deps $(B)/include/ktune.h
 	@mkdir -p $(dir $@)
 	$(CC) $(REAL_CFLAGS) -fvisibility=hidden $(call inc,$<) -c $< -o $@
 
-$(B)/asan/obj/%.o: %.c | deps $(B)/gen/schema.h $(B)/include/ktune.h
+$(B)/asan/obj/%.o: %.c | deps $(B)/include/ktune.h
 	@mkdir -p $(dir $@)
 	$(CC) $(REAL_CFLAGS) $(SAN) $(call inc,$<) -c $< -o $@
 
@@ -61,13 +61,6 @@ $(B)/asan/obj/%.o: %.c | deps $(B)/gen/schema.h $(B)/include/ktune.h
 $(B)/include/ktune.h: runtime/ktune.h
 	@mkdir -p $(dir $@)
 	@cp $< $@
-
-# The schema is compiled in, so a running ktune never reads it from disk.
-$(B)/gen/schema.h: cache/schema.sql
-	@mkdir -p $(dir $@)
-	@awk 'BEGIN { print "static const char kt__schema_sql[] =" } \
-	  { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "  \"" $$0 "\\n\"" } \
-	  END { print ";" }' $< > $@
 
 $(B)/libktune.a: $(call OBJ,$(B),$(LIB_SRC))
 	@rm -f $@

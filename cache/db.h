@@ -1,4 +1,4 @@
-/* Private to cache/: the store's connection and helpers. */
+/* Private to cache/: the store's connection, its statements and helpers. */
 #ifndef KT_DB_H
 #define KT_DB_H
 
@@ -7,32 +7,79 @@
 
 #include "cache/store.h"
 
+/* Long enough for a tuner that holds the write lock for one short
+** transaction; each retry past it waits again, up to the deadline. */
+#define KT__BUSY_TIMEOUT_MS 10000
+#define KT__BUSY_DEADLINE_S 120
+
+/* The condition of statements on one key's rows. */
+#define KT__WHERE_KEY " WHERE kernel=?1 AND spec_hash=?2 AND device=?3 AND key=?4"
+
+/* Statements prepared on first use and kept. */
 enum {
-  ST_GET_CONFIG, ST_GET_CONFIG_SYS, ST_TIME_OF, ST_UPSERT_CONFIG, ST_PUT_TRIAL, ST_TRIALS,
-  ST_PUT_BINARY, ST_GET_BINARY, ST_Q_ADD, ST_Q_DEL, ST_Q_GET, ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
+  ST_GET_CONFIG, ST_TIME_OF, ST_PUT_CONFIG, ST_PUT_TRIAL, ST_TRIALS, ST_PUT_BINARY, ST_GET_BINARY, ST_Q_ADD,
+  ST_Q_DEL, ST_Q_GET, ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
   ST_COUNT
 };
 
 struct kt_store {
-  pthread_mutex_t lock;
+  pthread_mutex_t lock;    /* recursive: a listing's callback may query */
   sqlite3 *db, *sys;
   sqlite3_stmt *st[ST_COUNT];
+  sqlite3_stmt *sys_get;   /* ST_GET_CONFIG on the system database */
   char *path, *sys_path;
+  int version;             /* of the user database's schema */
+  int sys_version;         /* of the system database's */
   int readonly;
-  int trusted;  /* binaries may be loaded */
-  kt__logger log;
+  int trusted;             /* binaries may be loaded */
+  kt__clog log;
 };
 
-/* "PATH: what: sqlite's message"; returns KT_ERR_CACHE (or KT_ERR_NOMEM). */
-kt_status kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t errlen);
+/* "PATH: what: sqlite's message"; returns KT__C_NOMEM when SQLite ran out
+** of memory, else KT__C_CACHE. */
+int kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t errlen);
 /* Step a statement until it is done or has a row, waiting out SQLITE_BUSY
 ** beyond the busy timeout too (the cache must never fail with "database is
 ** locked"). */
 int kt__db_step(sqlite3_stmt *st);
 int kt__db_exec(sqlite3 *db, const char *sql);
-kt_status kt__db_begin(kt_store *s, char *err, size_t errlen);
-kt_status kt__db_end(kt_store *s, kt_status st, char *err, size_t errlen);
+/* The statement id of the user database, prepared on first use; NULL with
+** the error in err. */
+sqlite3_stmt *kt__db_stmt(kt_store *s, int id, int *st, char *err, size_t errlen);
+/* BEGIN IMMEDIATE, and COMMIT (st KT__C_OK) or ROLLBACK; _end returns st,
+** or the error of a failed COMMIT. */
+int kt__db_begin(kt_store *s, char *err, size_t errlen);
+int kt__db_end(kt_store *s, int st, char *err, size_t errlen);
 void kt__db_bind_text(sqlite3_stmt *st, int i, const char *v);
+void kt__db_bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash, const char *device, const char *key);
 int64_t kt__db_now(void);
+void kt__db_log(const kt_store *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int kt__db_readonly_err(const kt_store *s, char *err, size_t errlen);
+
+/* configs.c: within a transaction, how a config compares with the stored
+** one (KT__ADDED, KT__KEPT, KT__REPLACED), and the row written when it is
+** faster or new. */
+int kt__configs_merge(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen);
+
+/* binaries.c: whether a row's blob (bytes long) is the one its size and
+** digest describe. */
+int kt__binary_intact(const kt__binrow *r, int bytes);
+
+/* rows.c */
+void kt__row_bind(sqlite3_stmt *st, const kt__table *t, const void *row, int first);
+void kt__row_read(sqlite3_stmt *st, const kt__table *t, void *row, int first);
+void kt__row_columns(char *buf, size_t n, const kt__table *t);
+/* The columns to select from a file of schema version: newer ones as NULL. */
+void kt__row_select(char *buf, size_t n, const kt__table *t, int version);
+void kt__row_params(char *buf, size_t n, const kt__table *t, int first);
+/* The index of a column by name, or -1. */
+int kt__row_col(const kt__table *t, const char *name);
+
+/* schema.c */
+/* The schema version recorded in meta (0 when there is no meta table);
+** *foreign is set when the file holds tables but no ktune meta. */
+int kt__schema_read(sqlite3 *db, int *version, int *foreign);
+/* Create or migrate the schema in one transaction. */
+int kt__schema_ensure(kt_store *s, char *err, size_t errlen);
 
 #endif

@@ -1,40 +1,36 @@
+/* The cache as people and other machines see it: listings, counts, export,
+** import and gc. */
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc.h"
+#include "cache/codec.h"
 #include "cache/db.h"
 
-kt_status kt__store_list(kt_store *s, const char *kernel,
-                         int (*fn)(void *user, const kt__cfgrow *r, int from_system), void *user,
-                         char *err, size_t errlen) {
-  static const char q[] =
-      "SELECT kernel, spec_hash, device, key, config, time_us, candidates, rejected, nvrtc_version,"
-      " driver_version, created_at, updated_at FROM configs WHERE ?1 IS NULL OR kernel = ?1"
-      " ORDER BY kernel, device, key";
-  static const char q1[] =
-      "SELECT kernel, spec_hash, device, key, config, time_us, 0, 0, nvrtc_version, driver_version,"
-      " created_at, updated_at FROM configs WHERE ?1 IS NULL OR kernel = ?1 ORDER BY kernel, device, key";
-  kt_status st = KT_OK;
+int kt__store_list(kt_store *s, const char *kernel, int (*fn)(void *user, const kt__cfgrow *r, int from_system),
+                   void *user, char *err, size_t errlen) {
+  int st = KT__C_OK;
   pthread_mutex_lock(&s->lock);
   sqlite3 *dbs[2] = {s->db, s->sys};
+  const int versions[2] = {s->version, s->sys_version};
   for (int d = 0; d < 2 && !st; d++) {
     if (!dbs[d]) continue;
+    char cols[1024], q[1200];
+    kt__row_select(cols, sizeof cols, &kt__configs_table, versions[d]);
+    snprintf(q, sizeof q, "SELECT %s FROM configs WHERE ?1 IS NULL OR kernel = ?1 ORDER BY kernel, device, key", cols);
     sqlite3_stmt *p;
-    /* A system cache of schema 1 has no candidate counts. */
-    if (sqlite3_prepare_v2(dbs[d], q, -1, &p, NULL) && sqlite3_prepare_v2(dbs[d], q1, -1, &p, NULL)) {
+    if (sqlite3_prepare_v2(dbs[d], q, -1, &p, NULL)) {
       st = kt__db_err(s, dbs[d], "listing configs", err, errlen);
+      sqlite3_finalize(p);
       break;
     }
     if (kernel) sqlite3_bind_text(p, 1, kernel, -1, SQLITE_TRANSIENT);
     int rc;
     while ((rc = kt__db_step(p)) == SQLITE_ROW) {
-      kt__cfgrow r = {(const char *)sqlite3_column_text(p, 0), (const char *)sqlite3_column_text(p, 1),
-                      (const char *)sqlite3_column_text(p, 2), (const char *)sqlite3_column_text(p, 3),
-                      (const char *)sqlite3_column_text(p, 4), sqlite3_column_double(p, 5),
-                      sqlite3_column_int(p, 6), sqlite3_column_int(p, 7),
-                      (const char *)sqlite3_column_text(p, 8), (const char *)sqlite3_column_text(p, 9),
-                      sqlite3_column_int64(p, 10), sqlite3_column_int64(p, 11)};
+      kt__cfgrow r;
+      kt__row_read(p, &kt__configs_table, &r, 0);
       if (fn(user, &r, d == 1)) break;
     }
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, dbs[d], "listing configs", err, errlen);
@@ -44,9 +40,9 @@ kt_status kt__store_list(kt_store *s, const char *kernel,
   return st;
 }
 
-kt_status kt__store_counts(kt_store *s, long counts[4], char *err, size_t errlen) {
+int kt__store_counts(kt_store *s, long counts[4], char *err, size_t errlen) {
   static const char *const tables[4] = {"configs", "trials", "binaries", "quarantine"};
-  kt_status st = KT_OK;
+  int st = KT__C_OK;
   pthread_mutex_lock(&s->lock);
   for (int i = 0; i < 4 && !st; i++) {
     char q[64];
@@ -62,55 +58,11 @@ kt_status kt__store_counts(kt_store *s, long counts[4], char *err, size_t errlen
   return st;
 }
 
-kt_status kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
-                                     void (*fn)(void *, const char *, const char *, const char *), void *user,
-                                     char *err, size_t errlen) {
-  if (s->readonly) {
-    snprintf(err, errlen, "the cache is read-only");
-    return KT_ERR_READONLY;
-  }
-  char inprog[64];
-  snprintf(inprog, sizeof inprog, "in progress in pid %ld", pid);
-  kt_status st = KT_OK;
-  sqlite3_stmt *q = NULL, *u = NULL;
-  pthread_mutex_lock(&s->lock);
-  if (sqlite3_prepare_v2(s->db, "SELECT kernel, key, config FROM quarantine WHERE pid = ?1 AND reason = ?2", -1, &q,
-                         NULL) ||
-      sqlite3_prepare_v2(s->db, "UPDATE quarantine SET reason = ?3, since = ?4 WHERE pid = ?1 AND reason = ?2", -1,
-                         &u, NULL)) {
-    st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
-  } else {
-    sqlite3_bind_int64(q, 1, pid);
-    kt__db_bind_text(q, 2, inprog);
-    int rc;
-    while ((rc = kt__db_step(q)) == SQLITE_ROW)
-      if (fn)
-        fn(user, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1),
-           (const char *)sqlite3_column_text(q, 2));
-    if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
-    sqlite3_bind_int64(u, 1, pid);
-    kt__db_bind_text(u, 2, inprog);
-    kt__db_bind_text(u, 3, reason);
-    sqlite3_bind_int64(u, 4, kt__db_now());
-    if (!st && kt__db_step(u) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing quarantine", err, errlen);
-  }
-  sqlite3_finalize(q);
-  sqlite3_finalize(u);
-  pthread_mutex_unlock(&s->lock);
-  return st;
-}
-
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static void fn_base64(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  (void)argc;
-  const unsigned char *in = sqlite3_value_blob(argv[0]);
-  size_t n = (size_t)sqlite3_value_bytes(argv[0]);
-  char *out = kt__malloc((n + 2) / 3 * 4 + 1);
-  if (!out) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
+static char *base64(const unsigned char *in, size_t n) {
+  char *out = sqlite3_malloc64((n + 2) / 3 * 4 + 1);
+  if (!out) return NULL;
   size_t o = 0;
   for (size_t i = 0; i < n; i += 3) {
     uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) | (i + 2 < n ? in[i + 2] : 0);
@@ -119,7 +71,8 @@ static void fn_base64(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     out[o++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
     out[o++] = i + 2 < n ? b64[v & 63] : '=';
   }
-  sqlite3_result_text(ctx, out, (int)o, kt__free);
+  out[o] = 0;
+  return out;
 }
 
 static int b64_val(int c) {
@@ -127,244 +80,434 @@ static int b64_val(int c) {
   return p ? (int)(p - b64) : -1;
 }
 
-static void fn_unbase64(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  (void)argc;
-  const unsigned char *in = sqlite3_value_text(argv[0]);
-  size_t n = (size_t)sqlite3_value_bytes(argv[0]);
-  if (!in || n % 4) {
-    sqlite3_result_error(ctx, "cubin: not base64", -1);
-    return;
-  }
-  unsigned char *out = kt__malloc(n / 4 * 3 + 1);
-  if (!out) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 4) {
-    int a = b64_val(in[i]), b = b64_val(in[i + 1]), c = in[i + 2] == '=' ? 0 : b64_val(in[i + 2]),
-        d = in[i + 3] == '=' ? 0 : b64_val(in[i + 3]);
-    if (a < 0 || b < 0 || c < 0 || d < 0 || (in[i + 2] == '=' && in[i + 3] != '=')) {
-      kt__free(out);
-      sqlite3_result_error(ctx, "cubin: not base64", -1);
-      return;
+/* Decode base64 text; NULL when it is not base64 (or out of memory, *oom). */
+static unsigned char *unbase64(const char *in, size_t *n, int *oom) {
+  size_t len = strlen(in), o = 0;
+  *oom = 0;
+  if (len % 4) return NULL;
+  unsigned char *out = sqlite3_malloc64(len / 4 * 3 + 1);
+  if (!out) return *oom = 1, NULL;
+  for (size_t i = 0; i < len; i += 4) {
+    int pad2 = in[i + 2] == '=', pad3 = in[i + 3] == '=';
+    int a = b64_val(in[i]), b = b64_val(in[i + 1]), c = pad2 ? 0 : b64_val(in[i + 2]), d = pad3 ? 0 : b64_val(in[i + 3]);
+    if (a < 0 || b < 0 || c < 0 || d < 0 || (pad2 && !pad3) || ((pad2 || pad3) && i + 4 != len)) {
+      sqlite3_free(out);
+      return NULL;
     }
     uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
     out[o++] = (unsigned char)(v >> 16);
-    if (in[i + 2] != '=') out[o++] = (unsigned char)(v >> 8);
-    if (in[i + 3] != '=') out[o++] = (unsigned char)v;
+    if (!pad2) out[o++] = (unsigned char)(v >> 8);
+    if (!pad3) out[o++] = (unsigned char)v;
   }
-  sqlite3_result_blob(ctx, out, (int)o, kt__free);
+  *n = o;
+  return out;
 }
 
-static kt_status register_funcs(kt_store *s, char *err, size_t errlen) {
-  if (sqlite3_create_function(s->db, "kt_base64", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_base64, NULL, NULL) ||
-      sqlite3_create_function(s->db, "kt_unbase64", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, fn_unbase64, NULL, NULL))
-    return kt__db_err(s, s->db, "registering functions", err, errlen);
-  return KT_OK;
+/* Add item to o as name, or free it: cJSON takes it only on success. */
+static int add(cJSON *o, const char *name, cJSON *item) {
+  if (item && cJSON_AddItemToObject(o, name, item)) return 1;
+  cJSON_Delete(item);
+  return 0;
 }
 
-/* Rows as canonical JSON objects, one per line, inside a top-level object
-** that names the format, so that `ktune import` can tell it from other
-** JSON. */
-kt_status kt__store_export(kt_store *s, FILE *out, int with_binaries, char *err, size_t errlen) {
-  static const char qc[] =
-      "SELECT json_object('kernel', kernel, 'spec_hash', spec_hash, 'device', device, 'key', json(key),"
-      " 'config', json(config), 'time_us', time_us, 'candidates', candidates, 'rejected', rejected,"
-      " 'nvrtc_version', nvrtc_version, 'driver_version', driver_version, 'created_at', created_at,"
-      " 'updated_at', updated_at) FROM configs ORDER BY kernel, spec_hash, device, key";
-  static const char qb[] =
-      "SELECT json_object('hash', hash, 'kernel', kernel, 'spec_hash', spec_hash, 'arch', arch,"
-      " 'nvrtc_version', nvrtc_version, 'constants', json(constants), 'registers', registers,"
-      " 'smem_bytes', smem_bytes, 'spill_bytes', spill_bytes, 'size', size, 'cubin', kt_base64(cubin),"
-      " 'created_at', created_at) FROM binaries ORDER BY hash";
-  pthread_mutex_lock(&s->lock);
-  kt_status st = register_funcs(s, err, errlen);
-  fprintf(out, "{\"format\": \"ktune-cache\", \"version\": 1,\n \"configs\": [");
-  for (int part = 0; part < (with_binaries ? 2 : 1) && !st; part++) {
-    if (part) fprintf(out, "],\n \"binaries\": [");
-    sqlite3_stmt *p;
-    if (sqlite3_prepare_v2(s->db, part ? qb : qc, -1, &p, NULL)) {
-      st = kt__db_err(s, s->db, "exporting", err, errlen);
-      break;
-    }
-    int rc, n = 0;
-    while ((rc = kt__db_step(p)) == SQLITE_ROW)
-      fprintf(out, "%s\n  %s", n++ ? "," : "", (const char *)sqlite3_column_text(p, 0));
-    if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
+typedef struct outrow {
+  cJSON *o;
+  int ok;
+} outrow;
+
+static void put_str(outrow *w, const char *name, const char *v) { w->ok = w->ok && add(w->o, name, cJSON_CreateString(v)); }
+static void put_num(outrow *w, const char *name, double v) { w->ok = w->ok && add(w->o, name, cJSON_CreateNumber(v)); }
+static void put_raw(outrow *w, const char *name, const char *v) { w->ok = w->ok && add(w->o, name, cJSON_CreateRaw(v)); }
+
+static cJSON *config_json(const kt__cfgrow *r, const char *key, const char *config) {
+  outrow w = {cJSON_CreateObject(), 1};
+  w.ok = w.o != NULL;
+  put_str(&w, "kernel", r->kernel);
+  put_str(&w, "spec_hash", r->spec_hash);
+  put_str(&w, "device", r->device);
+  put_raw(&w, "key", key);
+  put_raw(&w, "config", config);
+  put_num(&w, "time_us", r->time_us);
+  put_num(&w, "candidates", (double)r->candidates);
+  put_num(&w, "rejected", (double)r->rejected);
+  put_str(&w, "nvrtc_version", r->nvrtc_version);
+  put_str(&w, "driver_version", r->driver_version);
+  put_num(&w, "created_at", (double)r->created_at);
+  put_num(&w, "updated_at", (double)r->updated_at);
+  if (!w.ok) cJSON_Delete(w.o);
+  return w.ok ? w.o : NULL;
+}
+
+static cJSON *binary_json(const kt__binrow *r, const char *constants, const char *cubin64) {
+  outrow w = {cJSON_CreateObject(), 1};
+  w.ok = w.o != NULL;
+  put_str(&w, "hash", r->hash);
+  put_str(&w, "kernel", r->kernel);
+  put_str(&w, "spec_hash", r->spec_hash);
+  put_str(&w, "arch", r->arch);
+  put_str(&w, "nvrtc_version", r->nvrtc_version);
+  put_raw(&w, "constants", constants);
+  put_num(&w, "registers", (double)r->registers);
+  put_num(&w, "smem_bytes", (double)r->smem_bytes);
+  put_num(&w, "spill_bytes", (double)r->spill_bytes);
+  put_num(&w, "size", (double)r->size);
+  put_str(&w, "digest", r->digest);
+  put_str(&w, "cubin", cubin64);
+  put_num(&w, "created_at", (double)r->created_at);
+  if (!w.ok) cJSON_Delete(w.o);
+  return w.ok ? w.o : NULL;
+}
+
+/* Print one row (consumed) on its own line after sep. */
+static int emit(FILE *out, cJSON *row, const char *sep) {
+  char *text = row ? cJSON_PrintUnformatted(row) : NULL;
+  cJSON_Delete(row);
+  if (!text) return KT__C_NOMEM;
+  fprintf(out, "%s\n  %s", sep, text);
+  cJSON_free(text);
+  return KT__C_OK;
+}
+
+static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
+  char cols[1024], q[1200];
+  kt__row_select(cols, sizeof cols, &kt__configs_table, s->version);
+  snprintf(q, sizeof q, "SELECT %s FROM configs ORDER BY kernel, spec_hash, device, key", cols);
+  sqlite3_stmt *p;
+  if (sqlite3_prepare_v2(s->db, q, -1, &p, NULL)) {
     sqlite3_finalize(p);
+    return kt__db_err(s, s->db, "exporting", err, errlen);
+  }
+  int rc, n = 0, st = KT__C_OK;
+  while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
+    kt__cfgrow r;
+    kt__row_read(p, &kt__configs_table, &r, 0);
+    char key[4096], cfg[4096], why[256];
+    if (kt__codec_canon(r.key, 0, key, sizeof key, why, sizeof why) ||
+        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why)) {
+      snprintf(err, errlen, "%s: configs row %s %s: %s: it is not exported; remove it or run ktune gc", s->path,
+               r.kernel, r.key, why);
+      st = KT__C_INVALID;
+    } else {
+      st = emit(out, config_json(&r, key, cfg), n++ ? "," : "");
+    }
+  }
+  if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
+  if (st == KT__C_NOMEM) snprintf(err, errlen, "%s: exporting: out of memory", s->path);
+  sqlite3_finalize(p);
+  return st;
+}
+
+/* Binaries whose blob fails its check, or that lack the entry's lowered
+** name (no runtime could load them), are left out and counted: another
+** machine must never receive a damaged cubin. */
+static int export_binaries(kt_store *s, FILE *out, char *err, size_t errlen) {
+  char cols[1024], q[1200];
+  kt__row_select(cols, sizeof cols, &kt__binaries_table, s->version);
+  snprintf(q, sizeof q, "SELECT %s FROM binaries ORDER BY hash", cols);
+  sqlite3_stmt *p;
+  if (sqlite3_prepare_v2(s->db, q, -1, &p, NULL)) {
+    sqlite3_finalize(p);
+    return kt__db_err(s, s->db, "exporting", err, errlen);
+  }
+  int rc, n = 0, skipped = 0, st = KT__C_OK, blob = kt__row_col(&kt__binaries_table, "cubin");
+  while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
+    kt__binrow r;
+    char constants[4096], why[256];
+    kt__row_read(p, &kt__binaries_table, &r, 0);
+    if (!kt__binary_intact(&r, sqlite3_column_bytes(p, blob)) ||
+        kt__codec_canon(r.constants, 0, constants, sizeof constants, why, sizeof why) ||
+        !strstr(constants, "\"lowered\":\"")) {
+      skipped++;
+      continue;
+    }
+    char *text = base64(r.cubin, (size_t)r.size);
+    st = text ? emit(out, binary_json(&r, constants, text), n++ ? "," : "") : KT__C_NOMEM;
+    sqlite3_free(text);
+  }
+  if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
+  if (st == KT__C_NOMEM) snprintf(err, errlen, "%s: exporting: out of memory", s->path);
+  sqlite3_finalize(p);
+  if (skipped) kt__db_log(s, 1, "%s: %d binaries fail their size or digest check and are not exported", s->path, skipped);
+  return st;
+}
+
+int kt__store_export(kt_store *s, FILE *out, int with_binaries, char *err, size_t errlen) {
+  pthread_mutex_lock(&s->lock);
+  fprintf(out, "{\"format\": \"ktune-cache\", \"version\": 1,\n \"configs\": [");
+  int st = export_configs(s, out, err, errlen);
+  if (!st && with_binaries) {
+    fprintf(out, "],\n \"binaries\": [");
+    st = export_binaries(s, out, err, errlen);
   }
   fprintf(out, "]}\n");
   if (!st && (fflush(out) || ferror(out))) {
     snprintf(err, errlen, "export: write failed");
-    st = KT_ERR_IO;
+    st = KT__C_IO;
   }
   pthread_mutex_unlock(&s->lock);
   return st;
 }
 
-/* Each config of the file goes through the same fastest-wins rule as a
-** tuning; binaries are added when their hash is new. */
-kt_status kt__store_import(kt_store *s, const char *name, const char *json, long counts[4], char *err,
-                           size_t errlen) {
-  static const char qf[] = "SELECT json_extract(?1, '$.format'), json_extract(?1, '$.version')";
-  static const char qc[] =
-      "SELECT key, json_extract(value, '$.kernel'), json_extract(value, '$.spec_hash'),"
-      " json_extract(value, '$.device'), json(json_extract(value, '$.key')),"
-      " json(json_extract(value, '$.config')), json_extract(value, '$.time_us'),"
-      " coalesce(json_extract(value, '$.candidates'), 0), coalesce(json_extract(value, '$.rejected'), 0),"
-      " coalesce(json_extract(value, '$.nvrtc_version'), ''), coalesce(json_extract(value, '$.driver_version'), ''),"
-      " coalesce(json_extract(value, '$.created_at'), 0), coalesce(json_extract(value, '$.updated_at'), 0)"
-      " FROM json_each(?1, '$.configs')";
-  static const char qb[] =
-      "INSERT OR IGNORE INTO binaries (hash, kernel, spec_hash, arch, nvrtc_version, constants, registers,"
-      " smem_bytes, spill_bytes, size, cubin, created_at)"
-      " SELECT json_extract(value, '$.hash'), json_extract(value, '$.kernel'),"
-      " coalesce(json_extract(value, '$.spec_hash'), ''), json_extract(value, '$.arch'),"
-      " json_extract(value, '$.nvrtc_version'), json(json_extract(value, '$.constants')),"
-      " json_extract(value, '$.registers'), json_extract(value, '$.smem_bytes'),"
-      " json_extract(value, '$.spill_bytes'), json_extract(value, '$.size'),"
-      " kt_unbase64(json_extract(value, '$.cubin')), coalesce(json_extract(value, '$.created_at'), 0)"
-      " FROM json_each(?1, '$.binaries')";
-  memset(counts, 0, 4 * sizeof *counts);
-  if (s->readonly) {
-    snprintf(err, errlen, "%s: the cache is read-only", s->path);
-    return KT_ERR_READONLY;
+/* The fields of an export's rows and what each must hold. Unknown fields
+** are ignored, so that a newer ktune's export with more columns still
+** imports. */
+enum { F_TEXT, F_INT, F_NUM, F_OBJ };
+typedef struct field {
+  const char *name;
+  int type;
+  int required;
+} field;
+
+#define NFIELDS 13
+static const field config_fields[] = {
+    {"kernel", F_TEXT, 1},        {"spec_hash", F_TEXT, 1},      {"device", F_TEXT, 1},
+    {"key", F_OBJ, 1},            {"config", F_OBJ, 1},          {"time_us", F_NUM, 1},
+    {"candidates", F_INT, 0},     {"rejected", F_INT, 0},        {"nvrtc_version", F_TEXT, 0},
+    {"driver_version", F_TEXT, 0}, {"created_at", F_INT, 0},     {"updated_at", F_INT, 0},
+    {NULL, 0, 0}};
+static const field binary_fields[] = {
+    {"hash", F_TEXT, 1},          {"kernel", F_TEXT, 1},    {"spec_hash", F_TEXT, 0}, {"arch", F_TEXT, 1},
+    {"nvrtc_version", F_TEXT, 1}, {"constants", F_OBJ, 1},  {"registers", F_INT, 0},  {"smem_bytes", F_INT, 0},
+    {"spill_bytes", F_INT, 0},    {"size", F_INT, 1},       {"cubin", F_TEXT, 1},     {"digest", F_TEXT, 0},
+    {"created_at", F_INT, 0},     {NULL, 0, 0}};
+
+/* One row of an export, its fields read by one statement. */
+typedef struct inrow {
+  sqlite3_stmt *q;         /* json_type and json_extract of each field */
+  const field *f;
+  const char *text[NFIELDS];
+  int64_t i[NFIELDS];
+  double d[NFIELDS];
+  int present[NFIELDS];
+} inrow;
+
+static int row_query(kt_store *s, const field *f, sqlite3_stmt **q) {
+  char sql[4096];
+  size_t u = (size_t)snprintf(sql, sizeof sql, "SELECT ");
+  for (int k = 0; f[k].name; k++)
+    u += (size_t)snprintf(sql + u, sizeof sql - u, "%sjson_type(?1, '$.%s'), json_extract(?1, '$.%s')", k ? ", " : "",
+                          f[k].name, f[k].name);
+  return sqlite3_prepare_v2(s->db, sql, -1, q, NULL);
+}
+
+/* Read and check the fields of the row json; 0, or -1 with why. */
+static int read_row(inrow *r, const char *json, char *why, size_t wl) {
+  static const char *const want[] = {"text", "an integer >= 0", "a finite number >= 0", "an object"};
+  sqlite3_reset(r->q);
+  sqlite3_bind_text(r->q, 1, json, -1, SQLITE_STATIC);
+  if (kt__db_step(r->q) != SQLITE_ROW) return snprintf(why, wl, "not JSON"), -1;
+  for (int k = 0; r->f[k].name; k++) {
+    const char *type = (const char *)sqlite3_column_text(r->q, 2 * k);
+    int at = 2 * k + 1, t = r->f[k].type;
+    r->present[k] = type && strcmp(type, "null");
+    if (!r->present[k]) {
+      if (r->f[k].required) return snprintf(why, wl, "missing \"%s\"", r->f[k].name), -1;
+      r->text[k] = "";
+      r->i[k] = 0;
+      continue;
+    }
+    r->text[k] = (const char *)sqlite3_column_text(r->q, at);
+    r->i[k] = sqlite3_column_int64(r->q, at);
+    r->d[k] = sqlite3_column_double(r->q, at);
+    int ok = t == F_TEXT   ? !strcmp(type, "text")
+             : t == F_OBJ  ? !strcmp(type, "object")
+             : t == F_INT  ? !strcmp(type, "integer") && r->i[k] >= 0
+                           : (!strcmp(type, "integer") || !strcmp(type, "real")) && r->d[k] >= 0 && isfinite(r->d[k]);
+    if (!ok) return snprintf(why, wl, "\"%s\" must be %s", r->f[k].name, want[t]), -1;
   }
-  sqlite3_stmt *p = NULL;
-  kt_status st = KT_OK;
-  pthread_mutex_lock(&s->lock);
-  if ((st = register_funcs(s, err, errlen))) goto out;
-  if (sqlite3_prepare_v2(s->db, qf, -1, &p, NULL)) {
-    st = kt__db_err(s, s->db, "import", err, errlen);
-    goto out;
+  return 0;
+}
+
+static int hex(const char *s, size_t min, size_t max) {
+  size_t n = strspn(s, "0123456789abcdef");
+  return !s[n] && n >= min && n <= max;
+}
+
+/* A configs row of an export merged under the fastest-wins rule, its key
+** and config made canonical first. */
+static int import_config(kt_store *s, inrow *r, long *counts, char *why, size_t wl, char *err, size_t errlen) {
+  char key[4096], cfg[4096], w[256];
+  if (kt__codec_canon(r->text[3], 0, key, sizeof key, w, sizeof w)) return snprintf(why, wl, "key: %s", w), KT__C_INVALID;
+  if (kt__codec_canon(r->text[4], 1, cfg, sizeof cfg, w, sizeof w)) return snprintf(why, wl, "config: %s", w), KT__C_INVALID;
+  kt__cfgrow row = {.kernel = r->text[0], .spec_hash = r->text[1], .device = r->text[2], .key = key, .config = cfg,
+                    .time_us = r->d[5], .candidates = r->i[6], .rejected = r->i[7], .nvrtc_version = r->text[8],
+                    .driver_version = r->text[9], .created_at = r->i[10], .updated_at = r->i[11]};
+  int oc, st = kt__configs_merge(s, &row, &oc, err, errlen);
+  if (!st) counts[oc - 1]++;
+  return st;
+}
+
+/* A binaries row of an export, added when its hash is new, once its blob
+** matches its size (and digest, when the row has one). */
+static int import_binary(kt_store *s, sqlite3_stmt *ins, inrow *r, long *counts, char *why, size_t wl, char *err,
+                         size_t errlen) {
+  char constants[4096], w[256];
+  if (!hex(r->text[0], 1, 64)) return snprintf(why, wl, "\"hash\" must be hex digits"), KT__C_INVALID;
+  if (kt__codec_canon(r->text[5], 0, constants, sizeof constants, w, sizeof w) || !strstr(constants, "\"lowered\":\""))
+    return snprintf(why, wl, "\"constants\" must hold the entry's \"lowered\" name"), KT__C_INVALID;
+  int oom;
+  size_t n = 0;
+  unsigned char *cubin = unbase64(r->text[10], &n, &oom);
+  if (!cubin)
+    return oom ? (snprintf(err, errlen, "%s: importing: out of memory", s->path), KT__C_NOMEM)
+               : (snprintf(why, wl, "\"cubin\" is not base64"), KT__C_INVALID);
+  kt__binrow row = {.hash = r->text[0], .kernel = r->text[1], .spec_hash = r->text[2], .arch = r->text[3],
+                    .nvrtc_version = r->text[4], .constants = constants, .registers = r->i[6], .smem_bytes = r->i[7],
+                    .spill_bytes = r->i[8], .size = r->i[9], .cubin = cubin, .created_at = r->i[12]};
+  char digest[33];
+  kt__store_digest(cubin, n, digest);
+  int st = KT__C_OK;
+  if ((int64_t)n != row.size) st = KT__C_INVALID, snprintf(why, wl, "the cubin has %zu bytes, \"size\" says %lld", n, (long long)row.size);
+  else if (r->present[11] && strcmp(r->text[11], digest))
+    st = KT__C_INVALID, snprintf(why, wl, "the cubin does not match its digest");
+  if (!st) {
+    row.digest = digest;
+    if (!row.created_at) row.created_at = kt__db_now();
+    sqlite3_reset(ins);
+    kt__row_bind(ins, &kt__binaries_table, &row, 1);
+    if (kt__db_step(ins) != SQLITE_DONE) st = kt__db_err(s, s->db, "importing binaries", err, errlen);
+    else counts[3] += sqlite3_changes(s->db);
+    sqlite3_reset(ins);
+    sqlite3_clear_bindings(ins);
+  }
+  sqlite3_free(cubin);
+  return st;
+}
+
+/* The file's header: valid JSON, the export format, arrays of rows. */
+static int check_header(kt_store *s, const char *name, const char *json, char *err, size_t errlen) {
+  sqlite3_stmt *p;
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT json_valid(?1), json_extract(?1, '$.format'), json_extract(?1, '$.version'),"
+                         " json_type(?1, '$.configs'), json_type(?1, '$.binaries')",
+                         -1, &p, NULL)) {
+    sqlite3_finalize(p);
+    return kt__db_err(s, s->db, "import", err, errlen);
   }
   sqlite3_bind_text(p, 1, json, -1, SQLITE_STATIC);
-  int rc = kt__db_step(p);
-  if (rc != SQLITE_ROW) {
-    snprintf(err, errlen, "%s: not JSON: %s", name, sqlite3_errmsg(s->db));
-    st = KT_ERR_INVALID;
-    goto out;
-  }
-  const char *fmt = (const char *)sqlite3_column_text(p, 0);
-  if (!fmt || strcmp(fmt, "ktune-cache") || sqlite3_column_int(p, 1) != 1) {
+  int rc = kt__db_step(p), st = KT__C_INVALID;
+  const char *fmt = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(p, 1) : NULL;
+  const char *cfgs = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(p, 3) : NULL;
+  const char *bins = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(p, 4) : NULL;
+  if (rc == SQLITE_NOMEM) st = kt__db_err(s, s->db, "import", err, errlen);
+  else if (rc != SQLITE_ROW || !sqlite3_column_int(p, 0)) snprintf(err, errlen, "%s: not JSON: malformed JSON", name);
+  else if (!fmt || strcmp(fmt, "ktune-cache") || sqlite3_column_int(p, 2) != 1)
     snprintf(err, errlen, "%s: not a ktune cache export (expected \"format\": \"ktune-cache\", \"version\": 1)", name);
-    st = KT_ERR_INVALID;
-    goto out;
-  }
+  else if (!cfgs || strcmp(cfgs, "array") || (bins && strcmp(bins, "array")))
+    snprintf(err, errlen, "%s: \"configs\" (and \"binaries\", when present) must be arrays of rows", name);
+  else st = KT__C_OK;
   sqlite3_finalize(p);
-  p = NULL;
-  /* Rows are read first, then merged one by one (each its own short write
-  ** transaction, as tuners do), so a large file never holds the lock long. */
-  if (sqlite3_prepare_v2(s->db, qc, -1, &p, NULL)) {
-    st = kt__db_err(s, s->db, "import", err, errlen);
-    goto out;
+  return st;
+}
+
+/* Every row of one array of the export, through fn. */
+static int import_rows(kt_store *s, const char *name, const char *json, int binaries, long *counts, char *err,
+                       size_t errlen) {
+  inrow r = {.f = binaries ? binary_fields : config_fields};
+  sqlite3_stmt *each = NULL, *ins = NULL;
+  char cols[1024], params[512], sql[2048], why[512] = "";
+  kt__row_columns(cols, sizeof cols, &kt__binaries_table);
+  kt__row_params(params, sizeof params, &kt__binaries_table, 1);
+  snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO binaries (%s) VALUES (%s)", cols, params);
+  if (row_query(s, r.f, &r.q) ||
+      sqlite3_prepare_v2(s->db, binaries ? "SELECT key, type, value FROM json_each(?1, '$.binaries')"
+                                         : "SELECT key, type, value FROM json_each(?1, '$.configs')",
+                         -1, &each, NULL) ||
+      (binaries && sqlite3_prepare_v2(s->db, sql, -1, &ins, NULL))) {
+    int st = kt__db_err(s, s->db, "import", err, errlen);
+    sqlite3_finalize(r.q);
+    sqlite3_finalize(each);
+    sqlite3_finalize(ins);
+    return st;
   }
-  sqlite3_bind_text(p, 1, json, -1, SQLITE_STATIC);
-  /* Text columns copied before the next step: kernel, spec_hash, device,
-  ** key, config, nvrtc_version, driver_version. */
-  static const int text_cols[7] = {1, 2, 3, 4, 5, 9, 10};
-  typedef struct row {
-    char *f[7];
-    kt__cfgrow r;
-  } row;
-  row *rows = NULL;
-  size_t n = 0, cap = 0;
-  while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
-    for (int c = 1; c <= 6 && !st; c++)
-      if (sqlite3_column_type(p, c) == SQLITE_NULL) {
-        static const char *names[] = {"", "kernel", "spec_hash", "device", "key", "config", "time_us"};
-        snprintf(err, errlen, "%s: configs[%d]: missing \"%s\"", name, sqlite3_column_int(p, 0), names[c]);
-        st = KT_ERR_INVALID;
-      }
-    if (!st && n == cap) {
-      cap = cap ? cap * 2 : 64;
-      row *nr = kt__realloc(rows, cap * sizeof *rows);
-      if (nr) rows = nr;
-      else st = KT_ERR_NOMEM;
-    }
-    if (st) break;
-    row *w = &rows[n++];
-    memset(w, 0, sizeof *w);
-    for (int c = 0; c < 7; c++) {
-      const char *t = (const char *)sqlite3_column_text(p, text_cols[c]);
-      if (!(w->f[c] = kt__strdup(t ? t : ""))) st = KT_ERR_NOMEM;
-    }
-    w->r = (kt__cfgrow){w->f[0], w->f[1], w->f[2], w->f[3], w->f[4], sqlite3_column_double(p, 6),
-                        sqlite3_column_int(p, 7), sqlite3_column_int(p, 8), w->f[5], w->f[6],
-                        sqlite3_column_int64(p, 11), sqlite3_column_int64(p, 12)};
+  sqlite3_bind_text(each, 1, json, -1, SQLITE_STATIC);
+  int rc, st = KT__C_OK;
+  long at = -1;
+  while (!st && (rc = kt__db_step(each)) == SQLITE_ROW) {
+    at = (long)sqlite3_column_int64(each, 0);
+    const char *type = (const char *)sqlite3_column_text(each, 1), *row = (const char *)sqlite3_column_text(each, 2);
+    if (!type || strcmp(type, "object")) st = KT__C_INVALID, snprintf(why, sizeof why, "expected an object");
+    else if (read_row(&r, row, why, sizeof why)) st = KT__C_INVALID;
+    else if (binaries) st = import_binary(s, ins, &r, counts, why, sizeof why, err, errlen);
+    else st = import_config(s, &r, counts, why, sizeof why, err, errlen);
   }
-  if (st == KT_ERR_NOMEM) snprintf(err, errlen, "%s: out of memory", name);
-  if (!st && rc != SQLITE_DONE) {
-    snprintf(err, errlen, "%s: %s", name, sqlite3_errmsg(s->db));
-    st = KT_ERR_INVALID;
-  }
-  sqlite3_finalize(p);
-  p = NULL;
-  pthread_mutex_unlock(&s->lock);
-  for (size_t i = 0; i < n && !st; i++) {
-    int oc;
-    if (!(st = kt__store_put_config(s, &rows[i].r, &oc, err, errlen))) counts[oc - 1]++;
-  }
-  for (size_t i = 0; i < n; i++)
-    for (int c = 0; c < 7; c++) kt__free(rows[i].f[c]);
-  kt__free(rows);
+  if (st == KT__C_INVALID && why[0])
+    snprintf(err, errlen, "%s: %s[%ld]: %s", name, binaries ? "binaries" : "configs", at, why);
+  else if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "import", err, errlen);
+  sqlite3_finalize(r.q);
+  sqlite3_finalize(each);
+  sqlite3_finalize(ins);
+  return st;
+}
+
+int kt__store_import(kt_store *s, const char *name, const char *json, long counts[4], char *err, size_t errlen) {
+  memset(counts, 0, 4 * sizeof *counts);
+  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
   pthread_mutex_lock(&s->lock);
-  if (st) goto out;
-  if ((st = kt__db_begin(s, err, errlen))) goto out;
-  if (sqlite3_prepare_v2(s->db, qb, -1, &p, NULL)) {
-    st = kt__db_end(s, kt__db_err(s, s->db, "importing binaries", err, errlen), err, errlen);
-    goto out;
+  int st = check_header(s, name, json, err, errlen);
+  if (!st) st = kt__db_begin(s, err, errlen);
+  if (!st) {
+    st = import_rows(s, name, json, 0, counts, err, errlen);
+    if (!st) st = import_rows(s, name, json, 1, counts, err, errlen);
+    st = kt__db_end(s, st, err, errlen);
   }
-  sqlite3_bind_text(p, 1, json, -1, SQLITE_STATIC);
-  if (kt__db_step(p) != SQLITE_DONE) {
-    snprintf(err, errlen, "%s: binaries: %s", name, sqlite3_errmsg(s->db));
-    st = KT_ERR_INVALID;
-  } else {
-    counts[3] = sqlite3_changes(s->db);
-  }
-  st = kt__db_end(s, st, err, errlen);
-out:
-  sqlite3_finalize(p);
+  if (st) memset(counts, 0, 4 * sizeof *counts);
   pthread_mutex_unlock(&s->lock);
   return st;
 }
 
-kt_status kt__store_gc(kt_store *s, const char *const *kernels, const char *const *hashes, int n,
-                       long *configs_removed, long *binaries_removed, char *err, size_t errlen) {
+static int exec_bound(kt_store *s, const char *sql, const char *a, const char *b, long *changes, char *err,
+                      size_t errlen) {
+  sqlite3_stmt *p;
+  int st = KT__C_OK;
+  if (sqlite3_prepare_v2(s->db, sql, -1, &p, NULL)) {
+    st = kt__db_err(s, s->db, "gc", err, errlen);
+  } else {
+    if (a) kt__db_bind_text(p, 1, a);
+    if (b) kt__db_bind_text(p, 2, b);
+    if (kt__db_step(p) != SQLITE_DONE) st = kt__db_err(s, s->db, "gc", err, errlen);
+    else if (changes) *changes += sqlite3_changes(s->db);
+  }
+  sqlite3_finalize(p);
+  return st;
+}
+
+/* Binaries are kept when a config refers to their (kernel, spec hash), or
+** when that is a named kernel's current spec: ktune compile's cubins stay
+** until their spec changes. */
+static int gc_binaries(kt_store *s, const char *const *kernels, const char *const *hashes, int n, long *removed,
+                       char *err, size_t errlen) {
+  int st = exec_bound(s, "CREATE TEMP TABLE IF NOT EXISTS kt_current (kernel TEXT, spec_hash TEXT)", NULL, NULL, NULL,
+                      err, errlen);
+  if (!st) st = exec_bound(s, "DELETE FROM temp.kt_current", NULL, NULL, NULL, err, errlen);
+  for (int i = 0; i < n && !st; i++)
+    st = exec_bound(s, "INSERT INTO temp.kt_current VALUES (?1, ?2)", kernels[i], hashes[i], NULL, err, errlen);
+  if (!st)
+    st = exec_bound(s,
+                    "DELETE FROM binaries WHERE NOT EXISTS (SELECT 1 FROM configs c WHERE c.kernel = binaries.kernel"
+                    " AND c.spec_hash = binaries.spec_hash) AND NOT EXISTS (SELECT 1 FROM temp.kt_current k WHERE"
+                    " k.kernel = binaries.kernel AND k.spec_hash = binaries.spec_hash)",
+                    NULL, NULL, removed, err, errlen);
+  return st;
+}
+
+int kt__store_gc(kt_store *s, const char *const *kernels, const char *const *hashes, int n, long *configs_removed,
+                 long *binaries_removed, char *err, size_t errlen) {
   static const char *const del[] = {
       "DELETE FROM configs WHERE kernel = ?1 AND spec_hash != ?2",
       "DELETE FROM trials WHERE kernel = ?1 AND spec_hash != ?2",
       "DELETE FROM quarantine WHERE kernel = ?1 AND spec_hash != ?2",
   };
   *configs_removed = *binaries_removed = 0;
-  if (s->readonly) {
-    snprintf(err, errlen, "%s: the cache is read-only", s->path);
-    return KT_ERR_READONLY;
-  }
+  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
   pthread_mutex_lock(&s->lock);
-  kt_status st = kt__db_begin(s, err, errlen);
+  int st = kt__db_begin(s, err, errlen);
   for (int i = 0; i < n && !st; i++)
-    for (int d = 0; d < 3 && !st; d++) {
-      sqlite3_stmt *p;
-      if (sqlite3_prepare_v2(s->db, del[d], -1, &p, NULL)) {
-        st = kt__db_err(s, s->db, "gc", err, errlen);
-        break;
-      }
-      sqlite3_bind_text(p, 1, kernels[i], -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(p, 2, hashes[i], -1, SQLITE_TRANSIENT);
-      if (kt__db_step(p) != SQLITE_DONE) st = kt__db_err(s, s->db, "gc", err, errlen);
-      else if (d == 0) *configs_removed += sqlite3_changes(s->db);
-      sqlite3_finalize(p);
-    }
-  if (!st) {
-    if (kt__db_exec(s->db, "DELETE FROM binaries WHERE NOT EXISTS (SELECT 1 FROM configs c WHERE"
-                           " c.kernel = binaries.kernel AND c.spec_hash = binaries.spec_hash)"))
-      st = kt__db_err(s, s->db, "gc", err, errlen);
-    else
-      *binaries_removed = sqlite3_changes(s->db);
-  }
+    for (int d = 0; d < 3 && !st; d++)
+      st = exec_bound(s, del[d], kernels[i], hashes[i], d == 0 ? configs_removed : NULL, err, errlen);
+  if (!st) st = gc_binaries(s, kernels, hashes, n, binaries_removed, err, errlen);
   st = kt__db_end(s, st, err, errlen);
+  if (st) *configs_removed = *binaries_removed = 0;
   pthread_mutex_unlock(&s->lock);
   return st;
 }

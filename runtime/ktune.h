@@ -264,6 +264,10 @@ typedef struct kt_options {
                              while the kernel before it in the stream drains
                              (programmatic dependent launch) and waits in its
                              first instructions for that kernel's results */
+  int cache_readonly;     /* nonzero: open the cache for reading only: an
+                             existing file, never created, changed or
+                             converted; a missing one leaves the runtime
+                             without a cache (kt_runtime_get_info says why) */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */

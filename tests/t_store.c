@@ -11,12 +11,22 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/error.h"
 #include "base/fileio.h"
 #include "harness.h"
 #include "spec/spec.h"
 #include "cache/store.h"
 
 static char err[KT_ERRMAX];
+
+static void capture(void *user, kt_log_level level, const char *msg) {
+  (void)level;
+  char *buf = user;
+  size_t n = strlen(buf);
+  snprintf(buf + n, 4096 - n, "%s\n", msg);
+}
+
+static void ccapture(void *user, int level, const char *msg) { capture(user, (kt_log_level)level, msg); }
 
 static char *tmpfile_in(const char *name) {
   static char path[8][700];
@@ -28,8 +38,37 @@ static char *tmpfile_in(const char *name) {
 }
 
 static kt__cfgrow row(const char *key, const char *config, double t) {
-  kt__cfgrow r = {"rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", key, config, t, 12, 3, "13000", "13000", 0, 0};
+  kt__cfgrow r = {.kernel = "rmsnorm_fwd", .spec_hash = "00000000deadbeef", .device = "GPU/sm_90/132", .key = key,
+                  .config = config, .time_us = t, .candidates = 12, .rejected = 3, .nvrtc_version = "13000",
+                  .driver_version = "13000"};
   return r;
+}
+
+/* kt__store_open of path (and a system cache), logging to lg when given. */
+static int open_store(kt_store **s, const char *path, const char *sys, const kt__clog *lg, char *e, size_t el) {
+  kt__store_opts o = {.path = path, .system_path = sys};
+  if (lg) o.log = *lg;
+  return kt__store_open(s, &o, e, el);
+}
+
+typedef struct blob_copy {
+  void *p;
+  size_t n;
+} blob_copy;
+
+static void copy_blob(void *user, const kt__binrow *r) {
+  blob_copy *c = user;
+  if ((c->p = malloc((size_t)r->size))) memcpy(c->p, r->cubin, (size_t)r->size);
+  c->n = (size_t)r->size;
+}
+
+/* A cubin by hash, copied (caller frees with free()). */
+static int fetch(kt_store *s, const char *hash, void **got, size_t *n) {
+  blob_copy c = {NULL, 0};
+  int st = kt__store_get_binary(s, hash, copy_blob, &c, err, sizeof err);
+  *got = c.p;
+  *n = c.n;
+  return st;
 }
 
 /* One value from SQLite, for assertions on rows. */
@@ -75,7 +114,7 @@ static int exec_file(const char *db_path, const char *sql_path) {
 static void configs_fastest_wins(void) {
   const char *p = tmpfile_in("c.db");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   int oc;
   kt__cfgrow r = row("{\"D\":256}", "{\"BLOCK\":128}", 10.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
@@ -117,10 +156,10 @@ static int count_trial(void *user, const kt__trialrow *r) {
 static void trials_binaries_quarantine(void) {
   const char *p = tmpfile_in("t.db");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
-  kt__trialrow t1 = {"k", "h", "d", "{}", "{\"BLOCK\":128}", "ok", 5.5, 0.25, 32, 0, 0, ""};
-  kt__trialrow t2 = {"k", "h", "d", "{}", "{\"BLOCK\":256}", "ok", 4.5, 0.5, 40, 1024, 0, ""};
-  kt__trialrow t3 = {"k", "h", "d", "{}", "{\"BLOCK\":512}", "mismatch", -1, -1, 0, 0, 0, "y[3]: 1.5 vs 2.0"};
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  kt__trialrow t1 = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{}", .config = "{\"BLOCK\":128}", .status = "ok", .median_us = 5.5, .spread_us = 0.25, .registers = 32, .smem_bytes = 0, .spill_bytes = 0, .detail = ""};
+  kt__trialrow t2 = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{}", .config = "{\"BLOCK\":256}", .status = "ok", .median_us = 4.5, .spread_us = 0.5, .registers = 40, .smem_bytes = 1024, .spill_bytes = 0, .detail = ""};
+  kt__trialrow t3 = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{}", .config = "{\"BLOCK\":512}", .status = "mismatch", .median_us = -1, .spread_us = -1, .registers = 0, .smem_bytes = 0, .spill_bytes = 0, .detail = "y[3]: 1.5 vs 2.0"};
   ASSERT_STATUS(kt__store_put_trial(s, &t1, err, sizeof err), KT_OK);
   ASSERT_STATUS(kt__store_put_trial(s, &t2, err, sizeof err), KT_OK);
   ASSERT_STATUS(kt__store_put_trial(s, &t3, err, sizeof err), KT_OK);
@@ -133,15 +172,15 @@ static void trials_binaries_quarantine(void) {
   ASSERT_EQ(n, 3);
   unsigned char blob[300];
   for (int i = 0; i < 300; i++) blob[i] = (unsigned char)(i * 7);
-  kt__binrow b = {"abcdef0123456789", "k", "h", "sm_90", "13000", "{\"VEC\":8}", 32, 0, 0, blob, sizeof blob};
+  kt__binrow b = {.hash = "abcdef0123456789", .kernel = "k", .spec_hash = "h", .arch = "sm_90", .nvrtc_version = "13000", .constants = "{\"VEC\":8}", .registers = 32, .smem_bytes = 0, .spill_bytes = 0, .size = sizeof blob, .cubin = blob};
   ASSERT_STATUS(kt__store_put_binary(s, &b, err, sizeof err), KT_OK);
   void *got;
   size_t sz;
-  ASSERT_STATUS(kt__store_get_binary(s, "abcdef0123456789", &got, &sz, err, sizeof err), KT_OK);
+  ASSERT_STATUS(fetch(s, "abcdef0123456789", &got, &sz), KT_OK);
   ASSERT_EQ(sz, 300);
   ASSERT_EQ(memcmp(got, blob, 300), 0);
-  kt__free(got);
-  ASSERT_STATUS(kt__store_get_binary(s, "ffff", &got, &sz, err, sizeof err), KT_ERR_NOT_FOUND);
+  free(got);
+  ASSERT_STATUS(fetch(s, "ffff", &got, &sz), KT_ERR_NOT_FOUND);
   int yes;
   char why[128];
   ASSERT_STATUS(kt__store_quarantine(s, "k", "h", "d", "{}", "{\"BLOCK\":1024}", "fault: CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -170,7 +209,7 @@ static void migrates_schema_1(void) {
   const char *p = tmpfile_in("v1.db");
   ASSERT_EQ(exec_file(p, "tests/fixtures/cache-v1.sql"), 0);
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   ASSERT_EQ(kt__store_readonly(s), 0);
   char cfg[256];
   double t;
@@ -180,7 +219,7 @@ static void migrates_schema_1(void) {
   ASSERT_STR_EQ(cfg, "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}");
   ASSERT_STATUS(kt__store_quarantine(s, "k", "h", "d", "{}", "{}", "fault", err, sizeof err), KT_OK);
   kt__store_close(s);
-  ASSERT_EQ(q_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 3);
+  ASSERT_EQ(q_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 4);
   ASSERT_EQ(q_int(p, "SELECT count(*) FROM leases"), 0);
   ASSERT_EQ(q_int(p, "SELECT candidates FROM configs"), 0);
   ASSERT_EQ(q_int(p, "SELECT created_at FROM configs"), 1700000000);
@@ -201,7 +240,7 @@ static void stat_sig(const char *p, char *out, size_t n) {
 static void newer_schema_is_read_only(void) {
   const char *p = tmpfile_in("v99.db");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   kt__cfgrow r = row("{\"D\":64}", "{\"BLOCK\":128}", 3.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   kt__store_close(s);
@@ -215,13 +254,10 @@ static void newer_schema_is_read_only(void) {
   stat_sig(p, before, sizeof before);
   static char logged[4096];
   logged[0] = 0;
-  kt__logger lg = {NULL, NULL, KT_LOG_DEBUG};
-  void capture(void *, kt_log_level, const char *);
-  lg.fn = capture;
-  lg.user = logged;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, &lg, err, sizeof err), KT_OK);
+  kt__clog lg = {ccapture, logged, KT_LOG_DEBUG};
+  ASSERT_STATUS(open_store(&s, p, NULL, &lg, err, sizeof err), KT_OK);
   ASSERT_EQ(kt__store_readonly(s), 1);
-  ASSERT_CONTAINS(logged, "written by a newer ktune (schema 99, this one knows 3): opened read-only");
+  ASSERT_CONTAINS(logged, "written by a newer ktune (schema 99, this one knows 4): opened read-only");
   char cfg[128];
   ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":64}", cfg,
                                      sizeof cfg, NULL, err, sizeof err),
@@ -235,12 +271,7 @@ static void newer_schema_is_read_only(void) {
   ASSERT_EQ(q_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 99);
 }
 
-void capture(void *user, kt_log_level level, const char *msg) {
-  (void)level;
-  char *buf = user;
-  size_t n = strlen(buf);
-  snprintf(buf + n, 4096 - n, "%s\n", msg);
-}
+
 
 /* Many processes with several threads each, tuning and reading the same keys:
 ** the file stays valid, there is one row per key holding the fastest time
@@ -266,7 +297,7 @@ static void *work(void *arg) {
       snprintf(key, sizeof key, "{\"D\":%d}", k);
       snprintf(cfg, sizeof cfg, "{\"P\":%d,\"T\":%d,\"I\":%d}", w->proc, w->thread, i);
       kt__cfgrow r = row(key, cfg, time_for(w->proc, w->thread, i, k));
-      kt__trialrow t = {"rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", key, cfg, "ok", r.time_us, 0.1, 32, 0, 0, ""};
+      kt__trialrow t = {.kernel = "rmsnorm_fwd", .spec_hash = "00000000deadbeef", .device = "GPU/sm_90/132", .key = key, .config = cfg, .status = "ok", .median_us = r.time_us, .spread_us = 0.1, .registers = 32, .smem_bytes = 0, .spill_bytes = 0, .detail = ""};
       kt_status st = kt__store_put_config(w->s, &r, NULL, e, sizeof e);
       if (!st) st = kt__store_put_trial(w->s, &t, e, sizeof e);
       if (!st) {
@@ -282,7 +313,7 @@ static void *work(void *arg) {
 static int child(const char *p, int proc) {
   kt_store *s;
   char e[KT_ERRMAX];
-  if (kt__store_open(&s, p, NULL, NULL, e, sizeof e)) {
+  if (open_store(&s, p, NULL, NULL, e, sizeof e)) {
     fprintf(stderr, "    child %d: %s\n", proc, e);
     return 1;
   }
@@ -349,7 +380,7 @@ static void killed_writer_loses_nothing_committed(void) {
     close(fds[0]);
     kt_store *s;
     char e[KT_ERRMAX];
-    if (kt__store_open(&s, p, NULL, NULL, e, sizeof e)) _exit(1);
+    if (open_store(&s, p, NULL, NULL, e, sizeof e)) _exit(1);
     for (int i = 0;; i++) {
       char key[32];
       snprintf(key, sizeof key, "{\"D\":%d}", i);
@@ -375,7 +406,7 @@ static void killed_writer_loses_nothing_committed(void) {
   snprintf(q, sizeof q, "SELECT count(*) FROM configs WHERE json_extract(key, '$.D') <= %d", last);
   ASSERT_EQ(q_int(p, q), last + 1);
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   kt__store_close(s);
 }
 
@@ -393,7 +424,7 @@ static void damaged_files_are_reported_and_kept(void) {
   for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 31 + 7);
   write_bytes(p, junk, sizeof junk);
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
   ASSERT_CONTAINS(err, "garbage.db: file is not a database; the file is left as it is");
   struct stat sb;
   ASSERT_EQ(stat(p, &sb), 0);
@@ -407,7 +438,7 @@ static void damaged_files_are_reported_and_kept(void) {
 
   /* A real database cut in half. */
   const char *t = tmpfile_in("trunc.db");
-  ASSERT_STATUS(kt__store_open(&s, t, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, t, NULL, NULL, err, sizeof err), KT_OK);
   for (int i = 0; i < 400; i++) {
     char key[32];
     snprintf(key, sizeof key, "{\"D\":%d,\"pad\":\"%0200d\"}", i, i);
@@ -418,7 +449,7 @@ static void damaged_files_are_reported_and_kept(void) {
   ASSERT_EQ(stat(t, &sb), 0);
   ASSERT_TRUE(sb.st_size > 40000);
   ASSERT_EQ(truncate(t, sb.st_size / 2), 0);
-  ASSERT_STATUS(kt__store_open(&s, t, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_STATUS(open_store(&s, t, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
   ASSERT_CONTAINS(err, "trunc.db: ");
   ASSERT_CONTAINS(err, "the file is left as it is");
   ASSERT_EQ(stat(t, &sb), 0);
@@ -451,17 +482,17 @@ static void paths(void) {
   char p[800];
   snprintf(p, sizeof p, "%s/a/b/c/ktune.db", base);
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   kt__store_close(s);
   struct stat sb;
   ASSERT_EQ(stat(p, &sb), 0);
-  ASSERT_STATUS(kt__store_open(&s, base, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_STATUS(open_store(&s, base, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
   char want[900];
   snprintf(want, sizeof want, "%s: is a directory, not a cache file", base);
   ASSERT_STR_EQ(err, want);
   /* A parent that is a file cannot become a directory. */
   snprintf(p, sizeof p, "%s/a/b/c/ktune.db/x.db", base);
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
   ASSERT_CONTAINS(err, "cannot create directory");
   ASSERT_CONTAINS(err, "Not a directory");
   /* Default location. */
@@ -484,16 +515,16 @@ static void paths(void) {
   snprintf(p, sizeof p, "%s/ro", base);
   ASSERT_EQ(mkdir(p, 0555), 0);
   snprintf(p, sizeof p, "%s/ro/ktune.db", base);
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
   ASSERT_CONTAINS(err, "cannot open");
 }
 
 static void untrusted_file_gives_no_binaries(void) {
   const char *p = tmpfile_in("ww.db");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   unsigned char blob[16] = {0x7f, 'E', 'L', 'F'};
-  kt__binrow b = {"00ff", "k", "h", "sm_90", "13000", "{}", 0, 0, 0, blob, sizeof blob};
+  kt__binrow b = {.hash = "00ff", .kernel = "k", .spec_hash = "h", .arch = "sm_90", .nvrtc_version = "13000", .constants = "{}", .registers = 0, .smem_bytes = 0, .spill_bytes = 0, .size = sizeof blob, .cubin = blob};
   ASSERT_STATUS(kt__store_put_binary(s, &b, err, sizeof err), KT_OK);
   kt__cfgrow r = row("{}", "{\"BLOCK\":128}", 1.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
@@ -501,13 +532,13 @@ static void untrusted_file_gives_no_binaries(void) {
   ASSERT_EQ(chmod(p, 0666), 0);
   static char logged[4096];
   logged[0] = 0;
-  kt__logger lg = {capture, logged, KT_LOG_DEBUG};
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, &lg, err, sizeof err), KT_OK);
+  kt__clog lg = {ccapture, logged, KT_LOG_DEBUG};
+  ASSERT_STATUS(open_store(&s, p, NULL, &lg, err, sizeof err), KT_OK);
   ASSERT_EQ(kt__store_binaries_trusted(s), 0);
   ASSERT_CONTAINS(logged, "ww.db: world-writable: compiled kernels will not be loaded from it");
   void *got;
   size_t n;
-  ASSERT_STATUS(kt__store_get_binary(s, "00ff", &got, &n, err, sizeof err), KT_ERR_NOT_FOUND);
+  ASSERT_STATUS(fetch(s, "00ff", &got, &n), KT_ERR_NOT_FOUND);
   char cfg[64];
   ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{}", cfg, sizeof cfg,
                                      NULL, err, sizeof err),
@@ -518,7 +549,7 @@ static void untrusted_file_gives_no_binaries(void) {
 static void system_cache_is_read_after_and_never_written(void) {
   const char *sys = tmpfile_in("system.db"), *user = tmpfile_in("user.db");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, sys, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, sys, NULL, NULL, err, sizeof err), KT_OK);
   kt__cfgrow r = row("{\"D\":4096}", "{\"BLOCK\":512}", 30.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   r = row("{\"D\":256}", "{\"BLOCK\":128}", 3.0);
@@ -526,7 +557,7 @@ static void system_cache_is_read_after_and_never_written(void) {
   kt__store_close(s);
   char before[128], after[128];
   stat_sig(sys, before, sizeof before);
-  ASSERT_STATUS(kt__store_open(&s, user, sys, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, user, sys, NULL, err, sizeof err), KT_OK);
   r = row("{\"D\":256}", "{\"BLOCK\":256}", 5.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   char cfg[64];
@@ -548,7 +579,7 @@ static void system_cache_is_read_after_and_never_written(void) {
 static void export_import_round_trip(void) {
   const char *a = tmpfile_in("a.db"), *b = tmpfile_in("b.db"), *j = tmpfile_in("export.json");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, a, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, a, NULL, NULL, err, sizeof err), KT_OK);
   for (int i = 0; i < 20; i++) {
     char key[64], cfg[64];
     snprintf(key, sizeof key, "{\"D\":%d,\"T\":\"bf16\",\"align\":16}", 64 << (i % 8));
@@ -559,7 +590,7 @@ static void export_import_round_trip(void) {
   }
   unsigned char blob[1001];
   for (int i = 0; i < 1001; i++) blob[i] = (unsigned char)(i * 13 + 5);
-  kt__binrow bin = {"1234", "rmsnorm_fwd", "00000000deadbeef", "sm_90", "13000", "{\"VEC\":8}", 40, 0, 0, blob, sizeof blob};
+  kt__binrow bin = {.hash = "1234", .kernel = "rmsnorm_fwd", .spec_hash = "00000000deadbeef", .arch = "sm_90", .nvrtc_version = "13000", .constants = "{\"entry\":\"rmsnorm_fwd<8>\",\"lowered\":\"_Z11rmsnorm_fwdILi8EEvv\"}", .registers = 40, .smem_bytes = 0, .spill_bytes = 0, .size = sizeof blob, .cubin = blob};
   ASSERT_STATUS(kt__store_put_binary(s, &bin, err, sizeof err), KT_OK);
   FILE *f = fopen(j, "w");
   ASSERT_TRUE(f);
@@ -568,9 +599,10 @@ static void export_import_round_trip(void) {
   kt__store_close(s);
   char *json;
   ASSERT_EQ(kt__read_file(j, &json, NULL), 0);
-  ASSERT_STATUS(kt__store_open(&s, b, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, b, NULL, NULL, err, sizeof err), KT_OK);
   long c[4];
   kt_status st = kt__store_import(s, j, json, c, err, sizeof err);
+  if (st) t_fail(__FILE__, __LINE__, "%s", err);
   ASSERT_STATUS(st, KT_OK);
   ASSERT_EQ(c[0], 16); /* 20 rows, 16 distinct keys */
   ASSERT_EQ(c[3], 1);
@@ -581,9 +613,9 @@ static void export_import_round_trip(void) {
   kt__free(json);
   void *got;
   size_t n;
-  ASSERT_STATUS(kt__store_get_binary(s, "1234", &got, &n, err, sizeof err), KT_OK);
+  ASSERT_STATUS(fetch(s, "1234", &got, &n), KT_OK);
   int same = n == sizeof blob && !memcmp(got, blob, n);
-  kt__free(got);
+  free(got);
   ASSERT_TRUE(same);
   /* A faster result for one key replaces it. */
   const char *fast =
@@ -616,7 +648,7 @@ static void export_import_round_trip(void) {
 static void gc_removes_stale_rows(void) {
   const char *p = tmpfile_in("gc.db");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   kt__cfgrow r = row("{\"D\":1}", "{}", 1.0);
   r.spec_hash = "0000000000000001";
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
@@ -627,8 +659,8 @@ static void gc_removes_stale_rows(void) {
   r.kernel = "other";
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   unsigned char blob[4] = {1, 2, 3, 4};
-  kt__binrow b1 = {"b1", "rmsnorm_fwd", "0000000000000002", "sm_90", "13000", "{}", 0, 0, 0, blob, 4};
-  kt__binrow b2 = {"b2", "rmsnorm_fwd", "0000000000000001", "sm_90", "13000", "{}", 0, 0, 0, blob, 4};
+  kt__binrow b1 = {.hash = "b1", .kernel = "rmsnorm_fwd", .spec_hash = "0000000000000002", .arch = "sm_90", .nvrtc_version = "13000", .constants = "{}", .registers = 0, .smem_bytes = 0, .spill_bytes = 0, .size = 4, .cubin = blob};
+  kt__binrow b2 = {.hash = "b2", .kernel = "rmsnorm_fwd", .spec_hash = "0000000000000001", .arch = "sm_90", .nvrtc_version = "13000", .constants = "{}", .registers = 0, .smem_bytes = 0, .spill_bytes = 0, .size = 4, .cubin = blob};
   ASSERT_STATUS(kt__store_put_binary(s, &b1, err, sizeof err), KT_OK);
   ASSERT_STATUS(kt__store_put_binary(s, &b2, err, sizeof err), KT_OK);
   const char *kernels[] = {"rmsnorm_fwd"}, *hashes[] = {"0000000000000002"};
@@ -646,7 +678,7 @@ static void gc_removes_stale_rows(void) {
 static void tuning_leases(void) {
   const char *p = tmpfile_in("lease.db");
   kt_store *s;
-  ASSERT_STATUS(kt__store_open(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
   int taken;
   long holder;
   long me = (long)getpid();

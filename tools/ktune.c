@@ -1,11 +1,10 @@
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
-static const char help[] =
+static const char usage_text[] =
     "usage: ktune COMMAND [ARGS]\n"
     "\n"
     "Autotuning GPU kernel runtime: compile, tune and inspect kernels described\n"
@@ -39,37 +38,14 @@ static const char help[] =
     "  cache consulted after it), KTUNE_LOG=error|warn|info|debug, CUDA_HOME\n"
     "exit codes: 0 success, 1 a command failed, 2 usage error\n";
 
-void cli_log(void *user, kt_log_level level, const char *msg) {
-  static const char *names[] = {"error", "warn", "info", "debug"};
-  (void)user;
-  fprintf(stderr, "ktune: %s: %s\n", level <= KT_LOG_DEBUG ? names[level] : "log", msg);
-}
-
-void cli_options(kt_options *o, const char *arch, int no_device) {
-  kt_options_init(o);
-  o->log = cli_log;
-  o->arch = arch;
-  o->no_device = no_device;
-}
-
-int cli_usage(const char *cmd, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "ktune %s: ", cmd);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nTry 'ktune %s --help'.\n", cmd);
-  return EXIT_USAGE;
-}
-
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fputs(help, stderr);
+    fputs(usage_text, stderr);
     return EXIT_USAGE;
   }
   const char *cmd = argv[1];
   if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-    fputs(help, stdout);
+    fputs(usage_text, stdout);
     return EXIT_OK;
   }
   if (!strcmp(cmd, "--version")) {

@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "cache/codec.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
 #include "device/variant.h"
@@ -117,21 +118,45 @@ static void name_expr(const kt__prog *p, const kt__call *c, char *expr, size_t n
   if (used < n) snprintf(expr + used, n - used, ">");
 }
 
+typedef struct fetched {
+  kt__variant *v;
+  char *lowered;
+  int nomem;
+} fetched;
+
+/* The row of a cubin whose size and digest the cache has checked: its
+** bytes, and the lowered (mangled) entry name stored in its constants. */
+static void on_binary(void *user, const kt__binrow *r) {
+  fetched *f = user;
+  kt__kv kv[8];
+  char buf[2048], why[128];
+  int n = kt__codec_read(r->constants, kv, 8, buf, sizeof buf, why, sizeof why);
+  for (int i = 0; i < n && !f->lowered; i++)
+    if (kv[i].kind == KT__V_STR && !strcmp(kv[i].name, "lowered") && !(f->lowered = kt__strdup(kv[i].s))) f->nomem = 1;
+  if (!f->lowered || !(f->v->cubin = kt__malloc((size_t)r->size))) {
+    f->nomem |= f->lowered != NULL;
+    kt__free(f->lowered);
+    f->lowered = NULL;
+    return;
+  }
+  memcpy(f->v->cubin, r->cubin, (size_t)r->size);
+  f->v->cubin_size = (size_t)r->size;
+}
+
 /* A cubin another process compiled: same source, constants, options,
-** architecture and NVRTC version. The lowered name is the name expression
-** as NVRTC mangles it, which a cubin does not carry, so it is stored beside
-** the constants. KT_ERR_NOT_FOUND when the cache has none to offer. */
+** architecture and NVRTC ABI. One that fails the cache's size and digest
+** check is never loaded: it is compiled again, and the fresh cubin
+** replaces the row. KT_ERR_NOT_FOUND when the cache has none to offer. */
 static kt_status from_cache(kt__prog *p, const char *hash, const char *vname, kt__variant *v, char **lowered) {
   kt__env *env = p->env;
   char msg[KT_ERRMAX];
   if (!env->store || !kt__store_binaries_trusted(env->store)) return KT_ERR_NOT_FOUND;
-  kt_status st = kt__store_get_binary(env->store, hash, &v->cubin, &v->cubin_size, msg, sizeof msg);
-  if (!st && !(*lowered = kt__store_binary_lowered(env->store, hash))) {
-    kt__free(v->cubin);
-    v->cubin = NULL;
-    st = KT_ERR_NOT_FOUND;
-  }
-  if (st) return st;
+  fetched f = {v, NULL, 0};
+  kt_status st = kt__store_get_binary(env->store, hash, on_binary, &f, msg, sizeof msg);
+  if (st == KT_ERR_INVALID) kt__log(&env->log, KT_LOG_WARN, "%s: %s; it is compiled again", vname, msg);
+  if (!st && f.nomem) return KT_ERR_NOMEM;
+  if (st || !f.lowered) return KT_ERR_NOT_FOUND;
+  *lowered = f.lowered;
   atomic_fetch_add_explicit(&env->n.binary_loads, 1, memory_order_relaxed);
   kt__log(&env->log, KT_LOG_DEBUG, "%s: cubin from the cache", vname);
   return KT_OK;
@@ -141,10 +166,14 @@ static void store_binary(kt__prog *p, const char *hash, const char *expr, const 
   kt__env *env = p->env;
   if (!env->store || kt__store_readonly(env->store)) return;
   char consts[1400], nv[16], msg[KT_ERRMAX];
-  snprintf(consts, sizeof consts, "{\"entry\":\"%s\",\"lowered\":\"%s\"}", expr, lowered);
+  kt__kv kv[2] = {{.name = "entry", .kind = KT__V_STR, .s = expr}, {.name = "lowered", .kind = KT__V_STR, .s = lowered}};
   snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
-  kt__binrow b = {hash, p->spec->name, p->spec_hash, env->arch, nv, consts, 0, 0, 0, v->cubin, v->cubin_size};
-  if (kt__store_put_binary(env->store, &b, msg, sizeof msg)) kt__log(&env->log, KT_LOG_WARN, "%s", msg);
+  kt__binrow b = {.hash = hash, .kernel = p->spec->name, .spec_hash = p->spec_hash, .arch = env->arch,
+                  .nvrtc_version = nv, .constants = consts, .size = (int64_t)v->cubin_size, .cubin = v->cubin};
+  if (kt__codec_write(kv, 2, consts, sizeof consts))
+    kt__log(&env->log, KT_LOG_WARN, "%s: its cubin is not stored: its names are too long", expr);
+  else if (kt__store_put_binary(env->store, &b, msg, sizeof msg))
+    kt__log(&env->log, KT_LOG_WARN, "%s", msg);
 }
 
 static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__variant *v, char **lowered,
@@ -196,6 +225,10 @@ static kt_status build(kt__prog *p, const kt__call *c, kt__variant *v, char *err
   char *lowered = NULL;
   double t0 = kt__now_ms();
   kt_status st = from_cache(p, hash, vname, v, &lowered);
+  if (st == KT_ERR_NOMEM) {
+    snprintf(err, errlen, "%s: out of memory", vname);
+    return st;
+  }
   if (st) {
     if ((st = compile(p, expr, vname, v, &lowered, err, errlen))) {
       v->compile_ms = kt__now_ms() - t0;

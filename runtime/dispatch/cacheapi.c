@@ -25,9 +25,11 @@ typedef struct list_ctx {
 
 static int on_row(void *user, const kt__cfgrow *r, int from_system) {
   list_ctx *c = user;
-  kt_cache_row row = {r->kernel, r->spec_hash, r->device, r->key, r->config, r->time_us,
-                      r->candidates, r->rejected, r->nvrtc_version, r->driver_version,
-                      r->created_at, r->updated_at, from_system};
+  kt_cache_row row = {.kernel = r->kernel, .spec_hash = r->spec_hash, .device = r->device, .key = r->key,
+                      .config = r->config, .time_us = r->time_us, .candidates = (int)r->candidates,
+                      .rejected = (int)r->rejected, .nvrtc_version = r->nvrtc_version,
+                      .driver_version = r->driver_version, .created_at = r->created_at,
+                      .updated_at = r->updated_at, .from_system = from_system};
   return c->fn(c->user, &row);
 }
 
@@ -48,8 +50,9 @@ typedef struct trial_ctx {
 
 static int on_trial(void *user, const kt__trialrow *r) {
   trial_ctx *c = user;
-  kt_trial_row row = {r->config, r->status, r->detail, r->median_us, r->spread_us,
-                      r->registers, r->smem_bytes, r->spill_bytes};
+  kt_trial_row row = {.config = r->config, .status = r->status, .detail = r->detail, .median_us = r->median_us,
+                      .spread_us = r->spread_us, .registers = (int)r->registers, .smem_bytes = (int)r->smem_bytes,
+                      .spill_bytes = (int)r->spill_bytes};
   return c->fn(c->user, &row);
 }
 

@@ -107,6 +107,22 @@ static void *hit_fn(const kt_kernel *k, const kt__call *c, const kt__tuned *hit)
   return memcmp(vals, hit->vals, (size_t)k->p.spec->ntargs * sizeof vals[0]) ? NULL : hit->fn;
 }
 
+/* Launch a bound call whose args pass the alias rules: its config, then
+** the driver; a table hit with a signature becomes this thread's plan. */
+static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, const int64_t *sig) {
+  int64_t cfg[KT_MAX_CFIELDS];
+  const kt__tuned *hit;
+  kt__dims d;
+  kt_status st;
+  if ((st = kt__call_plan(k, c, stream, args, cfg, &hit)) ||
+      (st = kt__call_launch(&k->p, c, hit_fn(k, c, hit), stream, args, &d)))
+    return st;
+  if (hit && sig && d.grid[0]) remember(k, sig, &d);
+  atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
+  if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
+  return KT_OK;
+}
+
 kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {
   if (!k) return KT_ERR_INVALID;
   int64_t sig[2 * KT_MAX_PARAMS];
@@ -123,20 +139,14 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
     }
   }
   kt__call c;
-  int64_t cfg[KT_MAX_CFIELDS];
-  const kt__tuned *hit;
   kt_status st;
   if ((st = kt__call_bind(&k->p, args, nargs, &c))) return st;
-  if ((st = kt__call_alias(&k->p, &c, args)))
-    return st == KT_ERR_ALIAS && k->rt->stage_aliased ? kt__launch_staged(k, stream, args, nargs) : st;
-  if ((st = kt__call_plan(k, &c, stream, args, cfg, &hit))) return st;
-  void *fn = hit_fn(k, &c, hit);
-  kt__dims d;
-  if ((st = kt__call_launch(&k->p, &c, fn, stream, args, &d))) return st;
-  if (hit && planned && d.grid[0]) remember(k, sig, &d);
-  atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
-  if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
-  return KT_OK;
+  st = kt__call_alias(&k->p, &c, args);
+  if (st != KT_ERR_ALIAS || !k->rt->stage_aliased) return st ? st : launch_bound(k, &c, stream, args, planned ? sig : NULL);
+  kt__staging sg;
+  st = kt__stage_begin(k, &c, args, stream, &sg);
+  if (!st) st = launch_bound(k, &c, stream, sg.args, NULL);
+  return kt__stage_end(k, &sg, stream, st);
 }
 
 kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs, const char *config) {

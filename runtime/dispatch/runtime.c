@@ -61,16 +61,30 @@ static void apply_options(kt_runtime *rt, const kt_options *o) {
   rt->tune = (kt__tuneopts){o->strategy, o->budget_s, o->retune, o->progress, o->progress_user};
 }
 
+/* The cache's results are kt_status codes; it does not include ktune.h. */
+#define SAME(c, s) ((int)(c) == (int)(s))
+_Static_assert(SAME(KT__C_OK, KT_OK) && SAME(KT__C_INVALID, KT_ERR_INVALID) && SAME(KT__C_NOMEM, KT_ERR_NOMEM) &&
+                   SAME(KT__C_IO, KT_ERR_IO) && SAME(KT__C_CACHE, KT_ERR_CACHE) &&
+                   SAME(KT__C_NOT_FOUND, KT_ERR_NOT_FOUND) && SAME(KT__C_READONLY, KT_ERR_READONLY),
+               "cache results must be the kt_status codes of the same names");
+#undef SAME
+
+static void cache_log(void *user, int level, const char *msg) { kt__log(user, (kt_log_level)level, "%s", msg); }
+
 /* The cache, or the reason there is none: a cache that cannot be used
-** never stops the runtime; it tunes in memory and says why once. */
-static void open_cache(kt_runtime *rt) {
+** never stops the runtime; it tunes in memory and says why once. Out of
+** memory is not a cache problem: it fails the open. */
+static kt_status open_cache(kt_runtime *rt, int readonly) {
   if (rt->no_cache) {
     snprintf(rt->cache_error, sizeof rt->cache_error, "the cache is disabled (no_cache)");
-    return;
+    return KT_OK;
   }
-  if (kt__store_open(&rt->env.store, rt->cache_path, rt->system_cache_path, &rt->env.log, rt->cache_error,
-                     sizeof rt->cache_error))
-    kt__log(&rt->env.log, KT_LOG_WARN, "running without a config cache: %s", rt->cache_error);
+  kt__store_opts so = {rt->cache_path, rt->system_cache_path, readonly,
+                       {cache_log, &rt->env.log, rt->env.log.level}};
+  kt_status st = kt__store_open(&rt->env.store, &so, rt->cache_error, sizeof rt->cache_error);
+  if (st == KT_ERR_NOMEM) return kt__err(rt->env.id, st, "kt_runtime_open: %s", rt->cache_error);
+  if (st) kt__log(&rt->env.log, KT_LOG_WARN, "running without a config cache: %s", rt->cache_error);
+  return KT_OK;
 }
 
 static kt_status open_device(kt_runtime *rt, const kt_options *o) {
@@ -111,7 +125,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
       (o.cache_path && !(rt->cache_path = kt__strdup(o.cache_path))) ||
       (sys && *sys && !(rt->system_cache_path = kt__strdup(sys))))
     return kt__err(rt->env.id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
-  open_cache(rt);
+  if ((st = open_cache(rt, o.cache_readonly))) return st;
   if (o.arch && parse_arch(o.arch, &rt->env.cc))
     return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90", o.arch);
   if (o.arch) snprintf(rt->env.arch, sizeof rt->env.arch, "%s", o.arch);

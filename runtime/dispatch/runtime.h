@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "call/call.h"
+#include "call/alias.h"
 #include "tune/tuner.h"
 
 struct kt_runtime {
@@ -70,8 +70,18 @@ kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt
 kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg,
                         const kt__tuned **hit);
 
-/* staging.c: kt_launch of a call whose written arg overlaps another, with
-** those args redirected to stream-ordered temporaries (stage_aliased). */
-kt_status kt__launch_staged(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs);
+/* staging.c: a call whose written arg overlaps another, made as if out of
+** place (kt_options.stage_aliased): _begin redirects those args to
+** temporaries (sg->args is the call to launch), _end copies them into the
+** caller's outputs when st is KT_OK and frees them; it returns st, or the
+** error of the copy. Call _end after any _begin, whatever it returned. */
+typedef struct kt__staging {
+  kt_arg args[KT_MAX_PARAMS];
+  kt__range r[KT_MAX_PARAMS];
+  kt__dptr tmp[KT_MAX_PARAMS];
+  int n;
+} kt__staging;
+kt_status kt__stage_begin(kt_kernel *k, const kt__call *c, const kt_arg *args, kt_stream stream, kt__staging *sg);
+kt_status kt__stage_end(kt_kernel *k, kt__staging *sg, kt_stream stream, kt_status st);
 
 #endif

@@ -127,10 +127,12 @@ static int writable(const kt__tuner *t) { return t->env->store && !kt__store_rea
 
 static void store_trial(kt__tuner *t, const kt__cand *cd) {
   if (!writable(t) || cd->prior) return;
-  kt__trialrow tr = {t->p->spec->name, t->p->spec_hash, t->env->fingerprint, t->key, cd->json,
-                     kt_trial_status_name((kt_trial_status)cd->status), cd->status == KT_TRIAL_OK ? cd->median : -1,
-                     cd->status == KT_TRIAL_OK ? cd->spread : -1, cd->attrs.regs, cd->attrs.static_smem,
-                     cd->attrs.local_bytes, cd->detail};
+  int ok = cd->status == KT_TRIAL_OK;
+  kt__trialrow tr = {.kernel = t->p->spec->name, .spec_hash = t->p->spec_hash, .device = t->env->fingerprint,
+                     .key = t->key, .config = cd->json, .status = kt_trial_status_name((kt_trial_status)cd->status),
+                     .median_us = ok ? cd->median : -1, .spread_us = ok ? cd->spread : -1,
+                     .registers = cd->attrs.regs, .smem_bytes = cd->attrs.static_smem,
+                     .spill_bytes = cd->attrs.local_bytes, .detail = cd->detail};
   char err[KT_ERRMAX];
   if (kt__store_put_trial(t->env->store, &tr, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
 }
@@ -350,8 +352,9 @@ static void store_winner(kt__tuner *t, const kt__cand *w, const tally *y) {
   char nv[16], drv[16], err[KT_ERRMAX];
   snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
   snprintf(drv, sizeof drv, "%d", t->env->dev.driver_version);
-  kt__cfgrow row = {t->p->spec->name, t->p->spec_hash, t->env->fingerprint, t->key, w->json, w->median,
-                    y->tried, y->rejected, nv, drv, 0, 0};
+  kt__cfgrow row = {.kernel = t->p->spec->name, .spec_hash = t->p->spec_hash, .device = t->env->fingerprint,
+                    .key = t->key, .config = w->json, .time_us = w->median, .candidates = y->tried,
+                    .rejected = y->rejected, .nvrtc_version = nv, .driver_version = drv};
   if (kt__store_put_config(t->env->store, &row, NULL, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
 }
 

@@ -27,7 +27,7 @@ class Options(ctypes.Structure):
                 ("system_cache_path", ctypes.c_char_p), ("stage_aliased", ctypes.c_int),
                 ("miss_runs_default", ctypes.c_int), ("progress", ctypes.c_void_p),
                 ("progress_user", ctypes.c_void_p), ("retune", ctypes.c_int), ("strategy", ctypes.c_int),
-                ("budget_s", ctypes.c_double), ("no_pdl", ctypes.c_int)]
+                ("budget_s", ctypes.c_double), ("no_pdl", ctypes.c_int), ("cache_readonly", ctypes.c_int)]
 
 
 class ParamInfo(ctypes.Structure):

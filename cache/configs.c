@@ -1,0 +1,105 @@
+/* Configs and trials: what tunings found, per key. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cache/db.h"
+
+int kt__configs_merge(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen) {
+  int st = KT__C_OK;
+  sqlite3_stmt *t = kt__db_stmt(s, ST_TIME_OF, &st, err, errlen), *u;
+  if (!t) return st;
+  kt__db_bind_key(t, r->kernel, r->spec_hash, r->device, r->key);
+  int rc = kt__db_step(t), oc = KT__ADDED;
+  if (rc == SQLITE_ROW) oc = r->time_us < sqlite3_column_double(t, 0) ? KT__REPLACED : KT__KEPT;
+  else if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading configs", err, errlen);
+  sqlite3_reset(t);
+  if (!st && oc != KT__KEPT && (u = kt__db_stmt(s, ST_PUT_CONFIG, &st, err, errlen))) {
+    kt__cfgrow w = *r;
+    int64_t now = kt__db_now();
+    if (!w.created_at) w.created_at = now;
+    if (!w.updated_at) w.updated_at = now;
+    kt__row_bind(u, &kt__configs_table, &w, 1);
+    if (kt__db_step(u) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing configs", err, errlen);
+    sqlite3_reset(u);
+  }
+  if (!st && outcome) *outcome = oc;
+  return st;
+}
+
+int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen) {
+  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  if (!(r->time_us >= 0) || !isfinite(r->time_us)) {
+    snprintf(err, errlen, "%s: configs: time_us %g is not a finite number >= 0", s->path, r->time_us);
+    return KT__C_INVALID;
+  }
+  pthread_mutex_lock(&s->lock);
+  int st = kt__db_begin(s, err, errlen);
+  if (!st) st = kt__configs_merge(s, r, outcome, err, errlen);
+  st = kt__db_end(s, st, err, errlen);
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+static int get_config_from(kt_store *s, sqlite3 *db, sqlite3_stmt *q, const char *const *k, char *config, size_t n,
+                           double *time_us, char *err, size_t errlen) {
+  kt__db_bind_key(q, k[0], k[1], k[2], k[3]);
+  int rc = kt__db_step(q), st = KT__C_NOT_FOUND;
+  if (rc == SQLITE_ROW) {
+    snprintf(config, n, "%s", (const char *)sqlite3_column_text(q, 0));
+    if (time_us) *time_us = sqlite3_column_double(q, 1);
+    st = KT__C_OK;
+  } else if (rc != SQLITE_DONE) {
+    st = kt__db_err(s, db, "reading configs", err, errlen);
+  }
+  sqlite3_reset(q);
+  return st;
+}
+
+int kt__store_get_config(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,
+                         char *config, size_t n, double *time_us, char *err, size_t errlen) {
+  const char *k[4] = {kernel, spec_hash, device, key};
+  pthread_mutex_lock(&s->lock);
+  int st = KT__C_OK;
+  sqlite3_stmt *q = kt__db_stmt(s, ST_GET_CONFIG, &st, err, errlen);
+  if (q) st = get_config_from(s, s->db, q, k, config, n, time_us, err, errlen);
+  if (st == KT__C_NOT_FOUND && s->sys_get) st = get_config_from(s, s->sys, s->sys_get, k, config, n, time_us, err, errlen);
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+int kt__store_put_trial(kt_store *s, const kt__trialrow *r, char *err, size_t errlen) {
+  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  pthread_mutex_lock(&s->lock);
+  int st = KT__C_OK;
+  sqlite3_stmt *t = kt__db_stmt(s, ST_PUT_TRIAL, &st, err, errlen);
+  if (t) {
+    kt__trialrow w = *r;
+    if (!w.measured_at) w.measured_at = kt__db_now();
+    kt__row_bind(t, &kt__trials_table, &w, 1);
+    if (kt__db_step(t) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing trials", err, errlen);
+    sqlite3_reset(t);
+    sqlite3_clear_bindings(t);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}
+
+int kt__store_trials(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,
+                     int (*fn)(void *user, const kt__trialrow *r), void *user, char *err, size_t errlen) {
+  pthread_mutex_lock(&s->lock);
+  int st = KT__C_OK, rc = SQLITE_DONE;
+  sqlite3_stmt *q = kt__db_stmt(s, ST_TRIALS, &st, err, errlen);
+  if (q) {
+    kt__db_bind_key(q, kernel, spec_hash, device, key);
+    while ((rc = kt__db_step(q)) == SQLITE_ROW) {
+      kt__trialrow r;
+      kt__row_read(q, &kt__trials_table, &r, 0);
+      if (fn(user, &r)) break;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading trials", err, errlen);
+    sqlite3_reset(q);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}

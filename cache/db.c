@@ -1,0 +1,60 @@
+/* What every file of cache/ uses: errors, steps that outlast a busy
+** database, binds, the clock and the log. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/db.h"
+
+int64_t kt__db_now(void) { return (int64_t)time(NULL); }
+
+void kt__db_log(const kt_store *s, int level, const char *fmt, ...) {
+  if (!s->log.fn || level > s->log.level) return;
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  s->log.fn(s->log.user, level, buf);
+}
+
+int kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t errlen) {
+  int rc = db ? sqlite3_errcode(db) : SQLITE_ERROR;
+  snprintf(err, errlen, "%s: %s: %s", s && s->path ? s->path : "cache", what,
+           db ? sqlite3_errmsg(db) : "no database");
+  return rc == SQLITE_NOMEM ? KT__C_NOMEM : KT__C_CACHE;
+}
+
+int kt__db_readonly_err(const kt_store *s, char *err, size_t errlen) {
+  snprintf(err, errlen, "%s: the cache is read-only", s->path);
+  return KT__C_READONLY;
+}
+
+int kt__db_step(sqlite3_stmt *st) {
+  time_t start = time(NULL);
+  for (;;) {
+    int rc = sqlite3_step(st);
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || time(NULL) - start > KT__BUSY_DEADLINE_S) return rc;
+    sqlite3_reset(st);
+    usleep(1000);
+  }
+}
+
+int kt__db_exec(sqlite3 *db, const char *sql) {
+  time_t start = time(NULL);
+  for (;;) {
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_BUSY || time(NULL) - start > KT__BUSY_DEADLINE_S) return rc;
+    usleep(1000);
+  }
+}
+
+void kt__db_bind_text(sqlite3_stmt *st, int i, const char *v) { sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_TRANSIENT); }
+
+void kt__db_bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash, const char *device, const char *key) {
+  kt__db_bind_text(st, 1, kernel);
+  kt__db_bind_text(st, 2, spec_hash);
+  kt__db_bind_text(st, 3, device);
+  kt__db_bind_text(st, 4, key);
+}

@@ -1,0 +1,102 @@
+/* The schema, made from the table descriptions of rows.h: created in a new
+** file, and brought up to date in an older one by adding what it lacks, in
+** one transaction. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/db.h"
+
+/* Views for people (docs/cache.md). */
+static const char views[] =
+    "CREATE VIEW IF NOT EXISTS v_configs AS"
+    "  SELECT kernel, device, key, config, round(time_us, 2) AS time_us, candidates, rejected,"
+    "         CAST(strftime('%s', 'now') AS INTEGER) - updated_at AS age_s"
+    "  FROM configs;"
+    "CREATE VIEW IF NOT EXISTS v_trials AS"
+    "  SELECT kernel, device, key, config, status, round(median_us, 2) AS median_us,"
+    "         round(spread_us, 2) AS spread_us, registers, smem_bytes, spill_bytes, detail"
+    "  FROM trials;";
+
+int kt__schema_read(sqlite3 *db, int *version, int *foreign) {
+  *version = 0;
+  *foreign = 0;
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'),"
+                              " (SELECT count(*) FROM sqlite_master)",
+                              -1, &st, NULL);
+  if (rc) return rc;
+  rc = kt__db_step(st);
+  int has_meta = rc == SQLITE_ROW && sqlite3_column_int(st, 0), objects = rc == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return rc;
+  /* Another application's "meta" table has no schema_version row, or no
+  ** such columns: then the file is not ours. */
+  if (has_meta && sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE name = 'schema_version'", -1, &st, NULL) == 0) {
+    rc = kt__db_step(st);
+    if (rc == SQLITE_ROW) *version = atoi((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return rc;
+  }
+  *foreign = objects > 0 && *version <= 0;
+  return SQLITE_OK;
+}
+
+/* CREATE TABLE IF NOT EXISTS for t, with every column. */
+static int create_table(sqlite3 *db, const kt__table *t) {
+  char q[4096];
+  size_t u = (size_t)snprintf(q, sizeof q, "CREATE TABLE IF NOT EXISTS %s (", t->name);
+  for (int i = 0; i < t->ncols && u < sizeof q; i++)
+    u += (size_t)snprintf(q + u, sizeof q - u, "%s %s, ", t->cols[i].name, t->cols[i].decl);
+  if (u < sizeof q) snprintf(q + u, sizeof q - u, "%s", t->tail);
+  return sqlite3_exec(db, q, NULL, NULL, NULL);
+}
+
+/* The columns a table of a version-v file lacks. */
+static int add_columns(sqlite3 *db, const kt__table *t, int v) {
+  if (t->version > v) return SQLITE_OK; /* the table is new: created whole */
+  for (int i = 0; i < t->ncols; i++) {
+    if (t->cols[i].version <= v) continue;
+    char q[512];
+    snprintf(q, sizeof q, "ALTER TABLE %s ADD COLUMN %s %s", t->name, t->cols[i].name, t->cols[i].decl);
+    int rc = sqlite3_exec(db, q, NULL, NULL, NULL);
+    if (rc) return rc;
+  }
+  return SQLITE_OK;
+}
+
+static int upgrade(kt_store *s, int v) {
+  int rc = SQLITE_OK;
+  for (int i = 0; kt__tables[i] && !rc; i++) rc = add_columns(s->db, kt__tables[i], v);
+  for (int i = 0; kt__tables[i] && !rc; i++) rc = create_table(s->db, kt__tables[i]);
+  if (!rc) rc = sqlite3_exec(s->db, views, NULL, NULL, NULL);
+  if (!rc) {
+    char upd[160];
+    snprintf(upd, sizeof upd, "INSERT OR REPLACE INTO meta VALUES ('schema_version', '%d')", KT__SCHEMA_VERSION);
+    rc = sqlite3_exec(s->db, upd, NULL, NULL, NULL);
+  }
+  return rc;
+}
+
+/* Another process may be doing the same: the version is read again under
+** the write lock. */
+int kt__schema_ensure(kt_store *s, char *err, size_t errlen) {
+  if (kt__db_exec(s->db, "BEGIN IMMEDIATE")) return kt__db_err(s, s->db, "BEGIN IMMEDIATE", err, errlen);
+  int v, foreign, rc = kt__schema_read(s->db, &v, &foreign);
+  if (!rc && v >= 1 && v < KT__SCHEMA_VERSION)
+    kt__db_log(s, 2, "%s: migrating the cache from schema %d to %d", s->path, v, KT__SCHEMA_VERSION);
+  if (!rc && v < KT__SCHEMA_VERSION) rc = upgrade(s, v);
+  if (rc) {
+    int st = kt__db_err(s, s->db, v ? "migrating the schema" : "creating the schema", err, errlen);
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return st;
+  }
+  if (kt__db_exec(s->db, "COMMIT")) {
+    int st = kt__db_err(s, s->db, "COMMIT", err, errlen);
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return st;
+  }
+  s->version = v < KT__SCHEMA_VERSION ? KT__SCHEMA_VERSION : v;
+  return KT__C_OK;
+}
