@@ -1,6 +1,7 @@
 /* The spec expression language: precedence, floor semantics, overflow,
 ** short-circuit, errors with columns. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "spec/expr.h"
 #include "harness.h"
@@ -94,6 +95,17 @@ static void floor_semantics(void) {
   EV("align_up(10, 8)", 16);
   EV("align_up(16, 8)", 16);
   EV("align_up(0, 8)", 0);
+  /* Overflow is reported only when the result overflows. */
+  EV("cdiv(-9223372036854775807 - 1, 2)", INT64_MIN / 2);
+  EV("cdiv(-9223372036854775807 - 1, 1)", INT64_MIN);
+  EV("cdiv(9223372036854775807, 2)", INT64_C(4611686018427387904));
+  EV("cdiv(-9223372036854775807 - 1, -2)", INT64_C(4611686018427387904));
+  EV("cdiv(7, -2)", -3);
+  EV("cdiv(-7, -2)", 4);
+  EV("align_up(-9223372036854775807 - 1, 1)", INT64_MIN);
+  EV("align_up(-9223372036854775807 - 1, 8)", INT64_MIN);
+  EV("align_up(9223372036854775800, 8)", INT64_C(9223372036854775800));
+  EV("align_up(-10, 8)", -8);
 }
 
 static void functions(void) {
@@ -126,6 +138,9 @@ static void overflow(void) {
   ASSERT_EQ(ev("-(-9223372036854775807 - 1)", &v), KT__EVAL_OVERFLOW);
   ASSERT_EQ(ev("(-9223372036854775807 - 1) / -1", &v), KT__EVAL_OVERFLOW);
   ASSERT_EQ(ev("pow2ceil(9223372036854775807)", &v), KT__EVAL_OVERFLOW);
+  ASSERT_EQ(ev("cdiv(-9223372036854775807 - 1, -1)", &v), KT__EVAL_OVERFLOW);
+  ASSERT_EQ(ev("align_up(9223372036854775807, 2)", &v), KT__EVAL_OVERFLOW);
+  ASSERT_EQ(ev("align_up(9223372036854775801, 8)", &v), KT__EVAL_OVERFLOW);
   ASSERT_EQ(ev("9223372036854775808", &v), 101);
   int col;
   char msg[256];
@@ -177,8 +192,48 @@ static void nesting_is_bounded(void) {
   int col;
   char msg[256];
   parse_err(buf, &col, msg, sizeof msg);
-  ASSERT_CONTAINS(msg, "nests too deeply");
+  ASSERT_STR_EQ(msg, "expression needs more than 32 operands at once");
   ASSERT_TRUE(col > 1);
+}
+
+/* Nesting is bounded while parsing: text built to overflow the C stack
+** (30,000 parentheses, 100,000 unary minus signs) is refused at the 65th
+** level, the column pointing there. */
+static void nesting_is_bounded_while_parsing(void) {
+  enum { N = 100000 };
+  char *buf = malloc(2 * N + 2);
+  ASSERT_TRUE(buf);
+  int col;
+  char msg[256];
+  static const char *const opens[] = {"(", "-", "!", "+", "min("};
+  for (size_t k = 0; k < sizeof opens / sizeof opens[0]; k++) {
+    size_t w = strlen(opens[k]), n = (2 * N) / (w + 1), u = 0;
+    for (size_t i = 0; i < n; i++) u += (size_t)sprintf(buf + u, "%s", opens[k]);
+    buf[u++] = '1';
+    buf[u] = 0;
+    parse_err(buf, &col, msg, sizeof msg);
+    if (strcmp(msg, "expression nests more than 64 levels deep")) {
+      free(buf);
+      t_fail(__FILE__, __LINE__, "%s...: %s", opens[k], msg);
+      return;
+    }
+    if (col <= (int)(64 * w) || col > (int)(65 * w + 1)) {
+      free(buf);
+      t_fail(__FILE__, __LINE__, "%s...: column %d is not at the 65th level", opens[k], col);
+      return;
+    }
+  }
+  /* 64 levels are fine. */
+  size_t u = 0;
+  for (int i = 0; i < 64; i++) buf[u++] = '(';
+  buf[u++] = '7';
+  for (int i = 0; i < 64; i++) buf[u++] = ')';
+  buf[u] = 0;
+  int64_t v;
+  int rc = ev(buf, &v);
+  free(buf);
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(v, 7);
 }
 
 static void shape_of_expressions(void) {
@@ -214,6 +269,7 @@ const kt_test t_expr_tests[] = {
     {"expr: division by zero and short-circuit", division_and_short_circuit},
     {"expr: errors point at the column", errors_point_at_the_column},
     {"expr: nesting depth is bounded", nesting_is_bounded},
+    {"expr: nesting is bounded while parsing (30,000 parentheses)", nesting_is_bounded_while_parsing},
     {"expr: boolean and constant shape, references", shape_of_expressions},
     {NULL, NULL},
 };

@@ -1,6 +1,7 @@
 /* Spec loading: the bundled specs load; malformed ones are refused with a
 ** message naming the file, the field and what is wrong. */
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "base/alloc.h"
 #include "harness.h"
@@ -35,7 +36,7 @@ static char *edit(const char *from, const char *to) {
 
 static kt_status parse(const char *text, char *err, size_t n, kt__spec **out) {
   err[0] = 0;
-  return kt__spec_parse("bad.json", text, "kernels_src", out, err, n);
+  return kt__spec_parse("bad.json", text, strlen(text), "kernels_src", out, err, n);
 }
 
 #define BAD(text, want_status, want_msg)                    \
@@ -130,10 +131,83 @@ static void early_launch_needs_a_wait(void) {
 
 static void malformed_json(void) {
   BAD("{\"name\": \"k\",\n  \"source\": }", KT_ERR_SPEC,
-      "bad.json: line 2, column 13: JSON syntax error");
+      "bad.json: line 2, column 13: expected a JSON value");
   BAD("[1, 2]", KT_ERR_SPEC, "bad.json: (top level): expected a JSON object");
   BAD(edit("\"constraints\"", "\"constriants\""), KT_ERR_SPEC,
       "bad.json: (top level): unknown field \"constriants\"");
+}
+
+/* What cJSON alone would accept silently, or choke on. */
+static void hostile_json(void) {
+  char text[4096], err[2048];
+  kt__spec *s = NULL;
+  snprintf(text, sizeof text, "%s junk", base);
+  BAD(text, KT_ERR_SPEC, "bad.json: line 14, column 2: text after the JSON value");
+  /* Text after a NUL byte: the whole file counts, not the C string. */
+  size_t n = strlen(base);
+  memcpy(text, base, n);
+  memcpy(text + n, "\0{\"x\": 1}", 10);
+  ASSERT_STATUS(kt__spec_parse("bad.json", text, n + 10, "kernels_src", &s, err, sizeof err), KT_ERR_SPEC);
+  ASSERT_STR_EQ(err, "bad.json: line 14, column 1: a NUL byte");
+  ASSERT_TRUE(s == NULL);
+  BAD(edit("\"name\": \"k\",", "\"name\": \"k\", \"name\": \"j\","), KT_ERR_SPEC,
+      "bad.json: (top level): \"name\" given twice");
+  BAD(edit("\"access\": \"out\"", "\"access\": \"out\", \"access\": \"in\""), KT_ERR_SPEC,
+      "bad.json: params[0]: \"access\" given twice");
+  BAD(edit("{\"BLOCK\": [128, 256]}", "{\"BLOCK\": [128], \"BLOCK\": [256]}"), KT_ERR_SPEC,
+      "bad.json: config: \"BLOCK\" given twice");
+  BAD(edit("\"entry\": \"rmsnorm_fwd\"", "\"entry\": \"rms\\u0000norm\""), KT_ERR_SPEC,
+      "bad.json: line 1, column 52: a string holds a NUL character (\\u0000)");
+  /* An escaped backslash before u0000 is no NUL. */
+  BAD(edit("\"name\": \"k\"", "\"name\": \"k\\\\u0000\""), KT_ERR_SPEC,
+      "bad.json: name: missing or not an identifier");
+  /* 2^53 + 1 would read as 2^53. */
+  BAD(edit("[128, 256]", "[128, 9007199254740993]"), KT_ERR_SPEC,
+      "bad.json: config.BLOCK: values must be integers below 2^53");
+  BAD(edit("[\"cdiv(N, 4)\"]", "[9007199254740992]"), KT_ERR_SPEC,
+      "bad.json: grid[0]: expected an expression (a string, or an integer below 2^53)");
+  /* Nesting that cJSON would refuse only at 1000 levels. */
+  size_t u = (size_t)snprintf(text, sizeof text, "{\"name\": ");
+  for (int i = 0; i < 600; i++) text[u++] = '[';
+  text[u] = 0;
+  BAD(text, KT_ERR_SPEC, "bad.json: line 1, column 521: nests more than 512 levels deep");
+}
+
+/* A source or spec that is not a regular file, or too large, is refused
+** without reading it: /dev/zero would read until memory ran out, a FIFO
+** would block forever. */
+static void sources_must_be_regular_files(void) {
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  char fifo[700], big[700], text[4096];
+  snprintf(fifo, sizeof fifo, "%s/k.cu", dir);
+  ASSERT_EQ(mkfifo(fifo, 0600), 0);
+  snprintf(big, sizeof big, "%s/big.cu", dir);
+  FILE *f = fopen(big, "w");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(fseek(f, (4 << 20), SEEK_SET), 0);
+  fputc('x', f);
+  fclose(f);
+  snprintf(text, sizeof text, "%s", edit("\"rmsnorm.cu\"", "\"/dev/zero\""));
+  BAD(text, KT_ERR_SPEC, "bad.json: source: cannot read /dev/zero: not a regular file");
+  char src[800];
+  snprintf(src, sizeof src, "\"%s\"", fifo);
+  snprintf(text, sizeof text, "%s", edit("\"rmsnorm.cu\"", src));
+  char want[1200];
+  snprintf(want, sizeof want, "bad.json: source: cannot read %s: not a regular file", fifo);
+  BAD(text, KT_ERR_SPEC, want);
+  snprintf(src, sizeof src, "\"%s\"", big);
+  snprintf(text, sizeof text, "%s", edit("\"rmsnorm.cu\"", src));
+  snprintf(want, sizeof want, "bad.json: source: cannot read %s: larger than 4194304 bytes", big);
+  BAD(text, KT_ERR_SPEC, want);
+  char err[2048];
+  kt__spec *s;
+  ASSERT_STATUS(kt__spec_load(fifo, &s, err, sizeof err), KT_ERR_SPEC);
+  snprintf(want, sizeof want, "%s: cannot read: not a regular file", fifo);
+  ASSERT_STR_EQ(err, want);
+  ASSERT_STATUS(kt__spec_load("/dev/zero", &s, err, sizeof err), KT_ERR_SPEC);
+  ASSERT_STR_EQ(err, "/dev/zero: cannot read: not a regular file");
+  t_sh(text, sizeof text, "rm -rf '%s'", dir);
 }
 
 static void malformed_top_level(void) {
@@ -178,7 +252,7 @@ static void malformed_params(void) {
 static void malformed_config(void) {
   BAD(edit("[128, 256]", "[]"), KT_ERR_SPEC,
       "bad.json: config.BLOCK: expected a non-empty array of integers");
-  BAD(edit("[128, 256]", "[128, 1.5]"), KT_ERR_SPEC, "bad.json: config.BLOCK: values must be integers");
+  BAD(edit("[128, 256]", "[128, 1.5]"), KT_ERR_SPEC, "bad.json: config.BLOCK: values must be integers below 2^53");
   BAD(edit("[128, 256]", "[128, 128]"), KT_ERR_SPEC, "bad.json: config.BLOCK: value 128 listed twice");
   BAD(edit("{\"BLOCK\": 128}", "{\"BLOCK\": 64}"), KT_ERR_SPEC,
       "bad.json: default.BLOCK: 64 is not in config.BLOCK");
@@ -259,6 +333,8 @@ const kt_test t_spec_tests[] = {
     {"spec: hash ignores the candidate list", spec_hash_ignores_candidates},
     {"spec: malformed JSON and unknown fields", malformed_json},
     {"spec: malformed top-level fields", malformed_top_level},
+    {"spec: junk after the object or a NUL, duplicate keys, \\u0000, 2^53 + 1", hostile_json},
+    {"spec: a source must be a regular file of at most 4 MiB", sources_must_be_regular_files},
     {"spec: options.pdl needs a source that waits", early_launch_needs_a_wait},
     {"spec: malformed params", malformed_params},
     {"spec: malformed config and default", malformed_config},

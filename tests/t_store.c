@@ -102,7 +102,7 @@ static void q_text(const char *path, const char *sql, char *out, size_t n) {
 
 static int exec_file(const char *db_path, const char *sql_path) {
   char *text;
-  if (kt__read_file(sql_path, &text, NULL)) return -1;
+  if (kt__read_file(sql_path, KT__SPEC_MAX, &text, NULL)) return -1;
   sqlite3 *db;
   int rc = sqlite3_open(db_path, &db);
   if (!rc) rc = sqlite3_exec(db, text, NULL, NULL, NULL);
@@ -431,7 +431,7 @@ static void damaged_files_are_reported_and_kept(void) {
   ASSERT_EQ(sb.st_size, 4096);
   char *back;
   size_t n;
-  ASSERT_EQ(kt__read_file(p, &back, &n), 0);
+  ASSERT_EQ(kt__read_file(p, KT__SPEC_MAX, &back, &n), 0);
   int same = n == sizeof junk && !memcmp(back, junk, n);
   kt__free(back);
   ASSERT_TRUE(same);
@@ -598,7 +598,7 @@ static void export_import_round_trip(void) {
   fclose(f);
   kt__store_close(s);
   char *json;
-  ASSERT_EQ(kt__read_file(j, &json, NULL), 0);
+  ASSERT_EQ(kt__read_file(j, KT__SPEC_MAX, &json, NULL), 0);
   ASSERT_STATUS(open_store(&s, b, NULL, NULL, err, sizeof err), KT_OK);
   long c[4];
   kt_status st = kt__store_import(s, j, json, c, err, sizeof err);

@@ -1,5 +1,8 @@
 #include "shape.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,26 @@ static item *find(item *it, int n, const char *name) {
   return NULL;
 }
 
+/* A scalar's text as its param's type: a finite f32, or a whole number in
+** the range of i32 or i64 (never wrapped: 4294967552 is no i32). */
+static int scalar(const kt_param_info *p, const char *val, kt_arg *a) {
+  char *end;
+  errno = 0;
+  if (p->kind == KT_ARG_F32) {
+    float f = strtof(val, &end);
+    *a = kt_arg_f32(f);
+    return end == val || *end || !isfinite(f);
+  }
+  long long x = strtoll(val, &end, 10);
+  if (end == val || *end || errno == ERANGE) return -1;
+  if (p->kind == KT_ARG_I64) {
+    *a = kt_arg_i64(x);
+    return 0;
+  }
+  *a = kt_arg_i32((int32_t)x);
+  return x < INT32_MIN || x > INT32_MAX;
+}
+
 int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t errlen) {
   item it[64];
   int n = parse(shape, it, 64, err, errlen);
@@ -59,10 +82,14 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
         }
       }
       uint64_t addr = 0x7f0000000000ULL + (uint64_t)i * 0x10000000ULL;
-      if (v && !strcmp(v->value, "null")) addr = 0;
-      else if (v && v->value[0] == '@') addr += strtoull(v->value + 1, NULL, 10);
-      else if (v) {
-        snprintf(err, errlen, "shape \"%s\": pointer %s takes =null or @BYTES", shape, p.name);
+      char *end;
+      if (v && !strcmp(v->value, "null")) {
+        addr = 0;
+      } else if (v && v->value[0] == '@' && v->value[1] >= '0' && v->value[1] <= '9' &&
+                 strtoull(v->value + 1, &end, 10) < 4096 && !*end) {
+        addr += strtoull(v->value + 1, NULL, 10);
+      } else if (v) {
+        snprintf(err, errlen, "shape \"%s\": pointer %s takes =null or @BYTES (an offset below 4096)", shape, p.name);
         return -1;
       }
       args[i] = kt_arg_ptr(addr, dt);
@@ -76,15 +103,11 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
     char *iend;
     const char *val = v ? v->value : (p.kind == KT_ARG_F32 ? "0" : "1");
     if (!v && p.init[0] && (strtod(p.init, &iend), !*iend)) val = p.init;
-    char *end;
-    if (p.kind == KT_ARG_F32) {
-      args[i] = kt_arg_f32(strtof(val, &end));
-    } else {
-      long long x = strtoll(val, &end, 10);
-      args[i] = p.kind == KT_ARG_I32 ? kt_arg_i32((int32_t)x) : kt_arg_i64(x);
-    }
-    if (end == val || *end) {
-      snprintf(err, errlen, "shape \"%s\": %s=%s is not a number", shape, p.name, val);
+    if (scalar(&p, val, &args[i])) {
+      static const char *const want[] = {[KT_ARG_I32] = "an i32 (a whole number from -2147483648 to 2147483647)",
+                                         [KT_ARG_I64] = "an i64 (a whole number that fits in 64 bits)",
+                                         [KT_ARG_F32] = "a finite f32"};
+      snprintf(err, errlen, "shape \"%s\": %s=%s is not %s", shape, p.name, val, want[p.kind]);
       return -1;
     }
   }

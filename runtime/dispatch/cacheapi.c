@@ -103,9 +103,11 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
 kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
   kt_status st = need_store(rt, "kt_cache_import");
   if (st || !path || !counts) return st ? st : KT_ERR_INVALID;
-  char *text;
-  int e = kt__read_file(path, &text, NULL);
-  if (e) return kt__err(rt->env.id, e == ENOMEM ? KT_ERR_NOMEM : KT_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+  char *text, buf[64];
+  int e = kt__read_file(path, KT__IMPORT_MAX, &text, NULL);
+  if (e)
+    return kt__err(rt->env.id, e == ENOMEM ? KT_ERR_NOMEM : e < 0 ? KT_ERR_INVALID : KT_ERR_IO, "%s: cannot read: %s",
+                   path, kt__read_strerror(e, KT__IMPORT_MAX, buf, sizeof buf));
   char err[KT_ERRMAX];
   st = kt__store_import(rt->env.store, path, text, counts, err, sizeof err);
   kt__free(text);

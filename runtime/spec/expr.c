@@ -24,6 +24,7 @@ typedef struct parser {
   kt__op *code;
   int n, cap;
   int depth, max_depth;
+  int nest;       /* recursion depth of the parse itself */
   int last_bool;  /* the last complete sub-expression yields 0/1 */
   uint64_t refs[KT_MAX_SLOTS / 64];
   kt__expr_error *err;
@@ -62,8 +63,7 @@ static int emit(parser *p, int op, int32_t arg, int64_t imm, int push) {
   p->depth += push;
   if (p->depth > p->max_depth) p->max_depth = p->depth;
   if (p->max_depth > KT_EXPR_MAX_DEPTH)
-    return fail(p, p->pos, "expression nests too deeply (more than %s levels)",
-                "32");
+    return fail(p, p->pos, "expression needs more than %s operands at once", KT__STR(KT_EXPR_MAX_DEPTH));
   return 0;
 }
 
@@ -79,6 +79,18 @@ static int accept(parser *p, const char *tok) {
 }
 
 static int ternary(parser *p);
+
+/* fn one level deeper. Parentheses and unary operators recurse; without
+** this bound, a spec of 30,000 nested parentheses would overflow the C
+** stack. */
+static int nested(parser *p, int (*fn)(parser *)) {
+  if (p->nest == KT_EXPR_MAX_NEST)
+    return fail(p, p->pos, "expression nests more than %s levels deep", KT__STR(KT_EXPR_MAX_NEST));
+  p->nest++;
+  int rc = fn(p);
+  p->nest--;
+  return rc;
+}
 
 static const struct {
   const char *name;
@@ -130,7 +142,7 @@ static int call(parser *p, const char *name, size_t len, size_t at) {
     for (int k = 0; k < funcs[i].nargs; k++) {
       if (k && !accept(p, ","))
         return fail(p, p->pos, "%s() takes two arguments", funcs[i].name);
-      if (ternary(p)) return -1;
+      if (nested(p, ternary)) return -1;
     }
     if (!accept(p, ")")) {
       skip(p);
@@ -184,7 +196,7 @@ static int primary(parser *p) {
     return load(p, KT__SYM_VALUE, p->s + at, len, at);
   }
   if (accept(p, "(")) {
-    if (ternary(p)) return -1;
+    if (nested(p, ternary)) return -1;
     if (!accept(p, ")")) return fail(p, p->pos, "expected ')'%s", NULL);
     return 0;
   }
@@ -194,13 +206,13 @@ static int primary(parser *p) {
 
 static int unary(parser *p) {
   if (accept(p, "-")) {
-    if (unary(p)) return -1;
+    if (nested(p, unary)) return -1;
     p->last_bool = 0;
     return emit(p, OP_NEG, 0, 0, 0);
   }
-  if (accept(p, "+")) return unary(p);
+  if (accept(p, "+")) return nested(p, unary);
   if (accept(p, "!")) {
-    if (unary(p)) return -1;
+    if (nested(p, unary)) return -1;
     p->last_bool = 1;
     return emit(p, OP_NOT, 0, 0, 0);
   }
@@ -265,14 +277,14 @@ static int ternary(parser *p) {
   if (lor(p)) return -1;
   if (!accept(p, "?")) return 0;
   int jz = p->n;
-  if (emit(p, OP_JZ, 0, 0, -1) || ternary(p)) return -1;
+  if (emit(p, OP_JZ, 0, 0, -1) || nested(p, ternary)) return -1;
   int b1 = p->last_bool;
   int jmp = p->n;
   if (emit(p, OP_JMP, 0, 0, 0)) return -1;
   if (!accept(p, ":")) return fail(p, p->pos, "expected ':' in '?:'%s", NULL);
   p->code[jz].arg = p->n;
   p->depth--; /* the else branch starts where the then branch started */
-  if (ternary(p)) return -1;
+  if (nested(p, ternary)) return -1;
   p->code[jmp].arg = p->n;
   p->last_bool = b1 && p->last_bool;
   return 0;
@@ -327,6 +339,16 @@ static int floordiv(int64_t a, int64_t b, int64_t *q) {
   if (a == INT64_MIN && b == -1) return KT__EVAL_OVERFLOW;
   int64_t d = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) d--;
+  *q = d;
+  return 0;
+}
+
+/* ceil(a / b), overflowing only where the result does (INT64_MIN / -1). */
+static int ceildiv(int64_t a, int64_t b, int64_t *q) {
+  if (b == 0) return KT__EVAL_DIV0;
+  if (a == INT64_MIN && b == -1) return KT__EVAL_OVERFLOW;
+  int64_t d = a / b;
+  if (a % b != 0 && ((a < 0) == (b < 0))) d++;
   *q = d;
   return 0;
 }
@@ -411,20 +433,10 @@ int kt__expr_eval(const kt__expr *e, const int64_t *slots, int64_t *out) {
       case OP_NE: r = a != b; break;
       case OP_MIN: r = a < b ? a : b; break;
       case OP_MAX: r = a > b ? a : b; break;
-      case OP_CDIV:
-        /* ceil(a / b) = -floor(-a / b) */
-        if (a == INT64_MIN) return KT__EVAL_OVERFLOW;
-        rc = floordiv(-a, b, &r);
-        if (!rc) {
-          if (r == INT64_MIN) return KT__EVAL_OVERFLOW;
-          r = -r;
-        }
-        break;
+      case OP_CDIV: rc = ceildiv(a, b, &r); break;
       case OP_ALIGNUP:
-        if (a == INT64_MIN) return KT__EVAL_OVERFLOW;
-        rc = floordiv(-a, b, &r);
-        if (!rc && (r == INT64_MIN || __builtin_mul_overflow(-r, b, &r)))
-          rc = KT__EVAL_OVERFLOW;
+        rc = ceildiv(a, b, &r);
+        if (!rc && __builtin_mul_overflow(r, b, &r)) rc = KT__EVAL_OVERFLOW;
         break;
       default: return KT__EVAL_DOMAIN;
     }

@@ -14,6 +14,11 @@
 /* Deepest operand stack an expression may need; deeper ones are rejected at
 ** parse time, so evaluation can use a fixed array on the C stack. */
 #define KT_EXPR_MAX_DEPTH 32
+/* Deepest nesting of parentheses, calls, ?: and unary operators; deeper
+** text is refused while it is parsed. */
+#define KT_EXPR_MAX_NEST 64
+#define KT__STR_(x) #x
+#define KT__STR(x) KT__STR_(x)
 /* Slots an environment may have; references are kept as a bitmap. */
 #define KT_MAX_SLOTS 128
 

@@ -1,5 +1,7 @@
 #include "spec/key.h"
 
+#include "cache/codec.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,67 +58,42 @@ void kt__key_vector(const kt__keydef *kd, const kt__spec *s, const int64_t *slot
 }
 
 void kt__key_json(const kt__keydef *kd, const int64_t *key, char *out, size_t n) {
-  size_t u = (size_t)snprintf(out, n, "{");
-  for (int i = 0; i < kd->n && u < n; i++) {
+  kt__kv v[KT_MAX_KEY];
+  for (int i = 0; i < kd->n; i++) {
     const kt__keyfield *f = &kd->f[i];
-    const char *sep = i ? "," : "";
+    v[i] = (kt__kv){.name = f->name, .kind = KT__V_INT, .i = key[i]};
     if (f->kind == KT__KF_TYPE) {
       const char *tn = kt_dtype_name((kt_dtype)key[i]);
-      u += (size_t)snprintf(out + u, n - u, "%s\"%s\":\"%s\"", sep, f->name, tn ? tn : "?");
+      v[i].kind = KT__V_STR;
+      v[i].s = tn ? tn : "?";
     } else if (f->kind == KT__KF_F32) {
       uint32_t bits = (uint32_t)key[i];
-      float x;
-      memcpy(&x, &bits, 4);
-      u += (size_t)snprintf(out + u, n - u, "%s\"%s\":%.9g", sep, f->name, (double)x);
-    } else {
-      u += (size_t)snprintf(out + u, n - u, "%s\"%s\":%lld", sep, f->name, (long long)key[i]);
+      v[i].kind = KT__V_F32;
+      memcpy(&v[i].f, &bits, 4);
     }
   }
-  if (u < n) snprintf(out + u, n - u, "}");
+  if (kt__codec_write(v, kd->n, out, n) && n) out[0] = 0;
 }
 
 void kt__config_json(const kt__spec *s, const int64_t *cfg, char *out, size_t n) {
-  int order[64];
-  for (int i = 0; i < s->ncfields; i++) order[i] = i;
-  for (int i = 1; i < s->ncfields; i++)
-    for (int j = i; j > 0 && strcmp(s->cfields[order[j - 1]].name, s->cfields[order[j]].name) > 0; j--) {
-      int t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
-    }
-  size_t u = (size_t)snprintf(out, n, "{");
-  for (int i = 0; i < s->ncfields && u < n; i++)
-    u += (size_t)snprintf(out + u, n - u, "%s\"%s\":%lld", i ? "," : "", s->cfields[order[i]].name,
-                          (long long)cfg[order[i]]);
-  if (u < n) snprintf(out + u, n - u, "}");
+  kt__kv v[KT_MAX_CFIELDS];
+  for (int i = 0; i < s->ncfields; i++) v[i] = (kt__kv){.name = s->cfields[i].name, .kind = KT__V_INT, .i = cfg[i]};
+  if (kt__codec_write(v, s->ncfields, out, n) && n) out[0] = 0;
 }
 
 int kt__config_from_json(const kt__spec *s, const char *json, int64_t *cfg) {
-  int seen[64] = {0}, nseen = 0;
-  const char *p = json;
-  while (*p == ' ') p++;
-  if (*p++ != '{') return -1;
-  for (;;) {
-    while (*p == ' ' || *p == ',') p++;
-    if (*p == '}') break;
-    if (*p++ != '"') return -1;
-    const char *name = p;
-    while (*p && *p != '"') p++;
-    if (*p != '"') return -1;
-    int f = kt__spec_cfield(s, name, (size_t)(p - name));
-    p++;
-    while (*p == ' ') p++;
-    if (f < 0 || seen[f] || *p++ != ':') return -1;
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    if (end == p) return -1;
-    p = end;
-    int in = 0;
-    for (int i = 0; i < s->cfields[f].n; i++) in |= s->cfields[f].values[i] == v;
+  kt__kv v[KT_MAX_CFIELDS + 1];
+  char buf[2048], why[128];
+  int seen[KT_MAX_CFIELDS] = {0};
+  int n = kt__codec_read(json, v, KT_MAX_CFIELDS + 1, buf, sizeof buf, why, sizeof why);
+  if (n != s->ncfields) return -1;
+  for (int i = 0; i < n; i++) {
+    int f = kt__spec_cfield(s, v[i].name, strlen(v[i].name)), in = 0;
+    if (f < 0 || seen[f] || v[i].kind != KT__V_INT) return -1;
+    for (int k = 0; k < s->cfields[f].n; k++) in |= s->cfields[f].values[k] == v[i].i;
     if (!in) return -1;
-    cfg[f] = v;
+    cfg[f] = v[i].i;
     seen[f] = 1;
-    nseen++;
   }
-  return nseen == s->ncfields ? 0 : -1;
+  return 0;
 }

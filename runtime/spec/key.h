@@ -34,13 +34,14 @@ int kt__key_define(const kt__spec *s, kt__keydef *kd);
 ** param-only derived constants; tvals are its type variables. */
 void kt__key_vector(const kt__keydef *kd, const kt__spec *s, const int64_t *slots,
                     const kt_dtype *tvals, int64_t *key);
-/* Canonical JSON: {"D":256,"T":"bf16","res":0,"x":16}. */
+/* Canonical JSON (cache/codec.h): {"D":256,"T":"bf16","res":0,"x":16}; ""
+** when it does not fit in n. */
 void kt__key_json(const kt__keydef *kd, const int64_t *key, char *out, size_t n);
 /* Parse a config row's JSON ({"BLOCK":128,"VEC":4}) into spec order.
 ** Returns 0, or -1 when a field is missing, unknown, repeated, or holds a
 ** value outside the spec's space. */
 int kt__config_from_json(const kt__spec *s, const char *json, int64_t *cfg);
-/* cfg as canonical JSON, fields sorted by name. */
+/* cfg as canonical JSON, fields sorted by name ("" when it does not fit). */
 void kt__config_json(const kt__spec *s, const int64_t *cfg, char *out, size_t n);
 
 #endif

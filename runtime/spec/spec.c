@@ -13,9 +13,11 @@
 
 #include "base/alloc.h"
 #include "base/fileio.h"
+#include "spec/jsoncheck.h"
 
 typedef struct ctx {
   const char *file;
+  const cJSON *root;
   kt__spec *s;
   char *err;
   size_t errlen;
@@ -46,6 +48,8 @@ static kt_status nomem(ctx *c) {
   }
   return c->st;
 }
+
+static int by_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static int is_ident(const char *s) {
   if (!s || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
@@ -146,28 +150,30 @@ static int resolve(void *user, int kind, const char *name, size_t len,
   return slot;
 }
 
+/* An integer a double holds exactly: a larger one in the text (2^53 + 1,
+** say) reads as another number, so 2^53 and beyond are refused. */
+static int get_int(const cJSON *j, int64_t *out) {
+  if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) || fabs(j->valuedouble) >= 9007199254740992.0)
+    return 0;
+  *out = (int64_t)j->valuedouble;
+  return 1;
+}
+
 static kt_status parse_text(ctx *c, const char *field, const char *text,
                            kt__expr *e);
 
 static kt_status parse_expr(ctx *c, const char *field, const cJSON *j,
                             kt__expr *e) {
   char buf[32];
+  int64_t v;
   if (cJSON_IsString(j)) return parse_text(c, field, j->valuestring, e);
-  if (cJSON_IsNumber(j) && j->valuedouble == floor(j->valuedouble) &&
-      fabs(j->valuedouble) < 9e15) {
-    snprintf(buf, sizeof buf, "%.0f", j->valuedouble);
+  if (get_int(j, &v)) {
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
     return parse_text(c, field, buf, e);
   }
-  return bad(c, field, "expected an expression (a string or an integer)");
+  return bad(c, field, "expected an expression (a string, or an integer below 2^53)");
 }
 
-static int get_int(const cJSON *j, int64_t *out) {
-  if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) ||
-      fabs(j->valuedouble) > 9007199254740992.0)
-    return 0;
-  *out = (int64_t)j->valuedouble;
-  return 1;
-}
 
 static kt_status check_fields(ctx *c, const cJSON *obj, const char *field,
                               const char *const *allowed) {
@@ -359,7 +365,7 @@ static kt_status parse_config(ctx *c, const cJSON *cfg, const cJSON *dflt) {
     if (!(cf->values = kt__calloc((size_t)m, sizeof *cf->values))) return nomem(c);
     for (const cJSON *v = j->child; v; v = v->next) {
       int64_t x;
-      if (!get_int(v, &x)) return bad(c, f, "values must be integers");
+      if (!get_int(v, &x)) return bad(c, f, "values must be integers below 2^53");
       for (int k = 0; k < cf->n; k++)
         if (cf->values[k] == x) return bad(c, f, "value %lld listed twice", (long long)x);
       cf->values[cf->n++] = x;
@@ -376,7 +382,7 @@ static kt_status parse_config(ctx *c, const cJSON *cfg, const cJSON *dflt) {
     snprintf(f, sizeof f, "default.%s", cf->name);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(dflt, cf->name);
     if (!v) return bad(c, f, "missing");
-    if (!get_int(v, &cf->dflt)) return bad(c, f, "must be an integer");
+    if (!get_int(v, &cf->dflt)) return bad(c, f, "must be an integer below 2^53");
     int in = 0;
     for (int k = 0; k < cf->n; k++) in |= cf->values[k] == cf->dflt;
     if (!in) return bad(c, f, "%lld is not in config.%s", (long long)cf->dflt, cf->name);
@@ -416,7 +422,7 @@ static kt_status parse_derived(ctx *c, const cJSON *der) {
       if (m == 0 || m > 64) return bad(c, f, "\"values\" must list 1 to 64 integers");
       if (!(d->values = kt__calloc((size_t)m, sizeof *d->values))) return nomem(c);
       for (const cJSON *v = vals->child; v; v = v->next)
-        if (!get_int(v, &d->values[d->n++])) return bad(c, f, "\"values\" must be integers");
+        if (!get_int(v, &d->values[d->n++])) return bad(c, f, "\"values\" must be integers below 2^53");
     } else if (!d->e.is_bool) {
       return bad(c, f, "\"%s\" is not a boolean expression: list the values it can take, "
                  "{\"expr\": ..., \"values\": [...]}, so that every variant can be compiled ahead of time",
@@ -618,12 +624,15 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
   if (!(s->source_path = kt__malloc(pl))) return nomem(c);
   if (src->valuestring[0] == '/') snprintf(s->source_path, pl, "%s", src->valuestring);
   else snprintf(s->source_path, pl, "%s/%s", dir, src->valuestring);
-  int e = kt__read_file(s->source_path, &s->source, NULL);
+  size_t len;
+  char buf[64];
+  int e = kt__read_file(s->source_path, KT__SOURCE_MAX, &s->source, &len);
   if (e == ENOMEM) return nomem(c);
   if (e) {
-    bad(c, "source", "cannot read %s: %s", s->source_path, strerror(e));
-    return c->st = KT_ERR_IO;
+    bad(c, "source", "cannot read %s: %s", s->source_path, kt__read_strerror(e, KT__SOURCE_MAX, buf, sizeof buf));
+    return c->st = e < 0 ? KT_ERR_SPEC : KT_ERR_IO;
   }
+  if (strlen(s->source) != len) return bad(c, "source", "%s holds a NUL byte", s->source_path);
   const cJSON *ip = cJSON_GetObjectItemCaseSensitive(root, "inplace");
   if (ip && !cJSON_IsBool(ip)) return bad(c, "inplace", "must be true or false");
   s->inplace = !ip || cJSON_IsTrue(ip);
@@ -683,31 +692,75 @@ static void line_col(const char *text, const char *at, int *line, int *col) {
   }
 }
 
-kt_status kt__spec_parse(const char *path, const char *text, const char *dir,
-                         kt__spec **out, char *err, size_t errlen) {
+/* A name given twice in an object of the spec (cJSON would keep the first
+** and hide the second). Sorted names when there are many, so that a
+** hostile file cannot make this quadratic. */
+static kt_status unique_names(ctx *c, const cJSON *j, const char *where) {
+  int n = cJSON_GetArraySize(j);
+  const char *small[32], **names = n <= 32 ? small : kt__calloc((size_t)n, sizeof *names);
+  if (!names) return nomem(c);
+  int k = 0;
+  for (const cJSON *it = j->child; it; it = it->next) names[k++] = it->string;
+  qsort(names, (size_t)k, sizeof *names, by_str);
+  const char *twice = NULL;
+  for (int i = 1; i < k && !twice; i++)
+    if (!strcmp(names[i - 1], names[i])) twice = names[i];
+  if (twice) bad(c, where, "\"%s\" given twice", twice);
+  if (names != small) kt__free(names);
+  return c->st;
+}
+
+/* Every object of the tree, depth first; where names each in messages:
+** "(top level)", "params[1]", "config". Depth is bounded by the JSON check. */
+static kt_status no_duplicates(ctx *c, const cJSON *j, const char *where) {
+  if (cJSON_IsObject(j) && unique_names(c, j, where)) return c->st;
+  int i = 0;
+  for (const cJSON *it = j->child; it && !c->st; it = it->next, i++) {
+    char sub[256];
+    if (!cJSON_IsObject(j)) snprintf(sub, sizeof sub, "%s[%d]", where, i);
+    else if (j == c->root) snprintf(sub, sizeof sub, "%s", it->string);
+    else snprintf(sub, sizeof sub, "%s.%s", where, it->string);
+    no_duplicates(c, it, sub);
+  }
+  return c->st;
+}
+
+/* The tree of text[0..len): checked first, so that a NULL from cJSON can
+** only mean out of memory. */
+static cJSON *parse_json(ctx *c, const char *text, size_t len) {
+  size_t at;
+  char why[128];
+  if (kt__json_check(text, len, &at, why, sizeof why)) {
+    int line, col;
+    line_col(text, text + at, &line, &col);
+    snprintf(c->err, c->errlen, "%s: line %d, column %d: %s", c->file, line, col, why);
+    c->st = KT_ERR_SPEC;
+    return NULL;
+  }
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  if (!root) nomem(c);
+  return root;
+}
+
+kt_status kt__spec_parse(const char *path, const char *text, size_t len, const char *dir, kt__spec **out, char *err,
+                         size_t errlen) {
   *out = NULL;
   ctx c;
   memset(&c, 0, sizeof c);
   c.file = path;
   c.err = err;
   c.errlen = errlen;
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
-  if (!root) {
-    int line, col;
-    line_col(text, end ? end : text, &line, &col);
-    snprintf(err, errlen, "%s: line %d, column %d: JSON syntax error", path, line, col);
-    return KT_ERR_SPEC;
+  cJSON *root = parse_json(&c, text, len);
+  if (!root) return c.st;
+  c.root = root;
+  kt__spec *s = NULL;
+  if (!no_duplicates(&c, root, "(top level)") && !(s = kt__calloc(1, sizeof *s))) nomem(&c);
+  if (s && !(s->path = kt__strdup(path))) nomem(&c);
+  if (!c.st) {
+    s->smem_slot = -1;
+    c.s = s;
+    parse_root(&c, root, dir);
   }
-  kt__spec *s = kt__calloc(1, sizeof *s);
-  if (!s || !(s->path = kt__strdup(path))) {
-    kt__free(s);
-    cJSON_Delete(root);
-    return nomem(&c);
-  }
-  s->smem_slot = -1;
-  c.s = s;
-  parse_root(&c, root, dir);
   cJSON_Delete(root);
   if (c.st) {
     kt__spec_free(s);
@@ -719,11 +772,12 @@ kt_status kt__spec_parse(const char *path, const char *text, const char *dir,
 
 kt_status kt__spec_load(const char *path, kt__spec **out, char *err, size_t errlen) {
   *out = NULL;
-  char *text;
-  int e = kt__read_file(path, &text, NULL);
+  char *text, buf[64];
+  size_t len;
+  int e = kt__read_file(path, KT__SPEC_MAX, &text, &len);
   if (e) {
-    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
-    return e == ENOMEM ? KT_ERR_NOMEM : KT_ERR_IO;
+    snprintf(err, errlen, "%s: cannot read: %s", path, kt__read_strerror(e, KT__SPEC_MAX, buf, sizeof buf));
+    return e == ENOMEM ? KT_ERR_NOMEM : e < 0 ? KT_ERR_SPEC : KT_ERR_IO;
   }
   char *dir = kt__strdup(path);
   if (!dir) {
@@ -734,7 +788,7 @@ kt_status kt__spec_load(const char *path, kt__spec **out, char *err, size_t errl
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
   else strcpy(dir, ".");
-  kt_status st = kt__spec_parse(path, text, dir, out, err, errlen);
+  kt_status st = kt__spec_parse(path, text, len, dir, out, err, errlen);
   kt__free(dir);
   kt__free(text);
   return st;

@@ -120,9 +120,10 @@ typedef struct kt__call {
 ** KT_ERR_NOMEM with a message "FILE: FIELD: what is wrong" in err. */
 kt_status kt__spec_load(const char *path, kt__spec **out, char *err,
                         size_t errlen);
-/* The same from text already in memory; dir is where source is resolved. */
-kt_status kt__spec_parse(const char *path, const char *text, const char *dir,
-                         kt__spec **out, char *err, size_t errlen);
+/* The same from text[0..len) already in memory; dir is where source is
+** resolved. */
+kt_status kt__spec_parse(const char *path, const char *text, size_t len, const char *dir, kt__spec **out, char *err,
+                         size_t errlen);
 void kt__spec_free(kt__spec *s);
 
 int kt__spec_param(const kt__spec *s, const char *name);
