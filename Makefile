@@ -33,7 +33,7 @@ LIB_INC := -Iruntime -I.
 PUBLIC_INC := -I$(B)/include
 LIB_SRC := $(wildcard runtime/*/*.c) $(wildcard cache/*.c)
 CLI_SRC := $(wildcard tools/*.c)
-TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tools/synth.c
+TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c tools/synth.c
 GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c tools/synth.c
 BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c tools/synth.c
 

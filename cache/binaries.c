@@ -53,9 +53,12 @@ int kt__store_get_binary(kt_store *s, const char *hash, void (*fn)(void *user, c
     st = KT__C_NOT_FOUND;
     if (rc == SQLITE_ROW) {
       kt__binrow r;
-      kt__row_read(q, &kt__binaries_table, &r, 0);
+      int oom = kt__row_read(q, &kt__binaries_table, &r, 0);
       int bytes = sqlite3_column_bytes(q, kt__row_col(&kt__binaries_table, "cubin"));
-      if (kt__binary_intact(&r, bytes)) {
+      if (oom) {
+        snprintf(err, errlen, "%s: reading binaries: out of memory", s->path);
+        st = KT__C_NOMEM;
+      } else if (kt__binary_intact(&r, bytes)) {
         fn(user, &r);
         st = KT__C_OK;
       } else {

@@ -44,11 +44,11 @@ int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *e
 static int get_config_from(kt_store *s, sqlite3 *db, sqlite3_stmt *q, const char *const *k, char *config, size_t n,
                            double *time_us, char *err, size_t errlen) {
   kt__db_bind_key(q, k[0], k[1], k[2], k[3]);
-  int rc = kt__db_step(q), st = KT__C_NOT_FOUND;
+  int rc = kt__db_step(q), st = KT__C_NOT_FOUND, oom = 0;
   if (rc == SQLITE_ROW) {
-    snprintf(config, n, "%s", (const char *)sqlite3_column_text(q, 0));
+    snprintf(config, n, "%s", kt__db_text(q, 0, &oom));
     if (time_us) *time_us = sqlite3_column_double(q, 1);
-    st = KT__C_OK;
+    st = oom ? (snprintf(err, errlen, "%s: reading configs: out of memory", s->path), KT__C_NOMEM) : KT__C_OK;
   } else if (rc != SQLITE_DONE) {
     st = kt__db_err(s, db, "reading configs", err, errlen);
   }
@@ -94,10 +94,13 @@ int kt__store_trials(kt_store *s, const char *kernel, const char *spec_hash, con
     kt__db_bind_key(q, kernel, spec_hash, device, key);
     while ((rc = kt__db_step(q)) == SQLITE_ROW) {
       kt__trialrow r;
-      kt__row_read(q, &kt__trials_table, &r, 0);
+      if ((st = kt__row_read(q, &kt__trials_table, &r, 0))) {
+        snprintf(err, errlen, "%s: reading trials: out of memory", s->path);
+        break;
+      }
       if (fn(user, &r)) break;
     }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading trials", err, errlen);
+    if (!st && rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading trials", err, errlen);
     sqlite3_reset(q);
   }
   pthread_mutex_unlock(&s->lock);

@@ -52,6 +52,12 @@ int kt__db_exec(sqlite3 *db, const char *sql) {
 
 void kt__db_bind_text(sqlite3_stmt *st, int i, const char *v) { sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_TRANSIENT); }
 
+const char *kt__db_text(sqlite3_stmt *st, int col, int *oom) {
+  const char *v = (const char *)sqlite3_column_text(st, col);
+  if (!v && sqlite3_column_type(st, col) != SQLITE_NULL) *oom = 1;
+  return v ? v : "";
+}
+
 void kt__db_bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash, const char *device, const char *key) {
   kt__db_bind_text(st, 1, kernel);
   kt__db_bind_text(st, 2, spec_hash);

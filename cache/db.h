@@ -51,6 +51,8 @@ sqlite3_stmt *kt__db_stmt(kt_store *s, int id, int *st, char *err, size_t errlen
 int kt__db_begin(kt_store *s, char *err, size_t errlen);
 int kt__db_end(kt_store *s, int st, char *err, size_t errlen);
 void kt__db_bind_text(sqlite3_stmt *st, int i, const char *v);
+/* A column's text ("" for NULL); *oom set when SQLite could not make it. */
+const char *kt__db_text(sqlite3_stmt *st, int col, int *oom);
 void kt__db_bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash, const char *device, const char *key);
 int64_t kt__db_now(void);
 void kt__db_log(const kt_store *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -67,7 +69,8 @@ int kt__binary_intact(const kt__binrow *r, int bytes);
 
 /* rows.c */
 void kt__row_bind(sqlite3_stmt *st, const kt__table *t, const void *row, int first);
-void kt__row_read(sqlite3_stmt *st, const kt__table *t, void *row, int first);
+/* KT__C_OK, or KT__C_NOMEM when SQLite could not make a value's text. */
+int kt__row_read(sqlite3_stmt *st, const kt__table *t, void *row, int first);
 void kt__row_columns(char *buf, size_t n, const kt__table *t);
 /* The columns to select from a file of schema version: newer ones as NULL. */
 void kt__row_select(char *buf, size_t n, const kt__table *t, int version);

@@ -41,10 +41,11 @@ int kt__store_is_quarantined(kt_store *s, const char *kernel, const char *spec_h
   if (q) {
     kt__db_bind_key(q, kernel, spec_hash, device, key);
     kt__db_bind_text(q, 5, config);
-    int rc = kt__db_step(q);
+    int rc = kt__db_step(q), oom = 0;
     *yes = rc == SQLITE_ROW;
-    if (*yes && reason) snprintf(reason, reasonlen, "%s", (const char *)sqlite3_column_text(q, 0));
+    if (*yes && reason) snprintf(reason, reasonlen, "%s", kt__db_text(q, 0, &oom));
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
+    if (oom) st = KT__C_NOMEM, snprintf(err, errlen, "%s: reading quarantine: out of memory", s->path);
     sqlite3_reset(q);
   }
   pthread_mutex_unlock(&s->lock);
@@ -73,10 +74,13 @@ int kt__store_quarantined(kt_store *s, const char *kernel, const char *spec_hash
   sqlite3_stmt *q = keyed(s, "SELECT config, reason FROM quarantine" KT__WHERE_KEY, kernel, spec_hash, device, key,
                           "reading quarantine", &st, err, errlen);
   if (q) {
-    int rc;
-    while ((rc = kt__db_step(q)) == SQLITE_ROW)
-      fn(user, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1));
-    if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
+    int rc, oom = 0;
+    while (!oom && (rc = kt__db_step(q)) == SQLITE_ROW) {
+      const char *config = kt__db_text(q, 0, &oom), *reason = kt__db_text(q, 1, &oom);
+      if (!oom) fn(user, config, reason);
+    }
+    if (oom) st = KT__C_NOMEM, snprintf(err, errlen, "%s: reading quarantine: out of memory", s->path);
+    else if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
     sqlite3_finalize(q);
   }
   pthread_mutex_unlock(&s->lock);
@@ -98,12 +102,13 @@ static int claim(kt_store *s, long pid, const char *reason, void (*fn)(void *, c
   } else {
     sqlite3_bind_int64(q, 1, pid);
     kt__db_bind_text(q, 2, inprog);
-    int rc;
-    while ((rc = kt__db_step(q)) == SQLITE_ROW)
-      if (fn)
-        fn(user, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1),
-           (const char *)sqlite3_column_text(q, 2));
-    if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
+    int rc, oom = 0;
+    while (!oom && (rc = kt__db_step(q)) == SQLITE_ROW) {
+      const char *k = kt__db_text(q, 0, &oom), *key = kt__db_text(q, 1, &oom), *cfg = kt__db_text(q, 2, &oom);
+      if (fn && !oom) fn(user, k, key, cfg);
+    }
+    if (oom) st = KT__C_NOMEM, snprintf(err, errlen, "%s: reading quarantine: out of memory", s->path);
+    else if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading quarantine", err, errlen);
     sqlite3_bind_int64(u, 1, pid);
     kt__db_bind_text(u, 2, inprog);
     kt__db_bind_text(u, 3, reason);
@@ -126,8 +131,8 @@ int kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
 }
 
 /* Whether the lease row q points at leaves the key to (host, pid). */
-static int lease_free(sqlite3_stmt *q, const char *host, long pid, long *holder) {
-  const char *h = (const char *)sqlite3_column_text(q, 0);
+static int lease_free(sqlite3_stmt *q, const char *host, long pid, long *holder, int *oom) {
+  const char *h = kt__db_text(q, 0, oom);
   long p = (long)sqlite3_column_int64(q, 1);
   int64_t exp = sqlite3_column_int64(q, 2);
   int same_host = h && !strcmp(h, host);
@@ -143,9 +148,10 @@ static int take_lease(kt_store *s, const kt__leaserow *r, int *taken, long *hold
   sqlite3_stmt *q = keyed(s, "SELECT host, pid, expires_at FROM leases" KT__WHERE_KEY, r->kernel, r->spec_hash, r->device,
                           r->key, "reading leases", &st, err, errlen);
   if (!q) return st;
-  int rc = kt__db_step(q);
-  if (rc == SQLITE_ROW) free_ = lease_free(q, r->host, (long)r->pid, holder);
+  int rc = kt__db_step(q), oom = 0;
+  if (rc == SQLITE_ROW) free_ = lease_free(q, r->host, (long)r->pid, holder, &oom);
   else if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading leases", err, errlen);
+  if (oom) st = KT__C_NOMEM, snprintf(err, errlen, "%s: reading leases: out of memory", s->path);
   sqlite3_finalize(q);
   if (st || !free_) return st;
   char cols[256], params[128], sql[512];

@@ -30,7 +30,7 @@ const kt__table kt__configs_table = {"configs", configs_cols, N(configs_cols), 1
 const kt__table kt__trials_table = {"trials", trials_cols, N(trials_cols), 1,
                                     "PRIMARY KEY (kernel, spec_hash, device, key, config)) WITHOUT ROWID", NO_BLOB};
 const kt__table kt__binaries_table = {"binaries", binaries_cols, N(binaries_cols), 1,
-                                      "PRIMARY KEY (hash), CHECK (size = length(cubin)))",
+                                      "PRIMARY KEY (hash))",
                                       offsetof(kt__binrow, size)};
 const kt__table kt__quarantine_table = {"quarantine", quarantine_cols, N(quarantine_cols), 2,
                                         "PRIMARY KEY (kernel, spec_hash, device, key, config)) WITHOUT ROWID", NO_BLOB};
@@ -63,7 +63,7 @@ void kt__row_bind(sqlite3_stmt *st, const kt__table *t, const void *row, int fir
   }
 }
 
-void kt__row_read(sqlite3_stmt *st, const kt__table *t, void *row, int first) {
+int kt__row_read(sqlite3_stmt *st, const kt__table *t, void *row, int first) {
   char *base = row;
   for (int i = 0; i < t->ncols; i++) {
     const kt__col *c = &t->cols[i];
@@ -72,6 +72,8 @@ void kt__row_read(sqlite3_stmt *st, const kt__table *t, void *row, int first) {
     switch (c->kind) {
       case KT__K_STR: {
         const char *v = (const char *)sqlite3_column_text(st, at);
+        /* NULL for a value that is not NULL: SQLite ran out of memory. */
+        if (!v && sqlite3_column_type(st, at) != SQLITE_NULL) return KT__C_NOMEM;
         *(const char **)f = v ? v : "";
         break;
       }
@@ -80,9 +82,14 @@ void kt__row_read(sqlite3_stmt *st, const kt__table *t, void *row, int first) {
       case KT__K_OPT:
         *(double *)f = sqlite3_column_type(st, at) == SQLITE_NULL ? -1 : sqlite3_column_double(st, at);
         break;
-      default: *(const void **)f = sqlite3_column_blob(st, at); break;
+      default:
+        *(const void **)f = sqlite3_column_blob(st, at);
+        if (!*(const void **)f && sqlite3_column_type(st, at) != SQLITE_NULL && sqlite3_column_bytes(st, at))
+          return KT__C_NOMEM;
+        break;
     }
   }
+  return KT__C_OK;
 }
 
 /* "kernel, spec_hash, ..." (params 0) or "?1, ?2, ..." (params: first);

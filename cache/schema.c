@@ -32,12 +32,17 @@ int kt__schema_read(sqlite3 *db, int *version, int *foreign) {
   sqlite3_finalize(st);
   if (rc != SQLITE_ROW) return rc;
   /* Another application's "meta" table has no schema_version row, or no
-  ** such columns: then the file is not ours. */
-  if (has_meta && sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE name = 'schema_version'", -1, &st, NULL) == 0) {
-    rc = kt__db_step(st);
-    if (rc == SQLITE_ROW) *version = atoi((const char *)sqlite3_column_text(st, 0));
+  ** such columns (SQLITE_ERROR): then the file is not ours. */
+  if (has_meta) {
+    rc = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE name = 'schema_version'", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+      rc = kt__db_step(st);
+      int oom = 0;
+      if (rc == SQLITE_ROW) *version = atoi(kt__db_text(st, 0, &oom));
+      if (oom) rc = SQLITE_NOMEM;
+    }
     sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return rc;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE && rc != SQLITE_ERROR) return rc;
   }
   *foreign = objects > 0 && *version <= 0;
   return SQLITE_OK;

@@ -97,13 +97,15 @@ static int foreign_side_file(const char *path, char *side, size_t n, const char 
 }
 
 /* A damaged file is reported, never deleted or rewritten. */
-static int check_integrity(kt_store *s, sqlite3 *db, const char *path, char *err, size_t errlen) {
+static int check_integrity(sqlite3 *db, const char *path, char *err, size_t errlen) {
   sqlite3_stmt *st;
   int rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL);
   if (rc == SQLITE_OK) {
     rc = kt__db_step(st);
-    const char *r = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-    if (r && strcmp(r, "ok")) {
+    int oom = 0;
+    const char *r = rc == SQLITE_ROW ? kt__db_text(st, 0, &oom) : NULL;
+    if (oom) rc = SQLITE_NOMEM;
+    else if (r && strcmp(r, "ok")) {
       snprintf(err, errlen, "%s: the database is corrupt (%s); it is left as it is", path, r);
       sqlite3_finalize(st);
       return KT__C_CACHE;
@@ -111,7 +113,7 @@ static int check_integrity(kt_store *s, sqlite3 *db, const char *path, char *err
     if (rc == SQLITE_ROW) rc = SQLITE_OK;
   }
   sqlite3_finalize(st);
-  if (rc == SQLITE_NOMEM) return kt__db_err(s, db, "checking the database", err, errlen);
+  if (rc == SQLITE_NOMEM) return snprintf(err, errlen, "%s: checking the database: out of memory", path), KT__C_NOMEM;
   if (rc && rc != SQLITE_DONE) {
     snprintf(err, errlen, "%s: %s; the file is left as it is", path, sqlite3_errmsg(db));
     return KT__C_CACHE;
@@ -140,6 +142,8 @@ static int probe(sqlite3 *db) {
 ** create nothing (a WAL file needs its -shm), as immutable. */
 static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_t errlen) {
   int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+  /* Without memory for the connection itself, SQLite leaves no handle. */
+  if (!*db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
   if (rc == SQLITE_OK) rc = probe(*db);
   if (rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY) {
     char uri[PATH_MAX * 3 + 32];
@@ -147,9 +151,10 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
     sqlite3_close(*db);
     *db = NULL;
     rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    if (!*db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
     if (rc == SQLITE_OK) rc = probe(*db);
   }
-  if (rc == SQLITE_NOMEM || !*db) return kt__db_err(s, *db, "opening", err, errlen);
+  if (rc == SQLITE_NOMEM) return kt__db_err(s, *db, "opening", err, errlen);
   if (rc != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot open read-only: %s", path, sqlite3_errmsg(*db));
     return KT__C_CACHE;
@@ -160,7 +165,8 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
 
 static int open_rw(kt_store *s, const char *path, char *err, size_t errlen) {
   int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-  if (rc == SQLITE_NOMEM || !s->db) return kt__db_err(s, s->db, "opening", err, errlen);
+  if (!s->db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
+  if (rc == SQLITE_NOMEM) return kt__db_err(s, s->db, "opening", err, errlen);
   if (rc) {
     int e = errno;
     snprintf(err, errlen, "%s: cannot open: %s%s%s", path, sqlite3_errmsg(s->db), e ? ": " : "", e ? strerror(e) : "");
@@ -239,7 +245,7 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
                      "written to it or checkpointed", side, why);
   else if (s->readonly && !want_ro)
     kt__db_log(s, 1, "%s: not writable: opened read-only, tunings stay in memory", path);
-  if ((st = check_integrity(s, s->db, path, err, errlen)) || (st = check_schema(s, err, errlen))) return st;
+  if ((st = check_integrity(s->db, path, err, errlen)) || (st = check_schema(s, err, errlen))) return st;
   if (s->version > KT__SCHEMA_VERSION && !s->readonly) {
     /* Written by a newer ktune: read what we understand, change nothing. */
     sqlite3_close(s->db);
@@ -260,7 +266,7 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
 static void open_system(kt_store *s) {
   char err[2048];
   int v = 0, foreign = 0, st = open_ro(s, &s->sys, s->sys_path, err, sizeof err);
-  if (!st) st = check_integrity(s, s->sys, s->sys_path, err, sizeof err);
+  if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
   if (!st && (kt__schema_read(s->sys, &v, &foreign) || foreign || !v))
     st = KT__C_CACHE, snprintf(err, sizeof err, "%s: not a ktune cache", s->sys_path);
   s->sys_version = v;

@@ -30,10 +30,13 @@ int kt__store_list(kt_store *s, const char *kernel, int (*fn)(void *user, const 
     int rc;
     while ((rc = kt__db_step(p)) == SQLITE_ROW) {
       kt__cfgrow r;
-      kt__row_read(p, &kt__configs_table, &r, 0);
+      if ((st = kt__row_read(p, &kt__configs_table, &r, 0))) {
+        snprintf(err, errlen, "%s: listing configs: out of memory", s->path);
+        break;
+      }
       if (fn(user, &r, d == 1)) break;
     }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, dbs[d], "listing configs", err, errlen);
+    if (!st && rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, dbs[d], "listing configs", err, errlen);
     sqlite3_finalize(p);
   }
   pthread_mutex_unlock(&s->lock);
@@ -177,21 +180,21 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
     sqlite3_finalize(p);
     return kt__db_err(s, s->db, "exporting", err, errlen);
   }
-  int rc, n = 0, st = KT__C_OK;
+  int rc, n = 0, skipped = 0, st = KT__C_OK;
   while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
     kt__cfgrow r;
-    kt__row_read(p, &kt__configs_table, &r, 0);
     char key[4096], cfg[4096], why[256];
+    if ((st = kt__row_read(p, &kt__configs_table, &r, 0))) break;
+    /* A row another program wrote that no lookup could match. */
     if (kt__codec_canon(r.key, 0, key, sizeof key, why, sizeof why) ||
-        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why)) {
-      snprintf(err, errlen, "%s: configs row %s %s: %s: it is not exported; remove it or run ktune gc", s->path,
-               r.kernel, r.key, why);
-      st = KT__C_INVALID;
-    } else {
-      st = emit(out, config_json(&r, key, cfg), n++ ? "," : "");
+        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || !isfinite(r.time_us) || r.time_us < 0) {
+      skipped++;
+      continue;
     }
+    st = emit(out, config_json(&r, key, cfg), n++ ? "," : "");
   }
   if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
+  if (skipped) kt__db_log(s, 1, "%s: %d configs rows are not canonical and are not exported", s->path, skipped);
   if (st == KT__C_NOMEM) snprintf(err, errlen, "%s: exporting: out of memory", s->path);
   sqlite3_finalize(p);
   return st;
@@ -213,7 +216,7 @@ static int export_binaries(kt_store *s, FILE *out, char *err, size_t errlen) {
   while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
     kt__binrow r;
     char constants[4096], why[256];
-    kt__row_read(p, &kt__binaries_table, &r, 0);
+    if ((st = kt__row_read(p, &kt__binaries_table, &r, 0))) break;
     if (!kt__binary_intact(&r, sqlite3_column_bytes(p, blob)) ||
         kt__codec_canon(r.constants, 0, constants, sizeof constants, why, sizeof why) ||
         !strstr(constants, "\"lowered\":\"")) {
@@ -290,32 +293,37 @@ static int row_query(kt_store *s, const field *f, sqlite3_stmt **q) {
   return sqlite3_prepare_v2(s->db, sql, -1, q, NULL);
 }
 
-/* Read and check the fields of the row json; 0, or -1 with why. */
+/* Read and check the fields of the row json: KT__C_OK, KT__C_INVALID with
+** why, or KT__C_NOMEM. */
 static int read_row(inrow *r, const char *json, char *why, size_t wl) {
   static const char *const want[] = {"text", "an integer >= 0", "a finite number >= 0", "an object"};
   sqlite3_reset(r->q);
   sqlite3_bind_text(r->q, 1, json, -1, SQLITE_STATIC);
-  if (kt__db_step(r->q) != SQLITE_ROW) return snprintf(why, wl, "not JSON"), -1;
+  int rc = kt__db_step(r->q), oom = 0;
+  if (rc == SQLITE_NOMEM) return KT__C_NOMEM;
+  if (rc != SQLITE_ROW) return snprintf(why, wl, "not JSON"), KT__C_INVALID;
   for (int k = 0; r->f[k].name; k++) {
-    const char *type = (const char *)sqlite3_column_text(r->q, 2 * k);
+    const char *type = kt__db_text(r->q, 2 * k, &oom);
     int at = 2 * k + 1, t = r->f[k].type;
-    r->present[k] = type && strcmp(type, "null");
+    if (oom) return KT__C_NOMEM;
+    r->present[k] = *type && strcmp(type, "null");
     if (!r->present[k]) {
-      if (r->f[k].required) return snprintf(why, wl, "missing \"%s\"", r->f[k].name), -1;
+      if (r->f[k].required) return snprintf(why, wl, "missing \"%s\"", r->f[k].name), KT__C_INVALID;
       r->text[k] = "";
       r->i[k] = 0;
       continue;
     }
-    r->text[k] = (const char *)sqlite3_column_text(r->q, at);
+    r->text[k] = kt__db_text(r->q, at, &oom);
+    if (oom) return KT__C_NOMEM;
     r->i[k] = sqlite3_column_int64(r->q, at);
     r->d[k] = sqlite3_column_double(r->q, at);
     int ok = t == F_TEXT   ? !strcmp(type, "text")
              : t == F_OBJ  ? !strcmp(type, "object")
              : t == F_INT  ? !strcmp(type, "integer") && r->i[k] >= 0
                            : (!strcmp(type, "integer") || !strcmp(type, "real")) && r->d[k] >= 0 && isfinite(r->d[k]);
-    if (!ok) return snprintf(why, wl, "\"%s\" must be %s", r->f[k].name, want[t]), -1;
+    if (!ok) return snprintf(why, wl, "\"%s\" must be %s", r->f[k].name, want[t]), KT__C_INVALID;
   }
-  return 0;
+  return KT__C_OK;
 }
 
 static int hex(const char *s, size_t min, size_t max) {
@@ -385,15 +393,15 @@ static int check_header(kt_store *s, const char *name, const char *json, char *e
     return kt__db_err(s, s->db, "import", err, errlen);
   }
   sqlite3_bind_text(p, 1, json, -1, SQLITE_STATIC);
-  int rc = kt__db_step(p), st = KT__C_INVALID;
-  const char *fmt = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(p, 1) : NULL;
-  const char *cfgs = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(p, 3) : NULL;
-  const char *bins = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(p, 4) : NULL;
-  if (rc == SQLITE_NOMEM) st = kt__db_err(s, s->db, "import", err, errlen);
+  int rc = kt__db_step(p), st = KT__C_INVALID, oom = 0;
+  const char *fmt = rc == SQLITE_ROW ? kt__db_text(p, 1, &oom) : "";
+  const char *cfgs = rc == SQLITE_ROW ? kt__db_text(p, 3, &oom) : "";
+  const char *bins = rc == SQLITE_ROW && sqlite3_column_type(p, 4) != SQLITE_NULL ? kt__db_text(p, 4, &oom) : NULL;
+  if (rc == SQLITE_NOMEM || oom) st = KT__C_NOMEM, snprintf(err, errlen, "%s: import: out of memory", s->path);
   else if (rc != SQLITE_ROW || !sqlite3_column_int(p, 0)) snprintf(err, errlen, "%s: not JSON: malformed JSON", name);
-  else if (!fmt || strcmp(fmt, "ktune-cache") || sqlite3_column_int(p, 2) != 1)
+  else if (strcmp(fmt, "ktune-cache") || sqlite3_column_int(p, 2) != 1)
     snprintf(err, errlen, "%s: not a ktune cache export (expected \"format\": \"ktune-cache\", \"version\": 1)", name);
-  else if (!cfgs || strcmp(cfgs, "array") || (bins && strcmp(bins, "array")))
+  else if (strcmp(cfgs, "array") || (bins && strcmp(bins, "array")))
     snprintf(err, errlen, "%s: \"configs\" (and \"binaries\", when present) must be arrays of rows", name);
   else st = KT__C_OK;
   sqlite3_finalize(p);
@@ -424,15 +432,19 @@ static int import_rows(kt_store *s, const char *name, const char *json, int bina
   int rc, st = KT__C_OK;
   long at = -1;
   while (!st && (rc = kt__db_step(each)) == SQLITE_ROW) {
+    int oom = 0;
     at = (long)sqlite3_column_int64(each, 0);
-    const char *type = (const char *)sqlite3_column_text(each, 1), *row = (const char *)sqlite3_column_text(each, 2);
-    if (!type || strcmp(type, "object")) st = KT__C_INVALID, snprintf(why, sizeof why, "expected an object");
-    else if (read_row(&r, row, why, sizeof why)) st = KT__C_INVALID;
-    else if (binaries) st = import_binary(s, ins, &r, counts, why, sizeof why, err, errlen);
-    else st = import_config(s, &r, counts, why, sizeof why, err, errlen);
+    const char *type = kt__db_text(each, 1, &oom), *row = kt__db_text(each, 2, &oom);
+    if (oom) st = KT__C_NOMEM;
+    else if (strcmp(type, "object")) st = KT__C_INVALID, snprintf(why, sizeof why, "expected an object");
+    else st = read_row(&r, row, why, sizeof why);
+    if (!st) st = binaries ? import_binary(s, ins, &r, counts, why, sizeof why, err, errlen)
+                           : import_config(s, &r, counts, why, sizeof why, err, errlen);
   }
   if (st == KT__C_INVALID && why[0])
     snprintf(err, errlen, "%s: %s[%ld]: %s", name, binaries ? "binaries" : "configs", at, why);
+  else if (st == KT__C_NOMEM)
+    snprintf(err, errlen, "%s: importing: out of memory", name);
   else if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "import", err, errlen);
   sqlite3_finalize(r.q);
   sqlite3_finalize(each);

@@ -267,7 +267,8 @@ typedef struct kt_options {
   int cache_readonly;     /* nonzero: open the cache for reading only: an
                              existing file, never created, changed or
                              converted; a missing one leaves the runtime
-                             without a cache (kt_runtime_get_info says why) */
+                             without a cache (kt_runtime_get_info says why;
+                             the log says so at info, not warn) */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 static int cur_failed, cur_skipped;
@@ -111,4 +112,33 @@ kt_runtime *t_offline(int no_cache) {
     return NULL;
   }
   return rt;
+}
+
+/* One value from SQLite, for assertions on rows. */
+long long t_db_int(const char *path, const char *sql) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  long long v = -999;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return v;
+}
+
+void t_db_text(const char *path, const char *sql, char *out, size_t n) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  snprintf(out, n, "(none)");
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    size_t used = 0;
+    out[0] = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && used < n)
+      used += (size_t)snprintf(out + used, n - used, "%s\n", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
 }

@@ -22,6 +22,10 @@ int t_run(const kt_test *const *suites, const char *filter);
 int t_sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A fresh empty directory under $TMPDIR; the path is static storage. */
 const char *t_tmpdir(void);
+/* One integer from an SQLite query on the file at path (-999 when none),
+** and every row's first column, one per line ("(none)" when it fails). */
+long long t_db_int(const char *path, const char *sql);
+void t_db_text(const char *path, const char *sql, char *out, size_t n);
 /* Whether a CUDA driver can be loaded here. */
 int t_have_driver(void);
 /* Options for a runtime without a device, compiling for sm_90, quiet

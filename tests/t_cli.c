@@ -64,7 +64,10 @@ static void gpu_commands_without_a_gpu(void) {
   ASSERT_CONTAINS(out, "ktune      " KT_VERSION_STRING "\n");
   ASSERT_CONTAINS(out, "nvrtc      13.");
   ASSERT_CONTAINS(out, "driver     missing: cannot load the CUDA driver (libcuda.so.1)");
-  ASSERT_CONTAINS(out, "cache      ");
+  ASSERT_CONTAINS(out, "/info.db: no cache there (nothing was created)\n");
+  /* Once there is one, info describes it. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s/info.db", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache %s/info.db", bin(), dir), 1);
   ASSERT_CONTAINS(out, "/info.db  (");
   ASSERT_CONTAINS(out, " KiB: 0 configs, 0 trials, 0 binaries, 0 quarantined)\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile kernels_src/rmsnorm.json", bin()), 1);
@@ -90,6 +93,9 @@ static void cache_commands(void) {
         " {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": \"0000000000000001\", \"device\": \"NVIDIA H100 80GB HBM3/sm_90/132\",\n"
         "  \"key\": {\"D\":4096}, \"config\": {\"BLOCK\":512,\"ROWS\":1,\"VEC\":8}, \"time_us\": 30.5}]}\n", f);
   fclose(f);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", bin(), dir), 1);
+  ASSERT_CONTAINS(out, "/c.db: no cache there (nothing was created)");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s/c.db", bin(), dir), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", bin(), dir), 0);
   ASSERT_CONTAINS(out, "no configs cached in ");
   ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", bin(), json, dir), 0);

@@ -70,16 +70,19 @@ static int parse(args *a, int argc, char **argv, int max_pos, int allow_out, int
   return 0;
 }
 
-static kt_runtime *open_cache(const args *a) {
+/* The cache of a command: read-only for those that only read, so that
+** they never create, change or convert a file. */
+static kt_runtime *open_cache(const args *a, int readonly) {
   kt_options o;
   cli_options(&o, NULL, 1);
   o.cache_path = a->cache;
+  o.cache_readonly = readonly;
   kt_runtime *rt;
-  kt_runtime_open(&rt, &o);
-  if (rt && kt_cache_path(rt)[0]) return rt;
-  long c[4];
-  kt_cache_counts(rt, c);
-  fprintf(stderr, "ktune %s: %s\n", a->cmd, kt_errmsg(rt));
+  kt_status st = kt_runtime_open(&rt, &o);
+  if (!st && kt_cache_path(rt)[0]) return rt;
+  kt_runtime_info in = {0};
+  if (!st) kt_runtime_get_info(rt, &in);
+  fprintf(stderr, "ktune %s: %s\n", a->cmd, st ? kt_errmsg(rt) : in.cache_error);
   kt_runtime_close(rt);
   return NULL;
 }
@@ -172,7 +175,7 @@ static int listing_cmd(int argc, char **argv, const char *cmd, const char *help,
   int rc = parse(&a, argc, argv, 1, 0, 0);
   if (rc) return rc < 0 ? EXIT_OK : rc;
   if (trials && !a.npos) return cli_usage(cmd, "name the kernel to show");
-  kt_runtime *rt = open_cache(&a);
+  kt_runtime *rt = open_cache(&a, 1);
   if (!rt) return EXIT_FAIL;
   listing l = {a.json, 0, rt, trials};
   if (a.json) printf("[");
@@ -191,7 +194,7 @@ int cmd_export(int argc, char **argv) {
   args a = {.cmd = "export", .help = export_help};
   int rc = parse(&a, argc, argv, 0, 1, 1);
   if (rc) return rc < 0 ? EXIT_OK : rc;
-  kt_runtime *rt = open_cache(&a);
+  kt_runtime *rt = open_cache(&a, 1);
   if (!rt) return EXIT_FAIL;
   kt_status st = kt_cache_export(rt, a.out ? a.out : "-", a.binaries);
   if (st) fprintf(stderr, "ktune export: %s\n", kt_errmsg(rt));
@@ -206,7 +209,7 @@ int cmd_import(int argc, char **argv) {
   if (rc) return rc < 0 ? EXIT_OK : rc;
   if (a.out) return cli_usage("import", "unknown option '-o'");
   if (!a.npos) return cli_usage("import", "name the file to import");
-  kt_runtime *rt = open_cache(&a);
+  kt_runtime *rt = open_cache(&a, 0);
   if (!rt) return EXIT_FAIL;
   long c[4];
   kt_status st = kt_cache_import(rt, a.pos[0], c);
@@ -221,7 +224,7 @@ int cmd_gc(int argc, char **argv) {
   int rc = parse(&a, argc, argv, 256, 1, 0);
   if (rc) return rc < 0 ? EXIT_OK : rc;
   if (a.out) return cli_usage("gc", "unknown option '-o'");
-  kt_runtime *rt = open_cache(&a);
+  kt_runtime *rt = open_cache(&a, 0);
   if (!rt) return EXIT_FAIL;
   kt_kernel *ks[256];
   for (int i = 0; i < a.npos; i++)

@@ -7,18 +7,23 @@
 #include "shape.h"
 
 static const char help[] =
-    "usage: ktune compile SPEC... [--arch sm_XY] [-o DIR] [--shape SHAPE]...\n"
+    "usage: ktune compile SPEC... [--arch sm_XY] [-o DIR] [--shape SHAPE]... [--cache PATH]\n"
     "\n"
     "Compile every variant each spec's space allows: every dtype, config and\n"
     "derived-constant value, less those a constraint on these alone excludes.\n"
     "With --shape, only the variants those calls can use (every config the\n"
     "constraints allow for them); specs with specialized params need it.\n"
     "Runs without a GPU when --arch is given; otherwise the arch of GPU 0.\n"
+    "Writes the cache: each cubin goes to its binaries table (with its size\n"
+    "and digest), where a GPU machine of that arch loads it without NVRTC;\n"
+    "ktune gc keeps the cubins of the specs it is given.\n"
     "Prints one line per variant: status, name, cubin bytes, compile time.\n"
     "\n"
     "  --arch sm_XY  target architecture (e.g. sm_90)\n"
-    "  -o DIR        write DIR/<kernel.constants>.cubin (DIR is created)\n"
+    "  -o DIR        also write DIR/<kernel.constants>.cubin (DIR is created)\n"
+    "                and DIR/manifest.json: each cubin's size and XXH128 digest\n"
     "  --shape SHAPE a call, as for ktune key: 'N=4096,D=2048,T=bf16,res=null'\n"
+    "  --cache PATH  the cache file (default: $KTUNE_CACHE, else the user cache)\n"
     "\n"
     "exit codes: 0 every variant compiled, 1 a spec or variant failed, 2 usage\n";
 
@@ -40,7 +45,7 @@ static void on_variant(void *user, const char *name, kt_status st, size_t bytes,
 }
 
 int cmd_compile(int argc, char **argv) {
-  const char *arch = NULL, *out = NULL;
+  const char *arch = NULL, *out = NULL, *cache = NULL;
   const char *specs[256], *shapes[64];
   int nspecs = 0, nshapes = 0;
   for (int i = 1; i < argc; i++) {
@@ -57,6 +62,9 @@ int cmd_compile(int argc, char **argv) {
     } else if (!strcmp(argv[i], "-o")) {
       if (++i == argc) return cli_usage("compile", "-o needs a directory");
       out = argv[i];
+    } else if (!strcmp(argv[i], "--cache")) {
+      if (++i == argc) return cli_usage("compile", "--cache needs a path");
+      cache = argv[i];
     } else if (argv[i][0] == '-') {
       return cli_usage("compile", "unknown option '%s'", argv[i]);
     } else if (nspecs == 256) {
@@ -72,6 +80,7 @@ int cmd_compile(int argc, char **argv) {
   }
   kt_options o;
   cli_options(&o, arch, arch != NULL);
+  o.cache_path = cache;
   kt_runtime *rt;
   if (kt_runtime_open(&rt, &o)) {
     fprintf(stderr, "ktune compile: %s%s\n", kt_errmsg(rt),

@@ -32,6 +32,7 @@ int cmd_info(int argc, char **argv) {
   kt_options o;
   cli_options(&o, NULL, 1);
   o.cache_path = cache;
+  o.cache_readonly = 1;
   o.log_level = KT_LOG_ERROR;
   kt_runtime *rt;
   if (kt_runtime_open(&rt, &o)) {
@@ -79,7 +80,7 @@ int cmd_info(int argc, char **argv) {
     printf("cache      %s  (%lld KiB: %ld configs, %ld trials, %ld binaries, %ld quarantined)\n", in.cache_path,
            stat(in.cache_path, &sb) ? 0LL : (long long)sb.st_size / 1024, c[0], c[1], c[2], c[3]);
   } else {
-    printf("cache      unusable: %s\n", in.cache_error);
+    printf("cache      %s\n", in.cache_error);
     missing = 1;
   }
   kt_runtime_close(rt);

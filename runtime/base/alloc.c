@@ -7,7 +7,7 @@
 static atomic_long fail_after;  /* 0: never fail */
 static atomic_long count;
 
-static int should_fail(void) {
+int kt__alloc_should_fail(void) {
   long n = atomic_fetch_add(&count, 1) + 1;
   long f = atomic_load(&fail_after);
   return f > 0 && n >= f;
@@ -19,14 +19,14 @@ long kt__alloc_fail_after(long n) {
   return c;
 }
 
-void *kt__malloc(size_t n) { return should_fail() ? NULL : malloc(n ? n : 1); }
+void *kt__malloc(size_t n) { return kt__alloc_should_fail() ? NULL : malloc(n ? n : 1); }
 
 void *kt__calloc(size_t count_, size_t size) {
-  return should_fail() ? NULL : calloc(count_ ? count_ : 1, size ? size : 1);
+  return kt__alloc_should_fail() ? NULL : calloc(count_ ? count_ : 1, size ? size : 1);
 }
 
 void *kt__realloc(void *p, size_t n) {
-  return should_fail() ? NULL : realloc(p, n ? n : 1);
+  return kt__alloc_should_fail() ? NULL : realloc(p, n ? n : 1);
 }
 
 char *kt__strndup(const char *s, size_t n) {

@@ -12,6 +12,10 @@ char *kt__strdup(const char *s);
 char *kt__strndup(const char *s, size_t n);
 void kt__free(void *p);
 
+/* Counts one allocation; nonzero when the test hook says it must fail.
+** Tests route SQLite's and cJSON's allocators through it too. */
+int kt__alloc_should_fail(void);
+
 /* Test hook: the n-th allocation from now (1-based) and every one after it
 ** fails; 0 turns failures off. Returns how many allocations were made since
 ** the last call, so a test can sweep n over every allocation of an action. */

@@ -1,11 +1,14 @@
 /* Lists of variants compiled ahead of use (ktune compile, ktune lint):
 ** every variant a spec's space allows, or those of given calls. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/fileio.h"
 #include "base/pool.h"
+#include "cache/store.h"
 #include "device/variant.h"
 
 struct kt__vlist {
@@ -165,36 +168,91 @@ static void compile_one(void *user, int i) {
   if (cp->status[i]) snprintf(cp->errs[i], KT_ERRMAX, "%s", kt__errmsg(cp->p->env->id));
 }
 
-static kt_status write_cubin(const char *dir, const char *name, const void *cubin, size_t size, char *err,
-                             size_t errlen) {
-  char path[1024];
+/* Write a cubin, then read it back: the file must hold the digest's bytes. */
+static kt_status write_cubin(const char *dir, const char *name, const void *cubin, size_t size, const char *digest,
+                             char *err, size_t errlen) {
+  char path[1024], back[33], buf[64];
   snprintf(path, sizeof path, "%s/%s.cubin", dir, name);
   FILE *fp = fopen(path, "wb");
   int ok = fp && fwrite(cubin, 1, size, fp) == size;
   if (fp && fclose(fp)) ok = 0;
-  if (ok) return KT_OK;
-  snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+  if (!ok) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    return KT_ERR_IO;
+  }
+  char *text;
+  size_t len;
+  int rc = kt__read_file(path, size, &text, &len);
+  if (rc) {
+    snprintf(err, errlen, "%s: cannot read back: %s", path, kt__read_strerror(rc, size, buf, sizeof buf));
+    return rc == ENOMEM ? KT_ERR_NOMEM : KT_ERR_IO;
+  }
+  kt__store_digest(text, len, back);
+  kt__free(text);
+  if (len == size && !strcmp(back, digest)) return KT_OK;
+  snprintf(err, errlen, "%s: the file read back does not match the cubin's size and digest", path);
   return KT_ERR_IO;
 }
 
-/* Each variant's outcome to fn (and its cubin to out_dir); the first
-** failure's status. */
+/* DIR/<kernel>.manifest.json: each cubin written, with its size and digest,
+** so that whoever ships the files can check them. */
+static kt_status write_manifest(kt__prog *p, const char *dir, cJSON *list) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.manifest.json", dir, p->spec->name);
+  cJSON *m = cJSON_CreateObject();
+  int ok = m && cJSON_AddStringToObject(m, "kernel", p->spec->name) &&
+           cJSON_AddStringToObject(m, "spec_hash", p->spec_hash) && cJSON_AddStringToObject(m, "arch", p->env->arch);
+  if (ok) ok = cJSON_AddItemToObject(m, "cubins", list);
+  else cJSON_Delete(list);
+  char *text = ok ? cJSON_Print(m) : NULL;
+  cJSON_Delete(m);
+  if (!text) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", path);
+  FILE *fp = fopen(path, "w");
+  ok = fp && fputs(text, fp) >= 0 && fputc('\n', fp) != EOF;
+  if (fp && fclose(fp)) ok = 0;
+  cJSON_free(text);
+  return ok ? KT_OK : kt__err(p->env->id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+}
+
+static int list_entry(cJSON *list, const char *name, size_t size, const char *digest) {
+  cJSON *e = cJSON_CreateObject();
+  char file[600];
+  snprintf(file, sizeof file, "%s.cubin", name);
+  if (e && cJSON_AddStringToObject(e, "file", file) && cJSON_AddNumberToObject(e, "size", (double)size) &&
+      cJSON_AddStringToObject(e, "digest", digest) && cJSON_AddItemToArray(list, e))
+    return 0;
+  cJSON_Delete(e);
+  return -1;
+}
+
+/* Each variant's outcome to fn (and its cubin to out_dir, with the
+** manifest); the first failure's status. */
 static kt_status report(compiling *cp, const char *out_dir, kt_variant_fn fn, void *user) {
   kt_status first = KT_OK;
   int first_i = -1;
+  cJSON *list = out_dir ? cJSON_CreateArray() : NULL;
+  if (out_dir && !list) return kt__err(cp->p->env->id, KT_ERR_NOMEM, "%s: out of memory", cp->p->spec->name);
   for (int i = 0; i < cp->l->n; i++) {
-    char name[512];
+    char name[512], digest[33];
     const void *cubin;
     size_t size;
     double ms;
     kt__variant_name(cp->p, &cp->l->calls[i], '.', name, sizeof name);
     kt__variant_cubin(cp->p, &cp->l->calls[i], &cubin, &size, &ms);
     kt_status vs = cp->status[i];
-    if (!vs && out_dir) vs = write_cubin(out_dir, name, cubin, size, cp->errs[i], KT_ERRMAX);
+    if (!vs && out_dir) {
+      kt__store_digest(cubin, size, digest);
+      vs = write_cubin(out_dir, name, cubin, size, digest, cp->errs[i], KT_ERRMAX);
+      if (!vs && list_entry(list, name, size, digest)) vs = KT_ERR_NOMEM, snprintf(cp->errs[i], KT_ERRMAX, "out of memory");
+    }
     if (fn) fn(user, name, vs, vs ? 0 : size, ms, cp->errs[i]);
     if (vs && !first) first = vs, first_i = i;
   }
-  return first ? kt__err(cp->p->env->id, first, "%s", cp->errs[first_i]) : KT_OK;
+  if (first) {
+    cJSON_Delete(list);
+    return kt__err(cp->p->env->id, first, "%s", cp->errs[first_i]);
+  }
+  return out_dir ? write_manifest(cp->p, out_dir, list) : KT_OK;
 }
 
 kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_variant_fn fn, void *user) {

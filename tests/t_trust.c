@@ -1,0 +1,573 @@
+/* What the cache serves can be trusted: cubins are checked before they are
+** loaded, side files written by others make the cache read-only, imports
+** are all or nothing and canonical, exports are valid JSON, and a kill in
+** the middle of an import leaves nothing half done. Rows are checked in
+** SQLite, files byte for byte. */
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/fileio.h"
+#include "cache/store.h"
+#include "harness.h"
+#include "ktune.h"
+
+static char err[KT_ERRMAX];
+
+static const char *fresh(const char *name) {
+  static char path[8][700];
+  static int next;
+  char *p = path[next++ % 8];
+  snprintf(p, sizeof path[0], "%s/%s", t_tmpdir(), name);
+  return p;
+}
+
+static void capture(void *user, int level, const char *msg) {
+  (void)level;
+  char *buf = user;
+  size_t n = strlen(buf);
+  snprintf(buf + n, 8192 - n, "%s\n", msg);
+}
+
+static int open_store(kt_store **s, const char *path, char *logged) {
+  kt__store_opts o = {.path = path, .log = {capture, logged, 3}};
+  if (logged) logged[0] = 0;
+  else o.log.fn = NULL;
+  return kt__store_open(s, &o, err, sizeof err);
+}
+
+/* An offline runtime on cache path, logging to logged. */
+static kt_runtime *offline_on(const char *path, char *logged) {
+  kt_options o;
+  t_offline_options(&o);
+  o.cache_path = path;
+  if (logged) {
+    logged[0] = 0;
+    o.log = (kt_log_fn)capture;
+    o.log_user = logged;
+    o.log_level = KT_LOG_DEBUG;
+  }
+  kt_runtime *rt = NULL;
+  if (kt_runtime_open(&rt, &o)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+/* Compile every variant of the small spec through a runtime on path;
+** *compiles and *loads from its counters. */
+static kt_status compile_small(const char *path, char *logged, uint64_t *compiles, uint64_t *loads) {
+  kt_runtime *rt = offline_on(path, logged);
+  kt_kernel *k;
+  if (!rt) return KT_ERR_CACHE;
+  kt_status st = kt_kernel_load(rt, "tests/specs/small.json", &k);
+  if (!st) st = kt_kernel_compile_all(k, NULL, NULL, NULL);
+  kt_stats s = {.size = sizeof s};
+  kt_runtime_stats(rt, &s);
+  *compiles = s.compiles;
+  *loads = s.binary_loads;
+  kt_runtime_close(rt);
+  return st;
+}
+
+static int sql(const char *path, const char *q) {
+  char e[2048];
+  return t_sh(e, sizeof e, "sqlite3 '%s' \"%s\"", path, q);
+}
+
+/* A cubin whose bytes, size or digest were changed in the cache is never
+** loaded: it is compiled again, and the fresh cubin replaces the row. */
+static void damaged_binaries_are_compiled_again(void) {
+  const char *p = fresh("bin.db");
+  static char logged[8192];
+  uint64_t compiles, loads;
+  ASSERT_STATUS(compile_small(p, NULL, &compiles, &loads), KT_OK);
+  ASSERT_EQ(compiles, 8);
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM binaries WHERE length(digest) = 32 AND size = length(cubin)"), 8);
+  ASSERT_STATUS(compile_small(p, NULL, &compiles, &loads), KT_OK);
+  ASSERT_EQ(compiles * 100 + loads, 8);
+  /* Another byte in one blob, a wrong size on another, no digest on a third. */
+  ASSERT_EQ(sql(p, "UPDATE binaries SET cubin = zeroblob(length(cubin)) WHERE hash = (SELECT min(hash) FROM binaries);"
+                   " UPDATE binaries SET size = size + 1 WHERE hash = (SELECT max(hash) FROM binaries);"
+                   " UPDATE binaries SET digest = '' WHERE hash = (SELECT hash FROM binaries ORDER BY hash LIMIT 1 OFFSET 3)"),
+            0);
+  char first[64];
+  t_db_text(p, "SELECT min(hash) FROM binaries", first, sizeof first);
+  first[strlen(first) - 1] = 0;
+  ASSERT_STATUS(compile_small(p, logged, &compiles, &loads), KT_OK);
+  ASSERT_EQ(compiles * 100 + loads, 305);
+  char want[200];
+  snprintf(want, sizeof want, "binaries row %s (rmsnorm_small): the cubin does not match its size and digest; it is "
+                              "compiled again", first);
+  ASSERT_CONTAINS(logged, want);
+  /* The rows were replaced by the fresh cubins. */
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM binaries WHERE length(digest) = 32 AND size = length(cubin)"), 8);
+  ASSERT_STATUS(compile_small(p, NULL, &compiles, &loads), KT_OK);
+  ASSERT_EQ(compiles * 100 + loads, 8);
+}
+
+/* Bytes of a file, or "" when it is missing. */
+static char *slurp(const char *path, size_t *n) {
+  char *text = NULL;
+  *n = 0;
+  if (kt__read_file(path, (size_t)1 << 26, &text, n)) return NULL;
+  return text;
+}
+
+static int same_bytes(const char *path, const char *before, size_t n) {
+  size_t m;
+  char *now = slurp(path, &m);
+  int same = now && m == n && !memcmp(now, before, n);
+  kt__free(now);
+  return same;
+}
+
+/* Leave a -wal beside path: a process that committed a row and died
+** before it could checkpoint. */
+static int leave_wal(const char *path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    kt_store *s;
+    kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":2}", .config = "{\"B\":2}",
+                    .time_us = 2};
+    _exit(open_store(&s, path, NULL) || kt__store_put_config(s, &r, NULL, err, sizeof err) ? 1 : 0);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* A -wal (or -shm) another user could have written would be replayed into
+** what the cache serves and checkpointed into the file: the cache is then
+** opened read-only, for configs only, and nothing is checkpointed. */
+static void foreign_side_files_make_the_cache_read_only(void) {
+  const char *p = fresh("side.db");
+  kt_store *s;
+  static char logged[8192];
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 1};
+  unsigned char blob[16] = {0x7f, 'E', 'L', 'F'};
+  kt__binrow b = {.hash = "00ff", .kernel = "k", .spec_hash = "h", .arch = "sm_90", .nvrtc_version = "13000",
+                  .constants = "{\"lowered\":\"f\"}", .size = sizeof blob, .cubin = blob};
+  ASSERT_STATUS(open_store(&s, p, NULL), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_put_binary(s, &b, err, sizeof err), KT_OK);
+  ASSERT_EQ(kt__store_binaries_trusted(s), 1);
+  kt__store_close(s);
+  ASSERT_EQ(leave_wal(p), 0);
+  char wal[800];
+  snprintf(wal, sizeof wal, "%s-wal", p);
+  /* As root, a file of another user; otherwise one anyone may write. */
+  ASSERT_EQ(geteuid() == 0 ? chown(wal, 65534, 65534) : chmod(wal, 0666), 0);
+  size_t nmain, nwal;
+  char *main_before = slurp(p, &nmain), *wal_before = slurp(wal, &nwal);
+  ASSERT_TRUE(main_before && wal_before && nwal > 0);
+  int st = open_store(&s, p, logged);
+  int ro = st ? -1 : kt__store_readonly(s), trusted = st ? -1 : kt__store_binaries_trusted(s);
+  char cfg[64] = "";
+  int got = st ? st : kt__store_get_config(s, "k", "h", "d", "{\"D\":1}", cfg, sizeof cfg, NULL, err, sizeof err);
+  int put = st ? st : kt__store_put_config(s, &r, NULL, err, sizeof err);
+  if (!st) kt__store_close(s);
+  int main_same = same_bytes(p, main_before, nmain), wal_same = same_bytes(wal, wal_before, nwal);
+  kt__free(main_before);
+  kt__free(wal_before);
+  ASSERT_STATUS((kt_status)st, KT_OK);
+  ASSERT_EQ(ro * 10 + trusted, 10);
+  ASSERT_STATUS((kt_status)got, KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"B\":1}");
+  ASSERT_STATUS((kt_status)put, KT_ERR_READONLY);
+  ASSERT_TRUE(main_same && wal_same);
+  char want[900];
+  snprintf(want, sizeof want, "%s: %s: opened read-only for configs; compiled kernels are not loaded from it, and nothing "
+                              "is written to it or checkpointed",
+           wal, geteuid() == 0 ? "owned by another user" : "world-writable");
+  ASSERT_CONTAINS(logged, want);
+}
+
+/* The rows of a cache as one text, to compare before and after. */
+static void dump(const char *path, char *out, size_t n) {
+  t_db_text(path,
+            "SELECT group_concat(r, char(10)) FROM (SELECT kernel || '|' || spec_hash || '|' || device || '|' || key ||"
+            " '|' || config || '|' || time_us AS r FROM configs UNION ALL SELECT hash || '|' || size || '|' || digest"
+            " FROM binaries ORDER BY 1)",
+            out, n);
+}
+
+static const char head[] = "{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [";
+
+/* A configs row of an export, with key k (text) and time t (text). */
+static size_t config_line(char *out, size_t n, int i, const char *key, const char *time) {
+  return (size_t)snprintf(out, n,
+                          "%s{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": %s,"
+                          " \"config\": {\"B\": %d}, \"time_us\": %s}",
+                          i ? ", " : "", key, i, time);
+}
+
+/* Import text into path; the status and message. */
+static kt_status import_text(const char *path, const char *text, long *c) {
+  kt_store *s;
+  kt_status st = open_store(&s, path, NULL);
+  if (st) return st;
+  st = kt__store_import(s, "x.json", text, c, err, sizeof err);
+  kt__store_close(s);
+  return st;
+}
+
+/* 50 good configs rows, then last: the import refused as a whole. */
+static kt_status import_after_50(const char *path, const char *last, int binaries) {
+  static char text[65536];
+  size_t u = (size_t)snprintf(text, sizeof text, "%s", head);
+  for (int i = 0; i < 50; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "{\"D\": %d}", 1000 + i);
+    u += config_line(text + u, sizeof text - u, i, key, "3.5");
+  }
+  u += (size_t)snprintf(text + u, sizeof text - u, "%s%s%s]}", binaries ? "], \"binaries\": [" : ", ", last,
+                        binaries ? "" : "");
+  long c[4];
+  return import_text(path, text, c);
+}
+
+static void imports_are_all_or_nothing(void) {
+  const char *p = fresh("imp.db");
+  kt_store *s;
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 1};
+  ASSERT_STATUS(open_store(&s, p, NULL), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  char before[8192], after[8192];
+  dump(p, before, sizeof before);
+  static const struct {
+    const char *row;
+    int binaries;
+    const char *msg;
+  } bad[] = {
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
+       " \"time_us\": \"fast\"}", 0, "x.json: configs[50]: \"time_us\" must be a finite number >= 0"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
+       " \"time_us\": -0.5}", 0, "x.json: configs[50]: \"time_us\" must be a finite number >= 0"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
+       " \"time_us\": 1e999}", 0, "x.json: configs[50]: \"time_us\" must be a finite number >= 0"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
+       " \"time_us\": 1, \"candidates\": -3}", 0, "x.json: configs[50]: \"candidates\" must be an integer >= 0"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": [1], \"config\": {\"B\": 1},"
+       " \"time_us\": 1}", 0, "x.json: configs[50]: \"key\" must be an object"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1.5},"
+       " \"time_us\": 1}", 0, "x.json: configs[50]: config: \"B\" is not an integer"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": {\"E\": 1}}, \"config\": {\"B\": 1},"
+       " \"time_us\": 1}", 0, "x.json: configs[50]: key: a key holds numbers and strings only"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1, \"D\": 2}, \"config\": {\"B\": 1},"
+       " \"time_us\": 1}", 0, "x.json: configs[50]: key: \"D\" given twice"},
+      {"7", 0, "x.json: configs[50]: expected an object"},
+      {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\":"
+       " {\"lowered\": \"f\"}, \"size\": 5, \"cubin\": \"f0VMRg==\"}", 1,
+       "x.json: binaries[0]: the cubin has 4 bytes, \"size\" says 5"},
+      {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\":"
+       " {\"lowered\": \"f\"}, \"size\": 4, \"cubin\": \"f0VMRg==\", \"digest\": \"00000000000000000000000000000000\"}", 1,
+       "x.json: binaries[0]: the cubin does not match its digest"},
+      {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\": {},"
+       " \"size\": 4, \"cubin\": \"f0VMRg==\"}", 1, "x.json: binaries[0]: \"constants\" must hold the entry's \"lowered\" name"},
+      {"{\"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\": {\"lowered\": \"f\"},"
+       " \"size\": 4, \"cubin\": \"f0VMRg==\"}", 1, "x.json: binaries[0]: missing \"hash\""},
+      {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\":"
+       " {\"lowered\": \"f\"}, \"size\": 4, \"cubin\": \"f0V*Rg==\"}", 1, "x.json: binaries[0]: \"cubin\" is not base64"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    kt_status st = import_after_50(p, bad[i].row, bad[i].binaries);
+    dump(p, after, sizeof after);
+    if (st != KT_ERR_INVALID || strcmp(err, bad[i].msg) || strcmp(after, before)) {
+      t_fail(__FILE__, __LINE__, "case %zu: %s: %s%s", i, kt_status_name(st), err,
+             strcmp(after, before) ? " (and the cache changed)" : "");
+      return;
+    }
+  }
+  ASSERT_STATUS(import_after_50(p, "", 1), KT_OK);
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs"), 51);
+}
+
+/* Keys and configs are stored canonical: unsorted fields, integers written
+** as floats, spaces, escapes all become the one form a lookup matches. */
+static void imports_are_canonical(void) {
+  const char *p = fresh("canon.db");
+  char text[2048];
+  long c[4];
+  snprintf(text, sizeof text,
+           "%s{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"T\": \"bf\\u0031\\u0036\","
+           " \"D\": 256.0, \"eps\": 0.1}, \"config\": {\"VEC\": 8, \"BLOCK\": 128}, \"time_us\": 5}]}",
+           head);
+  ASSERT_STATUS(import_text(p, text, c), KT_OK);
+  ASSERT_EQ(c[0], 1);
+  char rows[512];
+  t_db_text(p, "SELECT key || ' ' || config FROM configs", rows, sizeof rows);
+  ASSERT_STR_EQ(rows, "{\"D\":256,\"T\":\"bf16\",\"eps\":0.100000001} {\"BLOCK\":128,\"VEC\":8}\n");
+  /* The canonical form of the same key, faster: it replaces that row. */
+  snprintf(text, sizeof text,
+           "%s{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\":256,\"T\":\"bf16\","
+           "\"eps\":0.100000001}, \"config\": {\"BLOCK\": 256, \"VEC\": 4}, \"time_us\": 4}]}",
+           head);
+  ASSERT_STATUS(import_text(p, text, c), KT_OK);
+  ASSERT_EQ(c[2], 1);
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs"), 1);
+  ASSERT_EQ(t_db_int(p, "SELECT json_extract(config, '$.BLOCK') FROM configs"), 256);
+  /* 64-bit key values stay exact. */
+  snprintf(text, sizeof text,
+           "%s{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"N\": 9007199254740993},"
+           " \"config\": {\"B\": 1}, \"time_us\": 4}]}",
+           head);
+  ASSERT_STATUS(import_text(p, text, c), KT_OK);
+  t_db_text(p, "SELECT key FROM configs WHERE key LIKE '%N%'", rows, sizeof rows);
+  ASSERT_STR_EQ(rows, "{\"N\":9007199254740993}\n");
+}
+
+/* A writer killed at any point of an import leaves the cache as it was, or
+** with every row of the file: never some of them. */
+static void a_killed_import_leaves_nothing_partial(void) {
+  static char text[4 << 20];
+  size_t u = (size_t)snprintf(text, sizeof text, "%s", head);
+  for (int i = 0; i < 4000; i++) {
+    char key[160];
+    snprintf(key, sizeof key, "{\"D\": %d, \"pad\": \"%0100d\"}", i, i);
+    u += config_line(text + u, sizeof text - u, i, key, "2.5");
+  }
+  snprintf(text + u, sizeof text - u, "]}");
+  const char *p = fresh("kill.db");
+  kt_store *s;
+  ASSERT_STATUS(open_store(&s, p, NULL), KT_OK);
+  kt__store_close(s);
+  int outcomes[2] = {0, 0};
+  for (int round = 0; round < 12; round++) {
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+      long c[4];
+      _exit(import_text(p, text, c) ? 1 : 0);
+    }
+    usleep((useconds_t)(round * 12000));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    long long n = t_db_int(p, "SELECT count(*) FROM configs");
+    char ok[64];
+    t_db_text(p, "PRAGMA integrity_check", ok, sizeof ok);
+    ASSERT_STR_EQ(ok, "ok\n");
+    if (n != 0 && n != 4000) {
+      t_fail(__FILE__, __LINE__, "round %d: %lld rows after the kill", round, n);
+      return;
+    }
+    outcomes[n == 4000]++;
+    if (n) ASSERT_EQ(sql(p, "DELETE FROM configs"), 0);
+  }
+  printf("    %d kills before the commit, %d after\n", outcomes[0], outcomes[1]);
+  ASSERT_TRUE(outcomes[0] > 0);
+}
+
+/* Exports are valid JSON whatever the rows hold, and import back to the
+** same rows; a row another program left non-canonical is left out. */
+static void exports_are_valid_json(void) {
+  const char *a = fresh("ea.db"), *b = fresh("eb.db"), *j = fresh("e.json");
+  kt_store *s;
+  static char logged[8192];
+  ASSERT_STATUS(open_store(&s, a, logged), KT_OK);
+  kt__cfgrow r = {.kernel = "k\"1", .spec_hash = "h\\", .device = "GPU \"x\"\n\tz", .key = "{\"D\":1}",
+                  .config = "{\"B\":1}", .time_us = 1e-300, .nvrtc_version = "13\u00e9"};
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  r.key = "{\"D\":2}";
+  r.time_us = 123456789.125;
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  ASSERT_EQ(sql(a, "INSERT INTO configs VALUES ('k', 'h', 'd', '{\\\"D\\\":', '{}', 1, 0, 0, '', '', 0, 0)"), 0);
+  ASSERT_STATUS(open_store(&s, a, logged), KT_OK);
+  FILE *f = fopen(j, "w");
+  ASSERT_TRUE(f);
+  ASSERT_STATUS(kt__store_export(s, f, 1, err, sizeof err), KT_OK);
+  fclose(f);
+  kt__store_close(s);
+  ASSERT_CONTAINS(logged, "1 configs rows are not canonical and are not exported");
+  char *json;
+  ASSERT_EQ(kt__read_file(j, KT__SPEC_MAX, &json, NULL), 0);
+  cJSON *parsed = cJSON_Parse(json);
+  int valid = parsed != NULL, rows = cJSON_GetArraySize(cJSON_GetObjectItem(parsed, "configs"));
+  cJSON_Delete(parsed);
+  long c[4];
+  kt_status st = import_text(b, json, c);
+  kt__free(json);
+  ASSERT_TRUE(valid);
+  ASSERT_EQ(rows, 2);
+  ASSERT_STATUS(st, KT_OK);
+  char da[4096], db[4096];
+  t_db_text(a, "SELECT kernel || spec_hash || device || key || config || time_us || nvrtc_version FROM configs WHERE"
+               " key != '{\"D\":' ORDER BY key", da, sizeof da);
+  t_db_text(b, "SELECT kernel || spec_hash || device || key || config || time_us || nvrtc_version FROM configs"
+               " ORDER BY key", db, sizeof db);
+  ASSERT_STR_EQ(db, da);
+}
+
+static const char *bin(void) {
+  const char *b = getenv("KTUNE_BIN");
+  return b && *b ? b : "build/ktune";
+}
+
+/* Commands that only read never create or change a file: a missing cache
+** is an error naming it, and another application's SQLite file is refused
+** and left as it was (no ktune tables, no switch to WAL). */
+static void reading_commands_change_nothing(void) {
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  char out[8192], path[700];
+  static const char *const reading[] = {"list", "show k", "export", "info"};
+  for (size_t i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "%s/none.db", dir);
+    int rc = t_sh(out, sizeof out, "%s %s --cache %s", bin(), reading[i], path);
+    struct stat sb;
+    if (!stat(path, &sb)) t_fail(__FILE__, __LINE__, "ktune %s created %s", reading[i], path);
+    ASSERT_EQ(rc, 1);
+    ASSERT_CONTAINS(out, path);
+    ASSERT_CONTAINS(out, "no cache there (nothing was created)");
+  }
+  snprintf(path, sizeof path, "%s/app.db", dir);
+  ASSERT_EQ(sql(path, "CREATE TABLE people (name TEXT); INSERT INTO people VALUES ('ada')"), 0);
+  size_t n;
+  char *before = slurp(path, &n);
+  ASSERT_TRUE(before);
+  static const char *const all[] = {"list", "show k", "export", "info", "import tests/fixtures/shapes.jsonl", "gc"};
+  for (size_t i = 0; i < 6; i++) {
+    int rc = t_sh(out, sizeof out, "%s %s --cache %s", bin(), all[i], path);
+    if (rc != 1 || !strstr(out, "not a ktune cache (it holds tables of another application); it is left as it is")) {
+      kt__free(before);
+      t_fail(__FILE__, __LINE__, "ktune %s: exit %d: %s", all[i], rc, out);
+      return;
+    }
+  }
+  int same = same_bytes(path, before, n);
+  kt__free(before);
+  ASSERT_TRUE(same);
+  char mode[32];
+  t_db_text(path, "PRAGMA journal_mode", mode, sizeof mode);
+  ASSERT_STR_EQ(mode, "delete\n");
+  ASSERT_EQ(t_db_int(path, "SELECT count(*) FROM sqlite_master"), 1);
+}
+
+/* ktune compile writes the cache; ktune gc then keeps the cubins of the
+** specs it is given, and -o writes a manifest of sizes and digests. */
+static void compile_then_gc_keeps_cubins(void) {
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  char out[16384], db[700];
+  snprintf(db, sizeof db, "%s/c.db", dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s -o %s/out tests/specs/small.json", bin(), db, dir), 0);
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 8);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc tests/specs/small.json --cache %s", bin(), db), 0);
+  ASSERT_STR_EQ(out, "0 stale configs removed, 0 unreferenced binaries removed\n");
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 8);
+  /* Without the spec named, nothing refers to them. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_STR_EQ(out, "0 stale configs removed, 8 unreferenced binaries removed\n");
+  char manifest[800];
+  snprintf(manifest, sizeof manifest, "%s/out/rmsnorm_small.manifest.json", dir);
+  char *text;
+  ASSERT_EQ(kt__read_file(manifest, KT__SPEC_MAX, &text, NULL), 0);
+  cJSON *m = cJSON_Parse(text);
+  kt__free(text);
+  ASSERT_TRUE(m);
+  cJSON *list = cJSON_GetObjectItem(m, "cubins");
+  int n = cJSON_GetArraySize(list), good = 0;
+  for (int i = 0; i < n; i++) {
+    cJSON *e = cJSON_GetArrayItem(list, i);
+    char path[1200], digest[33];
+    snprintf(path, sizeof path, "%s/out/%s", dir, cJSON_GetStringValue(cJSON_GetObjectItem(e, "file")));
+    size_t len;
+    char *bytes = slurp(path, &len);
+    if (bytes) kt__store_digest(bytes, len, digest);
+    good += bytes && (double)len == cJSON_GetNumberValue(cJSON_GetObjectItem(e, "size")) &&
+            !strcmp(digest, cJSON_GetStringValue(cJSON_GetObjectItem(e, "digest")));
+    kt__free(bytes);
+  }
+  cJSON_Delete(m);
+  ASSERT_EQ(n, 8);
+  ASSERT_EQ(good, 8);
+}
+
+/* Run fn in a child that cannot write where root could: as root, the child
+** becomes nobody first. Returns its exit status (0 when fn returned 0). */
+static int as_unprivileged(int (*fn)(const char *), const char *arg) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(65534) || setuid(65534))) _exit(99);
+    _exit(fn(arg));
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 98;
+}
+
+/* In the child: a cache in a read-only directory opens read-only and
+** serves its configs; a system cache there too. */
+static int read_only_child(const char *dir) {
+  char user[700], sys[700], cfg[64];
+  snprintf(user, sizeof user, "%s/ro/user.db", dir);
+  snprintf(sys, sizeof sys, "%s/ro/system.db", dir);
+  kt_store *s;
+  kt__store_opts o = {.path = user, .system_path = sys};
+  if (kt__store_open(&s, &o, err, sizeof err)) return fprintf(stderr, "    child: %s\n", err), 1;
+  int ok = kt__store_readonly(s) &&
+           !kt__store_get_config(s, "k", "h", "d", "{\"D\":1}", cfg, sizeof cfg, NULL, err, sizeof err) &&
+           !strcmp(cfg, "{\"B\":1}") &&
+           !kt__store_get_config(s, "k", "h", "d", "{\"D\":9}", cfg, sizeof cfg, NULL, err, sizeof err) &&
+           !strcmp(cfg, "{\"B\":9}");
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":2}", .config = "{}", .time_us = 1};
+  ok = ok && kt__store_put_config(s, &r, NULL, err, sizeof err) == KT__C_READONLY;
+  kt__store_close(s);
+  /* A new cache cannot be made there. */
+  char fresh_path[700];
+  snprintf(fresh_path, sizeof fresh_path, "%s/ro/new.db", dir);
+  o.path = fresh_path;
+  o.system_path = NULL;
+  int refused = kt__store_open(&s, &o, err, sizeof err) == KT__C_CACHE && strstr(err, "cannot open");
+  return !ok ? 2 : !refused ? 3 : 0;
+}
+
+static void read_only_directories_are_read(void) {
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  char ro[700], user[800], sys[800], out[256];
+  snprintf(ro, sizeof ro, "%s/ro", dir);
+  ASSERT_EQ(mkdir(ro, 0755), 0);
+  snprintf(user, sizeof user, "%s/user.db", ro);
+  snprintf(sys, sizeof sys, "%s/system.db", ro);
+  kt_store *s;
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 1};
+  ASSERT_STATUS(open_store(&s, user, NULL), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  r.key = "{\"D\":9}";
+  r.config = "{\"B\":9}";
+  ASSERT_STATUS(open_store(&s, sys, NULL), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  ASSERT_EQ(chmod(dir, 0755) | chmod(user, 0444) | chmod(sys, 0444) | chmod(ro, 0555), 0);
+  int rc = as_unprivileged(read_only_child, dir);
+  chmod(ro, 0755);
+  ASSERT_EQ(rc, 0);
+  /* Nothing was created beside them. */
+  ASSERT_EQ(t_sh(out, sizeof out, "ls %s", ro), 0);
+  ASSERT_STR_EQ(out, "system.db\nuser.db\n");
+}
+
+const kt_test t_trust_tests[] = {
+    {"trust: a damaged cubin is compiled again, never loaded", damaged_binaries_are_compiled_again},
+    {"trust: a foreign -wal makes the cache read-only, nothing checkpointed", foreign_side_files_make_the_cache_read_only},
+    {"trust: an import is all or nothing; every row validated", imports_are_all_or_nothing},
+    {"trust: imported keys and configs are canonical", imports_are_canonical},
+    {"trust: a killed import leaves nothing partial", a_killed_import_leaves_nothing_partial},
+    {"trust: exports are valid JSON and import back identical", exports_are_valid_json},
+    {"trust: commands that only read change no file, refuse foreign ones", reading_commands_change_nothing},
+    {"trust: compile then gc keeps the cubins; -o writes a checked manifest", compile_then_gc_keeps_cubins},
+    {"trust: a cache and a system cache in a read-only directory are read", read_only_directories_are_read},
+    {NULL, NULL},
+};
