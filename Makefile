@@ -32,14 +32,16 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 LIB_INC := -Iruntime -I.
 PUBLIC_INC := -I$(B)/include
 LIB_SRC := $(wildcard runtime/*/*.c) $(wildcard cache/*.c)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 CLI_SRC := $(wildcard tools/*.c)
-TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c tools/synth.c
+TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c $(FUZZ_SRC) tools/synth.c tools/shape.c
 GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c tools/synth.c
 BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c tools/synth.c
 
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test test-plain test-asan gpu-test gpu-sanitize bench demo install clean FORCE
+.PHONY: all deps test test-plain test-asan gpu-test gpu-sanitize bench demo install clean fuzz FORCE
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
 
 deps:
@@ -126,6 +128,34 @@ bench: all $(B)/ktune-bench
 	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_kernels.py && \
 	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_overhead.py; \
 	else echo "bench_kernels.py: torch does not import here; the PyTorch comparison is skipped"; fi
+
+# libFuzzer with clang, ASan and UBSan: each target for FUZZ_SECONDS, new
+# inputs kept under build/fuzz/corpus-TARGET, crashes as
+# build/fuzz/crash-TARGET-*. Copy a crash into tests/fuzz/crashes/TARGET/
+# and make test replays it from then on.
+CLANG ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+  -I$(CUDA_HOME)/include -DKT_BUILDING_LIBRARY
+FUZZ_LIB := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(LIB_SRC) tools/shape.c)
+
+$(B)/fuzz/obj/%.o: %.c | deps $(B)/include/ktune.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP $(DEP_CFLAGS) $(call inc,$<) -c $< -o $@
+
+.SECONDARY: $(FUZZ_LIB)
+$(B)/fuzz/fuzz-%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer -DKT_LIBFUZZER $(DEP_CFLAGS) $(LIB_INC) -Itests $^ $(LIBS) -o $@
+
+fuzz:
+	@command -v $(CLANG) >/dev/null || { echo "make fuzz needs clang with libFuzzer (Debian: apt-get install clang)"; exit 1; }
+	@$(MAKE) --no-print-directory $(patsubst %,$(B)/fuzz/fuzz-%,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(B)/fuzz/corpus-$$t; \
+	  echo "fuzz $$t: $(FUZZ_SECONDS) s"; \
+	  $(B)/fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(B)/fuzz/crash-$$t- \
+	    $(B)/fuzz/corpus-$$t tests/fuzz/corpus/$$t 2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || exit 1; \
+	done
 
 demo: all
 	$(B)/ktune demo kernels_src/rmsnorm.json

@@ -1,0 +1,54 @@
+/* Cache import of any bytes, into a cache made afresh every 500 inputs, and
+** the codec's canonical form of the same bytes as a key and as a config. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/codec.h"
+#include "cache/store.h"
+#include "fuzz.h"
+
+static kt_store *s;
+static char path[128];
+
+static void remove_store(void) {
+  char side[160];
+  kt__store_close(s);
+  s = NULL;
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
+static kt_store *store(void) {
+  static int uses;
+  if (s && ++uses % 500) return s;
+  if (!path[0]) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/ktune-fuzz-import-%d.db", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    atexit(remove_store);
+  }
+  remove_store();
+  kt__store_opts o = {.path = path};
+  char err[2048];
+  if (kt__store_open(&s, &o, err, sizeof err)) abort();
+  return s;
+}
+
+int kt_fuzz_import(const uint8_t *data, size_t size) {
+  char *text = malloc(size + 1), err[2048], out[4096];
+  if (!text) return 0;
+  memcpy(text, data, size);
+  text[size] = 0;
+  long counts[4];
+  kt__store_import(store(), "fuzz.json", text, counts, err, sizeof err);
+  kt__codec_canon(text, 0, out, sizeof out, err, sizeof err);
+  kt__codec_canon(text, 1, out, sizeof out, err, sizeof err);
+  free(text);
+  return 0;
+}
+
+KT_FUZZ_ENTRY(kt_fuzz_import)
