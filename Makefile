@@ -35,9 +35,9 @@ LIB_SRC := $(wildcard runtime/*/*.c) $(wildcard cache/*.c)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 CLI_SRC := $(wildcard tools/*.c)
-TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c $(FUZZ_SRC) tools/synth.c tools/shape.c
-GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c tools/synth.c
-BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c tools/synth.c
+TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c $(FUZZ_SRC) tools/shape.c
+GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c
+BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c
 
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 

@@ -107,6 +107,11 @@ KT_API const char *kt_dtype_name(kt_dtype t);
 KT_API size_t kt_dtype_size(kt_dtype t);
 /* Parse "f32", "bf16", ... Returns KT_OK or KT_ERR_INVALID. */
 KT_API kt_status kt_dtype_parse(const char *name, kt_dtype *out /* OUT */);
+/* Element i of a host array of dtype t, written from or read as a double:
+** bf16 and f16 rounded to nearest even (NaN and infinities kept), integers
+** truncated. For host-side inputs and references. */
+KT_API void kt_dtype_store(kt_dtype t, void *dst, size_t i, double v);
+KT_API double kt_dtype_load(kt_dtype t, const void *src, size_t i);
 
 /* One launch argument. Arguments are passed as an array in the spec's param
 ** order. Pointer arguments carry their element type so that the variant and
@@ -438,6 +443,24 @@ KT_API kt_status kt_stream_create(kt_runtime *rt, kt_stream *out /* OUT */);
 KT_API kt_status kt_stream_destroy(kt_runtime *rt, kt_stream s);
 /* Wait for all work queued on stream (NULL: the legacy default stream). */
 KT_API kt_status kt_stream_sync(kt_runtime *rt, kt_stream stream);
+
+/* Synthetic inputs for a call of k, as ktune tune and ktune bench make
+** them: a device buffer for each non-null pointer arg, its extent long, at
+** the arg's address modulo 256 (so the same alignment, key and variant),
+** filled as the spec's "init" says from seed (outputs zeroed); args whose
+** byte ranges are identical share one buffer, so an in-place call stays in
+** place. Only the placement of args' pointers is read: they may be made up.
+** Caller owns *out; free with kt_inputs_free(). Returns KT_OK,
+** KT_ERR_INVALID, KT_ERR_ARGS, KT_ERR_EVAL, KT_ERR_NO_DEVICE, KT_ERR_NOMEM
+** or KT_ERR_CUDA. */
+typedef struct kt_inputs kt_inputs;
+KT_API kt_status kt_inputs_make(kt_kernel *k, const kt_arg *args, int nargs,
+                                uint64_t seed, kt_inputs **out /* OUT */);
+/* The call with the inputs' device pointers, kt_kernel_nparams(k) entries.
+** Borrowed; valid until kt_inputs_free(). */
+KT_API const kt_arg *kt_inputs_args(const kt_inputs *in);
+/* Free the buffers and the handle. Accepts NULL. */
+KT_API void kt_inputs_free(kt_inputs *in);
 
 /* Time the launch of k with args: warm-up, then repetitions of the launch
 ** on a private stream between CUDA events until both 20 repetitions and

@@ -9,7 +9,6 @@
 #include "gpu_util.h"
 #include "harness.h"
 #include "../tools/shape.h"
-#include "../tools/synth.h"
 
 static double now_us(void) {
   struct timespec ts;
@@ -27,7 +26,7 @@ static void rmsnorm_table(kt_runtime *rt, kt_kernel *k) {
     uint64_t x = 0, y = 0, w = 0;
     uint16_t *h = malloc(n * 2);
     uint64_t seed = 7;
-    for (size_t j = 0; h && j < n; j++) synth_put(KT_BF16, h, j, g_uniform(&seed, -2, 2));
+    for (size_t j = 0; h && j < n; j++) kt_dtype_store(KT_BF16, h, j, g_uniform(&seed, -2, 2));
     if (!h || kt_device_alloc(rt, n * 2, &x) || kt_device_alloc(rt, n * 2, &y) ||
         kt_device_alloc(rt, (size_t)D * 2, &w) || kt_device_upload(rt, x, h, n * 2) ||
         kt_device_upload(rt, w, h, (size_t)D * 2)) {
@@ -248,23 +247,22 @@ static void strategies(void) {
       }
       kt_arg a[64];
       char err[512];
-      synth sy;
-      memset(&sy, 0, sizeof sy);
+      kt_inputs *in = NULL;
       double t0 = now_us();
-      if (!shape_args(k, keys[i].shape, a, err, sizeof err) && !synth_make(&sy, rt, k, a, 7, err, sizeof err))
-        kt_kernel_config_for(k, sy.args, kt_kernel_nparams(k), winners[s], sizeof winners[s]);
+      if (!shape_args(k, keys[i].shape, a, err, sizeof err) && !kt_inputs_make(k, a, kt_kernel_nparams(k), 7, &in))
+        kt_kernel_config_for(k, kt_inputs_args(in), kt_kernel_nparams(k), winners[s], sizeof winners[s]);
       secs[s] = (now_us() - t0) / 1e6;
       kt_stats st = {.size = sizeof st};
       kt_runtime_stats(rt, &st);
       trials[s] = (unsigned long long)st.trials;
       double med = 0, spread;
-      if (winners[s][0] && !kt_kernel_time(k, sy.args, kt_kernel_nparams(k), winners[s], &med, &spread)) {
+      if (winners[s][0] && !kt_kernel_time(k, kt_inputs_args(in), kt_kernel_nparams(k), winners[s], &med, &spread)) {
         if (s == 0) best = med;
         const char *name = strrchr(keys[i].spec, '/') + 1;
         printf("| %.*s | %s | %llu | %.1f | %s | %.2f | %+.1f%% |\n", (int)(strlen(name) - 5), name, strat[s].name,
                trials[s], secs[s], winners[s], med, best > 0 ? 100 * (med - best) / best : 0.0);
       }
-      synth_free(&sy);
+      kt_inputs_free(in);
       kt_runtime_close(rt);
     }
   }

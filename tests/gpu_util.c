@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "harness.h"
-#include "../tools/synth.h"
 
 kt_runtime *g_open(void) {
   kt_options o;
@@ -60,10 +59,10 @@ double g_uniform(uint64_t *s, double lo, double hi) {
 }
 
 void g_store(kt_dtype t, void *dst, const double *src, size_t n) {
-  for (size_t i = 0; i < n; i++) synth_put(t, dst, i, src[i]);
+  for (size_t i = 0; i < n; i++) kt_dtype_store(t, dst, i, src[i]);
 }
 
-double g_load(kt_dtype t, const void *src, size_t i) { return synth_get(t, src, i); }
+double g_load(kt_dtype t, const void *src, size_t i) { return kt_dtype_load(t, src, i); }
 
 #define G_PAD 64 /* elements past the end, poisoned, to catch writes */
 

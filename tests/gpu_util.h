@@ -18,8 +18,8 @@ kt_runtime *g_open_mode(kt_mode mode);
 int g_load_kernels(kt_runtime *rt, ...);
 /* Uniform in [lo, hi) from a seeded generator. */
 double g_uniform(uint64_t *state, double lo, double hi);
-/* Store n doubles as dtype into dst; read one back (tools/synth.c's
-** conversions). */
+/* Store n doubles as dtype into dst; read one back (kt_dtype_store and
+** kt_dtype_load). */
 void g_store(kt_dtype t, void *dst, const double *src, size_t n);
 double g_load(kt_dtype t, const void *src, size_t i);
 

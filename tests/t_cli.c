@@ -5,7 +5,6 @@
 
 #include "harness.h"
 #include "ktune.h"
-#include "../tools/synth.h"
 
 static const char *bin(void) {
   const char *b = getenv("KTUNE_BIN");
@@ -285,24 +284,24 @@ static void host_dtype_conversions(void) {
       {1.0 + 1.0 / 256, 0x3c04, 0x3f80},  /* bf16 tie: to even */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    synth_put(KT_F16, h, 0, cases[i].v);
-    synth_put(KT_BF16, h, 1, cases[i].v);
+    kt_dtype_store(KT_F16, h, 0, cases[i].v);
+    kt_dtype_store(KT_BF16, h, 1, cases[i].v);
     if (h[0] != cases[i].f16 || h[1] != cases[i].bf16)
       t_fail(__FILE__, __LINE__, "%.17g: f16 0x%04x (want 0x%04x), bf16 0x%04x (want 0x%04x)", cases[i].v, h[0],
              cases[i].f16, h[1], cases[i].bf16);
   }
-  synth_put(KT_F16, h, 2, 0.0 / 0.0 * -1);
-  ASSERT_TRUE(isnan(synth_get(KT_F16, h, 2)));
+  kt_dtype_store(KT_F16, h, 2, 0.0 / 0.0 * -1);
+  ASSERT_TRUE(isnan(kt_dtype_load(KT_F16, h, 2)));
   h[3] = 0x0001;
-  ASSERT_TRUE(synth_get(KT_F16, h, 3) == 5.960464477539063e-08);
+  ASSERT_TRUE(kt_dtype_load(KT_F16, h, 3) == 5.960464477539063e-08);
   h[4] = 0xfc00;
-  ASSERT_TRUE(isinf(synth_get(KT_F16, h, 4)) && synth_get(KT_F16, h, 4) < 0);
+  ASSERT_TRUE(isinf(kt_dtype_load(KT_F16, h, 4)) && kt_dtype_load(KT_F16, h, 4) < 0);
   h[5] = 0x3f81;
-  ASSERT_TRUE(synth_get(KT_BF16, h, 5) == 1.0 + 1.0 / 128);
+  ASSERT_TRUE(kt_dtype_load(KT_BF16, h, 5) == 1.0 + 1.0 / 128);
   int32_t i32[1];
-  synth_put(KT_I32, i32, 0, -7.9);
+  kt_dtype_store(KT_I32, i32, 0, -7.9);
   ASSERT_EQ(i32[0], -7);
-  ASSERT_TRUE(synth_get(KT_I32, i32, 0) == -7.0);
+  ASSERT_TRUE(kt_dtype_load(KT_I32, i32, 0) == -7.0);
 }
 
 const kt_test t_cli_tests[] = {

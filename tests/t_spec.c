@@ -249,6 +249,64 @@ static void malformed_params(void) {
       "bad.json: params[0] (y).extent: column 3: unknown name 'BLOCK' in \"N*BLOCK\"");
 }
 
+/* "init" is checked when the spec loads, not when ktune tune first makes
+** inputs from it: one message naming the param and what is accepted. */
+static void malformed_init(void) {
+  const char *res = "\"extent\": \"N*D\", \"optional\"";
+  static const struct {
+    const char *init, *msg;
+  } cases[] = {
+      {"randm", "\"randm\" is not a generator (randn, uniform(a,b), ones, zeros, arange, permutation(n), mask(p), "
+                "or a number)"},
+      {"uniform(1)", "\"uniform(1)\" is not a generator (randn, uniform(a,b), ones, zeros, arange, permutation(n), "
+                     "mask(p), or a number)"},
+      {"uniform(2,1)", "\"uniform(2,1)\" is not a generator (randn, uniform(a,b), ones, zeros, arange, "
+                       "permutation(n), mask(p), or a number)"},
+      {"mask(1.5)", "\"mask(1.5)\" is not a generator (randn, uniform(a,b), ones, zeros, arange, permutation(n), "
+                    "mask(p), or a number)"},
+      {"ones()", "\"ones()\" is not a generator (randn, uniform(a,b), ones, zeros, arange, permutation(n), mask(p), "
+                 "or a number)"},
+      {"nan", "\"nan\" is not a generator (randn, uniform(a,b), ones, zeros, arange, permutation(n), mask(p), or a "
+              "number)"},
+      {"permutation(M)", "permutation(M): expected a number > 0 or an integer scalar param"},
+      {"permutation(0)", "permutation(0): expected a number > 0 or an integer scalar param"},
+      {"permutation(eps)", "permutation(eps): eps is not an integer scalar param"},
+      {"permutation(y)", "permutation(y): y is not an integer scalar param"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char to[256], want[512];
+    snprintf(to, sizeof to, "\"extent\": \"N*D\", \"init\": \"%s\", \"optional\"", cases[i].init);
+    snprintf(want, sizeof want, "bad.json: params[1] (res).init: %s", cases[i].msg);
+    BAD(edit(res, to), KT_ERR_SPEC, want);
+  }
+  BAD(edit("\"key\": \"ignore\"", "\"key\": \"ignore\", \"init\": \"randn\""), KT_ERR_SPEC,
+      "bad.json: params[2] (N).init: a scalar's init is a number (its value when a shape leaves it out), not "
+      "\"randn\"");
+  /* The accepted forms parse to what the inputs are made from. */
+  static const char *good[] = {"randn", "uniform(-0.5,0.5)", "ones", "zeros", "arange", "permutation(N)",
+                               "permutation(7)", "mask(0.25)", "-3.5"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    char to[256], err[1024];
+    snprintf(to, sizeof to, "\"extent\": \"N*D\", \"init\": \"%s\", \"optional\"", good[i]);
+    kt__spec *s = NULL;
+    ASSERT_STATUS(parse(edit(res, to), err, sizeof err, &s), KT_OK);
+    if (!s) continue;
+    ASSERT_STR_EQ(s->params[1].init, good[i]);
+    kt__spec_free(s);
+  }
+  kt__gen g;
+  ASSERT_EQ(kt__gen_parse("uniform(-0.5,0.5)", &g), 0);
+  ASSERT_TRUE(g.kind == KT__G_UNIFORM && g.a == -0.5 && g.b == 0.5);
+  ASSERT_EQ(kt__gen_parse("mask(0.25)", &g), 0);
+  ASSERT_TRUE(g.kind == KT__G_MASK && g.a == 0.25);
+  ASSERT_EQ(kt__gen_parse("permutation(N)", &g), 0);
+  ASSERT_TRUE(g.kind == KT__G_PERMUTATION && !strcmp(g.arg, "N"));
+  ASSERT_EQ(kt__gen_parse("-3.5", &g), 0);
+  ASSERT_TRUE(g.kind == KT__G_NUMBER && g.a == -3.5);
+  ASSERT_EQ(kt__gen_parse("", &g), -1);
+  ASSERT_EQ(kt__gen_parse("permutation(N", &g), -1);
+}
+
 static void malformed_config(void) {
   BAD(edit("[128, 256]", "[]"), KT_ERR_SPEC,
       "bad.json: config.BLOCK: expected a non-empty array of integers");
@@ -337,6 +395,7 @@ const kt_test t_spec_tests[] = {
     {"spec: a source must be a regular file of at most 4 MiB", sources_must_be_regular_files},
     {"spec: options.pdl needs a source that waits", early_launch_needs_a_wait},
     {"spec: malformed params", malformed_params},
+    {"spec: init generators checked at load", malformed_init},
     {"spec: malformed config and default", malformed_config},
     {"spec: malformed expressions", malformed_expressions},
     {"spec: malformed template", malformed_template},

@@ -124,8 +124,8 @@ static void comparisons(void) {
   ASSERT_EQ(kt__compare(KT_BF16, rb, gb, 2, 1e-2, 1.6e-2, why, sizeof why), 0);
   ASSERT_EQ(kt__compare(KT_BF16, rb, gb, 2, 0, 1e-3, why, sizeof why), 1);
   uint16_t rh[2] = {0x3c00, 0x7c00}, gh[2] = {0x3c01, 0x7c00};
-  ASSERT_TRUE(fabs(kt__decode(KT_F16, gh, 0) - 1.0009765625) < 1e-12);
-  ASSERT_TRUE(isinf(kt__decode(KT_F16, rh, 1)));
+  ASSERT_TRUE(fabs(kt_dtype_load(KT_F16, gh, 0) - 1.0009765625) < 1e-12);
+  ASSERT_TRUE(isinf(kt_dtype_load(KT_F16, rh, 1)));
   ASSERT_EQ(kt__compare(KT_F16, rh, gh, 2, 1e-3, 2e-3, why, sizeof why), 0);
   int64_t ri[2] = {INT64_C(9007199254740993), 5}, gi[2] = {INT64_C(9007199254740992), 5};
   ASSERT_EQ(kt__compare(KT_I64, ri, gi, 2, 0, 0, why, sizeof why), 1);

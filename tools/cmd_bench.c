@@ -6,7 +6,6 @@
 
 #include "cli.h"
 #include "shape.h"
-#include "synth.h"
 
 static const char help[] =
     "usage: ktune bench SPEC --shape SHAPE [--config CONFIG] [--cache PATH]\n"
@@ -56,8 +55,7 @@ int cmd_bench(int argc, char **argv) {
   }
   kt_arg args[64];
   char err[1024], used[512];
-  synth sy;
-  memset(&sy, 0, sizeof sy);
+  kt_inputs *in = NULL;
   int rc = EXIT_FAIL;
   int n = kt_kernel_nparams(k);
   if (shape_args(k, shape, args, err, sizeof err)) {
@@ -66,11 +64,11 @@ int cmd_bench(int argc, char **argv) {
   }
   double med, spread;
   kt_stats s = {.size = sizeof s};
-  if (synth_make(&sy, rt, k, args, 1, err, sizeof err)) {
-    fprintf(stderr, "ktune bench: %s\n", err);
-  } else if (!config && kt_kernel_config_for(k, sy.args, n, used, sizeof used)) {
+  if (kt_inputs_make(k, args, n, 1, &in)) {
     fprintf(stderr, "ktune bench: %s\n", kt_errmsg(rt));
-  } else if (kt_kernel_time(k, sy.args, n, config ? config : used, &med, &spread)) {
+  } else if (!config && kt_kernel_config_for(k, kt_inputs_args(in), n, used, sizeof used)) {
+    fprintf(stderr, "ktune bench: %s\n", kt_errmsg(rt));
+  } else if (kt_kernel_time(k, kt_inputs_args(in), n, config ? config : used, &med, &spread)) {
     fprintf(stderr, "ktune bench: %s\n", kt_errmsg(rt));
   } else {
     kt_runtime_stats(rt, &s);
@@ -78,7 +76,7 @@ int cmd_bench(int argc, char **argv) {
            config ? "" : s.cache_loads ? " (cached)" : " (default: not in the cache)", med, spread);
     rc = EXIT_OK;
   }
-  synth_free(&sy);
+  kt_inputs_free(in);
   kt_runtime_close(rt);
   return rc;
 }

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "synth.h"
 
 static const char help[] =
     "usage: ktune demo [SPEC]\n"
@@ -49,8 +48,8 @@ int cmd_demo(int argc, char **argv) {
     goto out;
   }
   srand(1);
-  for (size_t i = 0; i < n; i++) synth_put(KT_BF16, hx, i, (float)rand() / RAND_MAX * 4.f - 2.f);
-  for (int i = 0; i < D; i++) synth_put(KT_BF16, hw, (size_t)i, 0.5f + (float)rand() / RAND_MAX);
+  for (size_t i = 0; i < n; i++) kt_dtype_store(KT_BF16, hx, i, (float)rand() / RAND_MAX * 4.f - 2.f);
+  for (int i = 0; i < D; i++) kt_dtype_store(KT_BF16, hw, (size_t)i, 0.5f + (float)rand() / RAND_MAX);
   if (kt_kernel_load(rt, spec, &k)) {
     rc = fail(rt, "load");
     goto out;
@@ -77,11 +76,11 @@ int cmd_demo(int argc, char **argv) {
   double maxerr = 0;
   for (int r = 0; r < T; r += 97) {
     double ss = 0;
-    for (int i = 0; i < D; i++) ss += synth_get(KT_BF16, hx, (size_t)r * D + i) * synth_get(KT_BF16, hx, (size_t)r * D + i);
+    for (int i = 0; i < D; i++) ss += kt_dtype_load(KT_BF16, hx, (size_t)r * D + i) * kt_dtype_load(KT_BF16, hx, (size_t)r * D + i);
     double rstd = 1.0 / sqrt(ss / D + 1e-6);
     for (int i = 0; i < D; i++) {
-      double ref = synth_get(KT_BF16, hx, (size_t)r * D + i) * rstd * synth_get(KT_BF16, hw, (size_t)i);
-      double e = fabs(synth_get(KT_BF16, hy, (size_t)r * D + i) - ref) / (1 + fabs(ref));
+      double ref = kt_dtype_load(KT_BF16, hx, (size_t)r * D + i) * rstd * kt_dtype_load(KT_BF16, hw, (size_t)i);
+      double e = fabs(kt_dtype_load(KT_BF16, hy, (size_t)r * D + i) - ref) / (1 + fabs(ref));
       if (!(e <= maxerr)) maxerr = e;
     }
   }

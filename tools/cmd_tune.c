@@ -15,7 +15,6 @@
 
 #include "cli.h"
 #include "shape.h"
-#include "synth.h"
 #include "tunejob.h"
 
 static const char help[] =

@@ -8,7 +8,6 @@
 
 #include "cli.h"
 #include "shape.h"
-#include "synth.h"
 
 double tunejob_now(void) {
   struct timespec ts;
@@ -70,25 +69,24 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
   double t0 = tunejob_now();
   kt_arg shape[64];
   char err[1024];
-  synth sy;
-  memset(&sy, 0, sizeof sy);
+  kt_inputs *in = NULL;
   j->config[0] = j->dflt[0] = j->message[0] = 0;
   j->time_us = j->default_us = 0;
   j->tried = j->rejected = 0;
   snprintf(j->status, sizeof j->status, "error");
-  if (shape_args(k, j->shape, shape, err, sizeof err) || synth_make(&sy, rt, k, shape, seed, err, sizeof err)) {
+  int n = kt_kernel_nparams(k);
+  if (shape_args(k, j->shape, shape, err, sizeof err) ||
+      (kt_inputs_make(k, shape, n, seed, &in) && snprintf(err, sizeof err, "%s", kt_errmsg(rt)))) {
     snprintf(j->message, sizeof j->message, "%s", err);
-    synth_free(&sy);
     j->secs = tunejob_now() - t0;
     return;
   }
-  int n = kt_kernel_nparams(k);
   kt_stats a = {.size = sizeof a}, b = {.size = sizeof b};
   kt_runtime_stats(rt, &a);
-  kt_kernel_default_for(k, sy.args, n, j->dflt, sizeof j->dflt);
-  kt_status st = kt_kernel_config_for(k, sy.args, n, j->config, sizeof j->config);
+  kt_kernel_default_for(k, kt_inputs_args(in), n, j->dflt, sizeof j->dflt);
+  kt_status st = kt_kernel_config_for(k, kt_inputs_args(in), n, j->config, sizeof j->config);
   kt_runtime_stats(rt, &b);
-  synth_free(&sy);
+  kt_inputs_free(in);
   j->secs = tunejob_now() - t0;
   if (st) {
     snprintf(j->status, sizeof j->status, "%s", st == KT_ERR_DEVICE_FAULT ? "fault" : "error");

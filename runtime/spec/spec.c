@@ -343,6 +343,34 @@ static kt_status parse_extents(ctx *c, const cJSON *params) {
   return KT_OK;
 }
 
+/* "init", once every param's name is known (permutation(n) may name one). */
+static kt_status parse_init(ctx *c, int i, kt__param *p) {
+  char f[96];
+  snprintf(f, sizeof f, "params[%d] (%s).init", i, p->name);
+  if (kt__gen_parse(p->init, &p->gen))
+    return bad(c, f,
+               "\"%s\" is not a generator (randn, uniform(a,b), ones, zeros, arange, permutation(n), mask(p), or a "
+               "number)",
+               p->init);
+  if (p->type != KT__P_PTR && p->gen.kind != KT__G_NUMBER)
+    return bad(c, f, "a scalar's init is a number (its value when a shape leaves it out), not \"%s\"", p->init);
+  if (p->gen.kind != KT__G_PERMUTATION) return KT_OK;
+  int q = kt__spec_param(c->s, p->gen.arg);
+  char *end;
+  long long n = strtoll(p->gen.arg, &end, 10);
+  if (q < 0 && (*end || n <= 0))
+    return bad(c, f, "permutation(%s): expected a number > 0 or an integer scalar param", p->gen.arg);
+  if (q >= 0 && c->s->params[q].type != KT__P_I32 && c->s->params[q].type != KT__P_I64)
+    return bad(c, f, "permutation(%s): %s is not an integer scalar param", p->gen.arg, p->gen.arg);
+  return KT_OK;
+}
+
+static kt_status parse_inits(ctx *c) {
+  for (int i = 0; i < c->s->nparams; i++)
+    if (c->s->params[i].init && parse_init(c, i, &c->s->params[i])) return c->st;
+  return KT_OK;
+}
+
 static kt_status parse_config(ctx *c, const cJSON *cfg, const cJSON *dflt) {
   kt__spec *s = c->s;
   if (!cJSON_IsObject(cfg) || !cfg->child)
@@ -639,7 +667,7 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
 
   if (parse_types(c, cJSON_GetObjectItemCaseSensitive(root, "types"))) return c->st;
   const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
-  if (parse_params(c, params) || parse_extents(c, params)) return c->st;
+  if (parse_params(c, params) || parse_extents(c, params) || parse_inits(c)) return c->st;
   for (int i = 0; i < s->nparams; i++)
     if (s->params[i].type == KT__P_PTR && s->params[i].tvar < 0 && s->params[i].dtype == KT_DTYPE_NONE)
       return bad(c, "params", "pointer without dtype");

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "spec/expr.h"
+#include "spec/init.h"
 #include "ktune.h"
 
 #define KT_MAX_PARAMS 32
@@ -36,7 +37,8 @@ typedef struct kt__param {
   kt_dtype dtype;    /* fixed element type, or KT_DTYPE_NONE with tvar */
   int tvar;          /* index into types, or -1 */
   kt__expr extent;   /* elements */
-  char *init;        /* input generator for synthetic calls, or NULL */
+  char *init;        /* "init" as written, or NULL */
+  kt__gen gen;       /* the same parsed: how synthetic inputs are made */
   double atol, rtol; /* validation tolerance (outputs) */
   int slot, align_slot, esize_slot;
 } kt__param;

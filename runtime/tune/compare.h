@@ -10,8 +10,6 @@
 
 /* The default tolerance of a dtype, for outputs whose spec gives none. */
 void kt__default_tolerance(kt_dtype t, double *atol, double *rtol);
-/* Decode element i of a buffer of dtype t. */
-double kt__decode(kt_dtype t, const void *buf, size_t i);
 /* Number of elements that disagree; the first is described in why. */
 size_t kt__compare(kt_dtype t, const void *ref, const void *got, size_t n, double atol,
                    double rtol, char *why, size_t whylen);
