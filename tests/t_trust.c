@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/fileio.h"
 #include "cache/store.h"
+#include "device/nvrtc.h"
 #include "harness.h"
 #include "ktune.h"
 
@@ -111,6 +112,55 @@ static void damaged_binaries_are_compiled_again(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM binaries WHERE length(digest) = 32 AND size = length(cubin)"), 8);
   ASSERT_STATUS(compile_small(p, NULL, &compiles, &loads), KT_OK);
   ASSERT_EQ(compiles * 100 + loads, 8);
+}
+
+/* Where no NVRTC can compile a damaged cubin again, the cached config that
+** needs it is skipped with a warning naming the row, and the call gets the
+** default config; the damaged blob is never loaded. */
+static void unbuildable_cached_config_is_skipped(void) {
+  const char *p = fresh("skip.db");
+  static char logged[8192];
+  uint64_t compiles, loads;
+  ASSERT_STATUS(compile_small(p, NULL, &compiles, &loads), KT_OK);
+  kt_runtime *rt = offline_on(p, logged);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(0x100000, KT_BF16), kt_arg_ptr(0x200000, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0x300000, KT_BF16), kt_arg_i32(64), kt_arg_i32(256), kt_arg_f32(1e-5f)};
+  char key[256], cfg[128];
+  kt_runtime_info info;
+  ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_OK);
+  ASSERT_STATUS(kt_runtime_get_info(rt, &info), KT_OK);
+  kt_store *s;
+  kt__cfgrow row = {.kernel = "rmsnorm_small", .spec_hash = kt_kernel_spec_hash(k), .device = info.fingerprint,
+                    .key = key, .config = "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}", .time_us = 3};
+  ASSERT_STATUS(open_store(&s, p, NULL), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &row, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  kt_runtime_close(rt);
+  ASSERT_EQ(sql(p, "UPDATE binaries SET cubin = zeroblob(length(cubin))"), 0);
+  kt__nvrtc_absent(1);
+  rt = offline_on(p, logged);
+  ASSERT_TRUE(rt);
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 7, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(cfg, "BLOCK=128,ROWS=4,VEC=1");
+  char want[512];
+  snprintf(want, sizeof want, "rmsnorm_small %s: cached config {\"BLOCK\":128,\"ROWS\":1,\"VEC\":8} is skipped: ",
+           key);
+  ASSERT_CONTAINS(logged, want);
+  ASSERT_CONTAINS(logged, "cannot load NVRTC");
+  ASSERT_CONTAINS(logged, "the cubin does not match its size and digest");
+  kt_runtime_close(rt);
+  kt__nvrtc_absent(0);
+  /* With NVRTC the same cache serves the row (compiled again). */
+  rt = offline_on(p, logged);
+  ASSERT_TRUE(rt);
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 7, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(cfg, "BLOCK=128,ROWS=1,VEC=8");
+  kt_runtime_close(rt);
 }
 
 /* Bytes of a file, or "" when it is missing. */
@@ -561,6 +611,7 @@ static void read_only_directories_are_read(void) {
 
 const kt_test t_trust_tests[] = {
     {"trust: a damaged cubin is compiled again, never loaded", damaged_binaries_are_compiled_again},
+    {"trust: without NVRTC a config whose cubin is damaged is skipped", unbuildable_cached_config_is_skipped},
     {"trust: a foreign -wal makes the cache read-only, nothing checkpointed", foreign_side_files_make_the_cache_read_only},
     {"trust: an import is all or nothing; every row validated", imports_are_all_or_nothing},
     {"trust: imported keys and configs are canonical", imports_are_canonical},

@@ -11,6 +11,7 @@
 #include "ktune.h"
 #include "dispatch/runtime.h"
 #include "spec/spec.h"
+#include "cache/store.h"
 
 int kt__test_tuned_count(const kt_kernel *k);
 
@@ -148,21 +149,94 @@ static void large_outputs_compare_in_parallel(void) {
   ASSERT_CONTAINS(why, "element 2500000: ");
 }
 
-/* A kernel whose spec says it cannot run in place, called with an output
-** overlapping its input, is refused with the two params named. */
-static void overlap_refused_where_not_in_place(void) {
+/* The alias rules, on an offline runtime (no device needed: a refusal
+** comes before any work). In place means identical ranges: a written arg
+** sharing part of another arg's bytes (one element, one row, one range
+** inside another) is refused with both params and the shared bytes named;
+** a kernel that cannot run in place refuses even identical ranges; two
+** written args never share bytes. An allowed call gets as far as the
+** device. */
+static void alias_rules(void) {
   kt_runtime *rt = t_offline(1);
   ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/shift.json", &k), KT_OK);
+  kt_kernel *sh, *rms, *ln;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/shift.json", &sh), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &rms), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &ln), KT_OK);
+  const uint64_t X = 0x100000; /* rmsnorm: N=4 rows of D=256 f32, 4096 bytes */
+  kt_arg r[] = {kt_arg_ptr(X, KT_F32), kt_arg_ptr(X, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0x200000, KT_F32),
+                kt_arg_i32(4), kt_arg_i32(256), kt_arg_f32(1e-5f)};
+  ASSERT_STATUS(kt_launch(rms, NULL, r, 7), KT_ERR_NO_DEVICE); /* identical: in place */
+  static const struct {
+    uint64_t y, w;
+    const char *msg;
+  } rmscases[] = {
+      {X + 4, 0x200000,
+       "rmsnorm_fwd: y (written) overlaps x in 4092 bytes (y starts 4 bytes after x); running in place needs "
+       "identical ranges"},
+      {X - 1024, 0x200000,
+       "rmsnorm_fwd: y (written) overlaps x in 3072 bytes (y starts 1024 bytes before x); running in place needs "
+       "identical ranges"},
+      {X, X + 1024, /* w (one row) inside y and x */
+       "rmsnorm_fwd: y (written) overlaps w in 1024 bytes (y starts 1024 bytes before w); running in place needs "
+       "identical ranges"},
+  };
+  for (size_t i = 0; i < sizeof rmscases / sizeof rmscases[0]; i++) {
+    r[0].v.ptr = rmscases[i].y;
+    r[3].v.ptr = rmscases[i].w;
+    ASSERT_STATUS(kt_launch(rms, NULL, r, 7), KT_ERR_ALIAS);
+    ASSERT_STR_EQ(kt_errmsg(rt), rmscases[i].msg);
+    char cfg[256];
+    ASSERT_STATUS(kt_kernel_config_for(rms, r, 7, cfg, sizeof cfg), KT_ERR_ALIAS);
+  }
+  r[0].v.ptr = X + 4096; /* adjacent: nothing shared */
+  r[3].v.ptr = 0x200000;
+  ASSERT_STATUS(kt_launch(rms, NULL, r, 7), KT_ERR_NO_DEVICE);
+
   kt_arg a[] = {kt_arg_ptr(0x10000, KT_F32), kt_arg_ptr(0x10000, KT_F32), kt_arg_i32(100)};
-  ASSERT_STATUS(kt_launch(k, NULL, a, 3), KT_ERR_ALIAS);
-  ASSERT_STR_EQ(kt_errmsg(rt), "shift_left: y (written) overlaps x; this kernel cannot run in place");
+  ASSERT_STATUS(kt_launch(sh, NULL, a, 3), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "shift_left: y (written) overlaps x in 400 bytes (both start at the same byte); "
+                               "this kernel cannot run in place");
   a[1].v.ptr = 0x10000 + 396; /* the last element of y is x's first */
-  ASSERT_STATUS(kt_launch(k, NULL, a, 3), KT_ERR_ALIAS);
+  ASSERT_STATUS(kt_launch(sh, NULL, a, 3), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "shift_left: y (written) overlaps x in 4 bytes (y starts 396 bytes before x); this "
+                               "kernel cannot run in place");
+  a[1].v.ptr = 0x10000 - 4; /* x is 404 bytes: y nested in it */
+  ASSERT_STATUS(kt_launch(sh, NULL, a, 3), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "shift_left: y (written) overlaps x in 400 bytes (y starts 4 bytes after x); this "
+                               "kernel cannot run in place");
   a[1].v.ptr = 0x10000 + 400; /* adjacent: fine */
-  ASSERT_STATUS(kt_launch(k, NULL, a, 3), KT_ERR_NO_DEVICE);
+  ASSERT_STATUS(kt_launch(sh, NULL, a, 3), KT_ERR_NO_DEVICE);
+
+  /* layernorm_fwd: y and res_out both written, identical. */
+  kt_arg l[] = {kt_arg_ptr(X, KT_F32),   kt_arg_ptr(0x300000, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_ptr(X, KT_F32),
+                kt_arg_ptr(0, KT_F32),   kt_arg_ptr(0, KT_F32),        kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
+                kt_arg_i32(4),           kt_arg_i32(256),              kt_arg_i32(1),         kt_arg_f32(1e-5f),
+                kt_arg_i32(1)};
+  ASSERT_STATUS(kt_launch(ln, NULL, l, 13), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "layernorm_fwd: y (written) overlaps res_out (written) in all 4096 bytes (the same "
+                               "range); two written args cannot share bytes");
+  l[3].v.ptr = X + 4096;
+  ASSERT_STATUS(kt_launch(ln, NULL, l, 13), KT_ERR_NO_DEVICE);
+  /* The reads may share anything. */
+  l[2].v.ptr = 0x300000 + 2;
+  ASSERT_STATUS(kt_launch(ln, NULL, l, 13), KT_ERR_NO_DEVICE);
   kt_runtime_close(rt);
+}
+
+/* The rules on ranges alone, including a range that would run past the end
+** of the address space (it ends there, and still overlaps). */
+static void alias_partners(void) {
+  kt__range r[3] = {{100, 200, 0, 1, 0}, {100, 200, 1, 0, 0}, {UINT64_MAX - 8, UINT64_MAX, 2, 0, 0}};
+  ASSERT_EQ(kt__alias_partner(r, 3, 0, 1), -1);
+  ASSERT_EQ(kt__alias_partner(r, 3, 0, 0), 1);
+  ASSERT_EQ(kt__alias_partner(r, 3, 1, 0), -1); /* only written ranges have partners */
+  r[1].written = 1;
+  ASSERT_EQ(kt__alias_partner(r, 3, 0, 1), 1);
+  r[1] = (kt__range){150, 150, 1, 0, 0}; /* empty: shares nothing */
+  ASSERT_EQ(kt__alias_partner(r, 3, 0, 0), -1);
+  r[0] = (kt__range){UINT64_MAX - 4, UINT64_MAX, 0, 1, 0};
+  ASSERT_EQ(kt__alias_partner(r, 3, 0, 1), 2);
 }
 
 static void cached_configs_are_validated(void) {
@@ -181,6 +255,68 @@ static void cached_configs_are_validated(void) {
   ASSERT_EQ(kt__config_from_json(s, "{\"BLOCK\":256,\"BLOCK\":256,\"VEC\":8}", cfg), -1);
   ASSERT_EQ(kt__config_from_json(s, "[1,2]", cfg), -1);
   kt__spec_free(s);
+}
+
+static void logto(void *user, kt_log_level level, const char *msg) {
+  (void)level;
+  char *buf = user;
+  size_t n = strlen(buf);
+  snprintf(buf + n, 4096 - n, "%s\n", msg);
+}
+
+/* A key whose every stored trial is a rejection is not a dead end: the
+** next tuning measures the rejections again (never a quarantined fault),
+** and says why. One usable row is enough to leave them alone. */
+static void rejected_keys_are_measured_again(void) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/dead.db", t_tmpdir());
+  static char logged[4096];
+  kt_options o;
+  t_offline_options(&o);
+  o.cache_path = path;
+  o.log = logto;
+  o.log_user = logged;
+  o.log_level = KT_LOG_INFO;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, 64, 256, KT_BF16);
+  kt__call c;
+  char key[256];
+  ASSERT_STATUS(kt__call_bind(&k->p, a, 7, &c), KT_OK);
+  ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_OK);
+  static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
+                               "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
+  static const char *status[] = {"mismatch", "oob_write", "mismatch", "resources"};
+  char err[KT_ERRMAX];
+  for (int i = 0; i < 4; i++) {
+    kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
+                       .key = key, .config = cfgs[i], .status = status[i], .median_us = -1, .spread_us = -1,
+                       .detail = ""};
+    ASSERT_EQ(kt__store_put_trial(rt->env.store, &tr, err, sizeof err), 0);
+  }
+  ASSERT_EQ(kt__store_quarantine(rt->env.store, "rmsnorm_small", k->p.spec_hash, rt->env.fingerprint, key, cfgs[3],
+                                 "fault: illegal address", err, sizeof err),
+            0);
+  logged[0] = 0;
+  kt__tuner *t;
+  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &c, a, key, &t), KT_OK);
+  ASSERT_EQ(kt__tuner_pending(t), 3);
+  kt__tuner_free(t);
+  char want[512];
+  snprintf(want, sizeof want, "rmsnorm_small %s: the cache holds no usable config for this key, only 3 rejected "
+                              "trials; measuring them again", key);
+  ASSERT_CONTAINS(logged, want);
+  kt__trialrow ok = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
+                     .key = key, .config = cfgs[2], .status = "ok", .median_us = 5, .spread_us = 0.1, .detail = ""};
+  ASSERT_EQ(kt__store_put_trial(rt->env.store, &ok, err, sizeof err), 0);
+  logged[0] = 0;
+  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &c, a, key, &t), KT_OK);
+  ASSERT_EQ(kt__tuner_pending(t), 0);
+  kt__tuner_free(t);
+  ASSERT_TRUE(!strstr(logged, "measuring them again"));
+  kt_runtime_close(rt);
 }
 
 /* Many threads missing the same key at once: one of them decides, the
@@ -283,7 +419,9 @@ const kt_test t_tune_tests[] = {
     {"tune: comparisons with tolerance, NaN and Inf", comparisons},
     {"tune: cached configs are validated against the space", cached_configs_are_validated},
     {"tune: large outputs compare in parallel, same answer", large_outputs_compare_in_parallel},
-    {"tune: overlap refused for a kernel that cannot run in place", overlap_refused_where_not_in_place},
+    {"tune: alias rules: in place means identical ranges, both params and bytes named", alias_rules},
+    {"tune: alias rules on ranges", alias_partners},
+    {"tune: a key with only rejected rows is measured again", rejected_keys_are_measured_again},
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},

@@ -1,5 +1,6 @@
 #include "call/alias.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt__range *r, int *n) {
@@ -13,36 +14,65 @@ kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt
     if (rc)
       return kt__err(p->env->id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, q->name,
                      kt__eval_strerror(rc), q->extent.text);
+    uint64_t bytes;
     if (ext < 0) ext = 0;
-    uint64_t bytes = (uint64_t)ext * (uint64_t)c->slots[q->esize_slot];
+    /* A range past the end of the address space ends there: it still
+    ** overlaps whatever it would have. */
+    if (__builtin_mul_overflow((uint64_t)ext, (uint64_t)c->slots[q->esize_slot], &bytes) ||
+        bytes > UINT64_MAX - args[i].v.ptr)
+      bytes = UINT64_MAX - args[i].v.ptr;
     r[*n] = (kt__range){args[i].v.ptr, args[i].v.ptr + bytes, i, q->access != KT__IN, 0};
     (*n)++;
   }
   return KT_OK;
 }
 
-int kt__range_overlapping(const kt__range *r, int n, int i) {
-  for (int j = 0; j < n; j++)
-    if (i != j && r[i].start < r[j].end && r[j].start < r[i].end && r[i].end > r[i].start && r[j].end > r[j].start)
-      return j;
+static uint64_t shared_bytes(const kt__range *a, const kt__range *b) {
+  uint64_t lo = a->start > b->start ? a->start : b->start, hi = a->end < b->end ? a->end : b->end;
+  return hi > lo ? hi - lo : 0;
+}
+
+/* Overlap is allowed only between two reads, or, for a spec that runs in
+** place, between a written range and an identical one that is only read:
+** anything partial makes the result depend on the order programs run. */
+int kt__alias_partner(const kt__range *r, int n, int i, int inplace) {
+  if (!r[i].written) return -1;
+  for (int j = 0; j < n; j++) {
+    if (j == i || !shared_bytes(&r[i], &r[j])) continue;
+    int identical = r[i].start == r[j].start && r[i].end == r[j].end;
+    if (!(inplace && identical && !r[j].written)) return j;
+  }
   return -1;
 }
 
-kt_status kt__call_alias(kt__prog *p, const kt__call *c, const kt_arg *args) {
-  if (p->spec->inplace) return KT_OK;
-  kt__range r[KT_MAX_PARAMS];
-  int n;
-  kt_status st = kt__call_ranges(p, c, args, r, &n);
-  if (st) return st;
+kt_status kt__alias_refuse(kt__prog *p, const kt__range *r, int n) {
+  const kt__spec *s = p->spec;
   for (int i = 0; i < n; i++) {
-    int j = r[i].written ? kt__range_overlapping(r, n, i) : -1;
-    if (j >= 0)
-      return kt__err(p->env->id, KT_ERR_ALIAS, "%s: %s (written) overlaps %s; this kernel cannot run in place",
-                     p->spec->name, p->spec->params[r[i].param].name, p->spec->params[r[j].param].name);
+    int j = kt__alias_partner(r, n, i, s->inplace);
+    if (j < 0) continue;
+    const kt__range *a = &r[i], *b = &r[j];
+    const char *an = s->params[a->param].name, *bn = s->params[b->param].name;
+    char where[160];
+    if (a->start == b->start && a->end == b->end) snprintf(where, sizeof where, "all %llu bytes (the same range)",
+                                                          (unsigned long long)(a->end - a->start));
+    else if (a->start == b->start) snprintf(where, sizeof where, "%llu bytes (both start at the same byte)",
+                                            (unsigned long long)shared_bytes(a, b));
+    else snprintf(where, sizeof where, "%llu bytes (%s starts %llu bytes %s %s)", (unsigned long long)shared_bytes(a, b),
+                  an, (unsigned long long)(a->start > b->start ? a->start - b->start : b->start - a->start),
+                  a->start > b->start ? "after" : "before", bn);
+    const char *why = b->written ? "two written args cannot share bytes"
+                      : s->inplace ? "running in place needs identical ranges"
+                                   : "this kernel cannot run in place";
+    return kt__err(p->env->id, KT_ERR_ALIAS, "%s: %s (written) overlaps %s%s in %s; %s", s->name, an, bn,
+                   b->written ? " (written)" : "", where, why);
   }
   return KT_OK;
 }
 
+kt_status kt__call_alias(kt__prog *p, const kt__call *c, const kt_arg *args, kt__range *r, int *n) {
+  kt_status st = kt__call_ranges(p, c, args, r, n);
+  return st ? st : kt__alias_refuse(p, r, *n);
+}
 static int by_start(const void *a, const void *b) {
   const kt__range *x = *(const kt__range *const *)a, *y = *(const kt__range *const *)b;
   return (x->start > y->start) - (x->start < y->start);

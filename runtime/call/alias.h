@@ -1,8 +1,12 @@
-/* Which pointer args share bytes. The alias check refuses a call whose
-** written arg overlaps another when the spec cannot run in place; the tuner
-** gives every group of overlapping ranges that holds a written arg one
-** scratch allocation that mirrors the group's layout, so an in-place call
-** is benchmarked in place. */
+/* Which pointer args share bytes, and which sharing a call may have. Two
+** reads may share anything; a written arg may share bytes only with an
+** identical range that is only read, and only when the spec runs in place
+** (an element-wise kernel reading x[i] before writing y[i]). Anything
+** partial (one element, one row, one range nested in another) makes the
+** result depend on the order programs run, so it is refused, or staged.
+** The tuner gives every group of overlapping ranges that holds a written
+** arg one scratch allocation that mirrors the group's layout, so an
+** in-place call is benchmarked in place. */
 #ifndef KT_ALIAS_H
 #define KT_ALIAS_H
 
@@ -20,12 +24,15 @@ typedef struct kt__range {
 /* Byte ranges of the non-null pointer args of a bound call (extent times
 ** element size); *n of them. KT_ERR_EVAL names an extent that fails. */
 kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt__range *r, int *n);
-/* Index into r of a range that r[i] overlaps, or -1. */
-int kt__range_overlapping(const kt__range *r, int n, int i);
-/* KT_ERR_ALIAS when a spec that cannot run in place is called with a
-** written arg overlapping another; KT_OK otherwise (always for in-place
-** specs, without evaluating anything). */
-kt_status kt__call_alias(kt__prog *p, const kt__call *c, const kt_arg *args);
+/* Index into r of a range that written range r[i] may not share bytes
+** with, or -1 (always -1 when r[i] is only read). */
+int kt__alias_partner(const kt__range *r, int n, int i, int inplace);
+/* KT_ERR_ALIAS naming the first pair the rules refuse, both params and the
+** bytes they share; KT_OK when there is none. */
+kt_status kt__alias_refuse(kt__prog *p, const kt__range *r, int n);
+/* kt__call_ranges, then kt__alias_refuse: r and *n are the ranges either
+** way once the extents evaluate. */
+kt_status kt__call_alias(kt__prog *p, const kt__call *c, const kt_arg *args, kt__range *r, int *n);
 
 /* Assign group ids (0..n_groups-1) so that ranges that overlap, directly or
 ** through others, share one; ranges that merely touch do not. Empty ranges

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,7 +33,15 @@ static int loaded;  /* 1 ok, -1 failed */
 static int version;
 static char load_err[512];
 
+static atomic_int absent;
+
+void kt__nvrtc_absent(int on) { atomic_store(&absent, on); }
+
 kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen) {
+  if (atomic_load(&absent)) {
+    snprintf(err, errlen, "cannot load NVRTC (made absent for a test)");
+    return KT_ERR_NO_NVRTC;
+  }
   pthread_mutex_lock(&lock);
   if (!loaded) {
     char alt[1024];

@@ -12,6 +12,9 @@
 #define KT_NVRTC_ABI 13
 
 kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen);
+/* Tests: act as if NVRTC were not installed (on != 0), as on a machine that
+** serves only from the cache. */
+void kt__nvrtc_absent(int on);
 /* e.g. 13000 for 13.0; 0 when not loaded. */
 int kt__nvrtc_version(void);
 

@@ -15,12 +15,15 @@
 ** alignment class, each scalar's value) equals a plan's is launched from
 ** the plan: its key, config, constants, grid and variant are all functions
 ** of the signature. Only pointer values change between such calls, the
-** usual case of a framework calling one shape with new tensors. */
+** usual case of a framework calling one shape with new tensors; so the
+** plan keeps each pointer's byte length, and the alias rules are checked
+** again on the new pointers. */
 #define PLANS 4
 typedef struct plan {
   uint64_t uid;
-  int n;
+  int n, nptr;
   int64_t sig[2 * KT_MAX_PARAMS];
+  kt__range r[KT_MAX_PARAMS]; /* the pointers' params, lengths, written */
   kt__dims d;
 } plan;
 static _Thread_local plan plans[PLANS];
@@ -46,12 +49,28 @@ static void signature(const kt_arg *args, int n, int64_t *sig) {
   }
 }
 
-static void remember(const kt_kernel *k, const int64_t *sig, const kt__dims *d) {
+static void remember(const kt_kernel *k, const int64_t *sig, const kt__dims *d, const kt__range *r, int nr) {
   plan *p = &plans[next_plan++ % PLANS];
   p->uid = k->uid;
   p->n = k->p.spec->nparams;
   memcpy(p->sig, sig, (size_t)(2 * p->n) * sizeof p->sig[0]);
+  p->nptr = nr;
+  for (int i = 0; i < nr; i++) p->r[i] = (kt__range){0, r[i].end - r[i].start, r[i].param, r[i].written, 0};
   p->d = *d;
+}
+
+/* The alias rules on a plan's lengths at the new pointers. */
+static int aliases_allowed(const kt_kernel *k, plan *p, const kt_arg *args) {
+  kt__range r[KT_MAX_PARAMS];
+  for (int i = 0; i < p->nptr; i++) {
+    uint64_t at = args[p->r[i].param].v.ptr, len = p->r[i].end;
+    r[i] = p->r[i];
+    r[i].start = at;
+    r[i].end = len > UINT64_MAX - at ? UINT64_MAX : at + len;
+  }
+  for (int i = 0; i < p->nptr; i++)
+    if (kt__alias_partner(r, p->nptr, i, k->p.spec->inplace) >= 0) return 0;
+  return 1;
 }
 
 /* Launch from a plan when one matches; 1 when launched. A driver error
@@ -60,6 +79,8 @@ static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, in
   for (int i = 0; i < PLANS; i++) {
     plan *p = &plans[i];
     if (p->uid != k->uid || p->n != nargs || memcmp(p->sig, sig, (size_t)(2 * nargs) * sizeof sig[0])) continue;
+    /* A refused or staged call takes the full path, which says why. */
+    if (!aliases_allowed(k, p, args)) return 0;
     char err[KT_ERRMAX];
     if (kt__dev_use(k->rt->env.ctx, err, sizeof err)) return 0;
     void *params[KT_MAX_PARAMS];
@@ -108,8 +129,10 @@ static void *hit_fn(const kt_kernel *k, const kt__call *c, const kt__tuned *hit)
 }
 
 /* Launch a bound call whose args pass the alias rules: its config, then
-** the driver; a table hit with a signature becomes this thread's plan. */
-static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, const int64_t *sig) {
+** the driver; a table hit with a signature becomes this thread's plan,
+** with the call's ranges r. */
+static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, const int64_t *sig,
+                              const kt__range *r, int nr) {
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__tuned *hit;
   kt__dims d;
@@ -117,7 +140,7 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
   if ((st = kt__call_plan(k, c, stream, args, cfg, &hit)) ||
       (st = kt__call_launch(&k->p, c, hit_fn(k, c, hit), stream, args, &d)))
     return st;
-  if (hit && sig && d.grid[0]) remember(k, sig, &d);
+  if (hit && sig && d.grid[0]) remember(k, sig, &d, r, nr);
   atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
   if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
   return KT_OK;
@@ -126,10 +149,8 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
 kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {
   if (!k) return KT_ERR_INVALID;
   int64_t sig[2 * KT_MAX_PARAMS];
-  /* Plans skip the alias check, so only kernels that may run in place use
-  ** them; and only table hits make them, never a fallback. */
-  int planned = args && nargs == k->p.spec->nparams && k->p.spec->inplace && k->rt->mode != KT_MODE_OFF &&
-                k->rt->env.have_device;
+  /* Only table hits make plans, never a fallback. */
+  int planned = args && nargs == k->p.spec->nparams && k->rt->mode != KT_MODE_OFF && k->rt->env.have_device;
   if (planned) {
     signature(args, nargs, sig);
     if (launch_planned(k, stream, args, nargs, sig)) {
@@ -139,13 +160,16 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
     }
   }
   kt__call c;
+  kt__range r[KT_MAX_PARAMS];
+  int nr;
   kt_status st;
   if ((st = kt__call_bind(&k->p, args, nargs, &c))) return st;
-  st = kt__call_alias(&k->p, &c, args);
-  if (st != KT_ERR_ALIAS || !k->rt->stage_aliased) return st ? st : launch_bound(k, &c, stream, args, planned ? sig : NULL);
+  st = kt__call_alias(&k->p, &c, args, r, &nr);
+  if (st != KT_ERR_ALIAS || !k->rt->stage_aliased)
+    return st ? st : launch_bound(k, &c, stream, args, planned ? sig : NULL, r, nr);
   kt__staging sg;
   st = kt__stage_begin(k, &c, args, stream, &sg);
-  if (!st) st = launch_bound(k, &c, stream, sg.args, NULL);
+  if (!st) st = launch_bound(k, &c, stream, sg.args, NULL, NULL, 0);
   return kt__stage_end(k, &sg, stream, st);
 }
 
@@ -175,8 +199,10 @@ kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__tuned *hit;
+  kt__range r[KT_MAX_PARAMS];
+  int nr;
   kt_status st;
-  if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_alias(&k->p, &c, args)) ||
+  if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_alias(&k->p, &c, args, r, &nr)) ||
       (st = kt__call_plan(k, &c, NULL, args, cfg, &hit)))
     return st;
   kt__config_format(&k->p, cfg, buf, bufsize);

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "cache/store.h"
+#include "device/nvrtc.h"
 #include "dispatch/runtime.h"
 #include "spec/key.h"
 
@@ -39,6 +40,21 @@ static int stored_valid(kt_kernel *k, const kt__call *c, const char *json, int64
          !kt__call_check(&k->p, &probe, &bad) && bad < 0;
 }
 
+/* A stored config whose variant cannot be made (its cubin damaged and no
+** NVRTC to compile it again) is skipped with a warning naming the row.
+** With a device the launch needs the variant now anyway; without one it is
+** only looked for when it could not be compiled. */
+static int stored_buildable(miss *m, const char *json) {
+  kt__call v = *m->c;
+  void *fn;
+  char err[KT_ERRMAX];
+  if (!m->rt->env.have_device && !kt__nvrtc_load(m->rt->env.cuda_home, err, sizeof err)) return 1;
+  if (kt__call_config(&m->k->p, &v, m->stored) || !kt__variant_get(&m->k->p, &v, &fn)) return 1;
+  kt__log(&m->rt->env.log, KT_LOG_WARN, "%s %s: cached config %s is skipped: %s; the default config is used",
+          m->k->p.spec->name, m->json, json, kt__errmsg(m->rt->env.id));
+  return 0;
+}
+
 static kt_status store_get(miss *m, char *json, size_t n, char *err, size_t errlen) {
   const kt__env *env = &m->rt->env;
   return kt__store_get_config(env->store, m->k->p.spec->name, m->k->p.spec_hash, env->fingerprint, m->json, json, n,
@@ -60,6 +76,8 @@ static void look_in_cache(miss *m) {
       kt__log(&rt->env.log, KT_LOG_WARN,
               "%s %s: cached config %s is not in the spec's space or violates a constraint; ignored", name, m->json,
               json);
+    else
+      m->have_stored = stored_buildable(m, json);
   } else if (st != KT_ERR_NOT_FOUND) {
     kt__log(&rt->env.log, KT_LOG_WARN, "%s", err);
   }
@@ -126,7 +144,9 @@ static kt_status without_tuning(miss *m, const kt__tuned **out, int64_t *cfg) {
 
 /* Tune the key now (the tuner t has listed its candidates). Out of device
 ** memory for the scratch copies, the call still runs with the default
-** config, and the key is tuned another time. */
+** config, and the key is tuned another time. When every candidate was
+** rejected, this process uses the default config for the key (nothing is
+** stored, so another process tunes it again). */
 static kt_status tune_now(miss *m, kt__tuner *t, kt_stream stream, const kt__tuned **out, int64_t *cfg) {
   kt_runtime *rt = m->rt;
   int64_t best[KT_MAX_CFIELDS];
@@ -140,6 +160,12 @@ static kt_status tune_now(miss *m, kt__tuner *t, kt_stream stream, const kt__tun
     memcpy(cfg, m->fallback, (size_t)m->k->p.spec->ncfields * sizeof *cfg);
     atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
     return KT_OK;
+  }
+  if (st == KT_ERR_NO_CONFIG) {
+    kt__log(&rt->env.log, KT_LOG_WARN, "%s; the default config is used by this process and nothing is stored",
+            kt__errmsg(rt->env.id));
+    atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
+    return kt__tuned_insert(m->k, m->c, m->key, m->h, m->fallback, out);
   }
   return st ? st : kt__tuned_insert(m->k, m->c, m->key, m->h, best, out);
 }

@@ -1,8 +1,8 @@
-/* A call of a kernel that cannot run in place, whose written arg overlaps
-** another, made as if out of place: each such arg is redirected to a
+/* A call that the alias rules refuse (call/alias.h), made as if out of
+** place: each written arg that shares bytes it may not is redirected to a
 ** stream-ordered temporary before the launch, and the temporaries are
-** copied into the caller's outputs after it, all on the caller's stream.
-** An inout arg's temporary starts as a copy of it. */
+** copied into the caller's outputs after it, in param order, all on the
+** caller's stream. An inout arg's temporary starts as a copy of it. */
 #include <string.h>
 
 #include "dispatch/runtime.h"
@@ -19,7 +19,7 @@ kt_status kt__stage_begin(kt_kernel *k, const kt__call *c, const kt_arg *args, k
   if (!st && (st = kt__dev_use(env->ctx, err, sizeof err))) return kt__err(env->id, st, "%s: %s", name, err);
   for (int i = 0; i < sg->n && !st; i++) {
     const kt__range *r = &sg->r[i];
-    if (!r->written || kt__range_overlapping(sg->r, sg->n, i) < 0) continue;
+    if (kt__alias_partner(sg->r, sg->n, i, k->p.spec->inplace) < 0) continue;
     size_t bytes = r->end - r->start;
     /* The same alignment class as the caller's pointer, so the call binds
     ** to the same key and variant. */

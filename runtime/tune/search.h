@@ -20,6 +20,8 @@ typedef struct kt__cand {
   int prior;               /* decided by an earlier tuning (cache trials),
                               or quarantined: not run again */
   int remeasured;
+  int unconfirmed;         /* rejected on the caller's data but not on the
+                              tuner's own inputs: reported, never stored */
   kt_status compiled;
   kt__funcattrs attrs;
   double median, spread;   /* microseconds, when status is ok */

@@ -15,6 +15,7 @@
 #include "cache/store.h"
 #include "device/nvrtc.h"
 #include "spec/key.h"
+#include "tune/confirm.h"
 #include "tune/scratch.h"
 #include "tune/search.h"
 #include "tune/timer.h"
@@ -37,6 +38,7 @@ struct kt__tuner {
   int done, planned;      /* trials run, and to run (for progress) */
   double best_us;         /* best median so far */
   double t_start, budget_ms;
+  int unstable;           /* two runs of the reference disagreed */
   char key[1024];
 };
 
@@ -75,12 +77,33 @@ static void on_quarantined(void *user, const char *config, const char *reason) {
   kt__tuner *t = user;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
-    if (cd->status != KT__PENDING || strcmp(cd->json, config)) continue;
+    /* Whatever a trial row says: a quarantined config is never run. */
+    if (cd->status == KT_TRIAL_FAULT || strcmp(cd->json, config)) continue;
     cd->status = KT_TRIAL_FAULT;
     cd->prior = 1;
     kt__log(&t->env->log, KT_LOG_INFO, "%s %s: skipping quarantined config %s (%s)", t->p->spec->name, t->key, config,
             reason);
   }
+}
+
+/* Nothing left to measure and nothing usable measured: every row of the
+** key is a rejection. A key must never become a dead end, so the
+** rejections (not the quarantined faults) are measured again. */
+static void retry_rejected(kt__tuner *t) {
+  int ok = 0, again = 0;
+  for (int i = 0; i < t->ncand; i++) ok |= kt__cand_ok(&t->cand[i]) || t->cand[i].status == KT__PENDING;
+  if (ok) return;
+  for (int i = 0; i < t->ncand; i++) {
+    kt__cand *cd = &t->cand[i];
+    if (!cd->prior || cd->status == KT_TRIAL_FAULT) continue;
+    cd->prior = 0;
+    cd->status = KT__PENDING;
+    again++;
+  }
+  if (again)
+    kt__log(&t->env->log, KT_LOG_WARN,
+            "%s %s: the cache holds no usable config for this key, only %d rejected trials; measuring them again",
+            t->p->spec->name, t->key, again);
 }
 
 kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, const kt_arg *args, const char *key,
@@ -105,6 +128,7 @@ kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, c
     kt__store_quarantined(env->store, p->spec->name, p->spec_hash, env->fingerprint, key, on_quarantined, t, err,
                           sizeof err);
   }
+  retry_rejected(t);
   *out = t;
   return KT_OK;
 }
@@ -126,7 +150,7 @@ void kt__tuner_free(kt__tuner *t) {
 static int writable(const kt__tuner *t) { return t->env->store && !kt__store_readonly(t->env->store); }
 
 static void store_trial(kt__tuner *t, const kt__cand *cd) {
-  if (!writable(t) || cd->prior) return;
+  if (!writable(t) || cd->prior || cd->unconfirmed) return;
   int ok = cd->status == KT_TRIAL_OK;
   kt__trialrow tr = {.kernel = t->p->spec->name, .spec_hash = t->p->spec_hash, .device = t->env->fingerprint,
                      .key = t->key, .config = cd->json, .status = kt_trial_status_name((kt_trial_status)cd->status),
@@ -205,19 +229,21 @@ static void prepare(kt__tuner *t, const int *idx, int n) {
   }
 }
 
-/* A fault: the config is quarantined with the error, and the context is
-** unusable, so the tuning ends here. */
-static kt_status faulted(kt__tuner *t, kt__cand *cd) {
-  char reason[160];
-  snprintf(reason, sizeof reason, "fault: %.140s", t->sc.err);
+/* A fault (error: the driver's words): the config is quarantined with the
+** error, and the context is unusable, so the tuning ends here. */
+static kt_status faulted(kt__tuner *t, kt__cand *cd, const char *error) {
+  char reason[160], e[KT_ERRMAX];
+  snprintf(e, sizeof e, "%s", error);
+  snprintf(reason, sizeof reason, "fault: %.140s", e);
   quarantine(t, cd, reason);
   cd->status = KT_TRIAL_FAULT;
-  snprintf(cd->detail, sizeof cd->detail, "%s", t->sc.err);
+  cd->unconfirmed = 0;
+  snprintf(cd->detail, sizeof cd->detail, "%s", e);
   store_trial(t, cd);
   return kt__err(t->env->id, KT_ERR_DEVICE_FAULT,
                  "%s %s: config %s faulted (%s); it is quarantined for this key and the CUDA context is unusable: "
                  "restart the process",
-                 t->p->spec->name, t->key, cd->json, t->sc.err);
+                 t->p->spec->name, t->key, cd->json, e);
 }
 
 /* Validate a candidate that ran: guard zones, then outputs. */
@@ -261,7 +287,7 @@ static kt_status trial(kt__tuner *t, kt__cand *cd) {
   quarantine(t, cd, reason);
   atomic_fetch_add_explicit(&t->env->n.trials, 1, memory_order_relaxed);
   kt_status st = kt__scratch_run(&t->sc, &cd->c);
-  if (st == KT_ERR_DEVICE_FAULT) return faulted(t, cd);
+  if (st == KT_ERR_DEVICE_FAULT) return faulted(t, cd, t->sc.err);
   if (st) {
     cd->status = KT_TRIAL_RESOURCES;
     snprintf(cd->detail, sizeof cd->detail, "launch: %s", t->sc.err);
@@ -325,20 +351,21 @@ static void remeasure(kt__tuner *t) {
 }
 
 typedef struct tally {
-  int win, tried, measured, rejected;
+  int win, tried, measured, rejected, unconfirmed;
   double dflt_us;
 } tally;
 
 /* The winner among the candidates decided, with the counts of the log
 ** line and the configs row; every trial of this tuning is stored. */
 static tally pick(kt__tuner *t, const int64_t *reference) {
-  tally y = {-1, 0, 0, 0, -1};
+  tally y = {-1, 0, 0, 0, 0, -1};
   const kt__spec *s = t->p->spec;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
     if (cd->status == KT__PENDING || (cd->prior && !kt__cand_ok(cd))) continue;
     y.tried++;
     y.measured += !cd->prior;
+    y.unconfirmed += cd->unconfirmed;
     if (!kt__cand_ok(cd)) y.rejected++;
     else if (y.win < 0 || cd->median < t->cand[y.win].median) y.win = i;
     if (kt__cand_ok(cd) && !memcmp(cd->cfg, reference, (size_t)s->ncfields * sizeof *reference)) y.dflt_us = cd->median;
@@ -376,6 +403,15 @@ static kt_status reference_run(kt__tuner *t, kt_stream caller, const int64_t *re
   if ((st = kt__scratch_guards(&t->sc, &ok, why, sizeof why)))
     return kt__err(t->env->id, st, "%s %s: tuning: %s", name, t->key, t->sc.err);
   if (!ok) return kt__err(t->env->id, KT_ERR_CONSTRAINT, "%s %s: the default config %s", name, t->key, why);
+  /* Candidates are judged against the reference, so it must reproduce. */
+  if ((st = kt__scratch_run(&t->sc, &ref)) || (st = kt__scratch_compare(&t->sc, &ok, why, sizeof why)))
+    return kt__err(t->env->id, st, "%s %s: the default config failed on scratch: %s", name, t->key, t->sc.err);
+  if (!ok)
+    kt__log(&t->env->log, KT_LOG_WARN,
+            "%s %s: the default config gave different results in two runs on the same inputs (%s): nothing can be "
+            "judged against it, so nothing is tuned or stored; the default config is used",
+            name, t->key, why);
+  t->unstable = !ok;
   return KT_OK;
 }
 
@@ -389,11 +425,18 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   t->budget_ms = t->o.budget_s > 0 ? t->o.budget_s * 1000 : strat->default_budget_s * 1000.0;
   t->planned = pending;
   if ((st = reference_run(t, caller, reference))) return st;
+  if (t->unstable) {
+    memcpy(best, reference, (size_t)s->ncfields * sizeof *best);
+    return KT_OK;
+  }
   double t_ref = kt__now_ms();
   t->t_start = t_ref;
   if ((st = search(t, strat, reference))) return st;
   double t_trials = kt__now_ms();
   remeasure(t);
+  int bad;
+  if (kt__confirm_rejections(t->p, &t->base, t->orig, reference, caller, t->key, t->cand, t->ncand, &bad))
+    return faulted(t, &t->cand[bad], t->cand[bad].detail);
   tally y = pick(t, reference);
   if (y.win < 0) return kt__err(t->env->id, KT_ERR_NO_CONFIG, "%s %s: every candidate was rejected", s->name, t->key);
   const kt__cand *w = &t->cand[y.win];
@@ -404,6 +447,12 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
           "%.0f, trials and their compiles %.0f, re-measure %.0f",
           s->name, t->key, w->json, w->median, y.dflt_us, y.tried, y.measured, y.rejected, t_end - t0, t_ref - t0,
           t_trials - t_ref, t_end - t_trials);
-  store_winner(t, w, &y);
+  if (y.unconfirmed)
+    kt__log(&t->env->log, KT_LOG_WARN,
+            "%s %s: %d configs were rejected on this call's data but not on synthetic inputs: their rejections and "
+            "the winner are this process's only, not stored",
+            s->name, t->key, y.unconfirmed);
+  else
+    store_winner(t, w, &y);
   return KT_OK;
 }
