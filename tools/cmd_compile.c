@@ -21,7 +21,7 @@ static const char help[] =
     "\n"
     "  --arch sm_XY  target architecture (e.g. sm_90)\n"
     "  -o DIR        also write DIR/<kernel.constants>.cubin (DIR is created)\n"
-    "                and DIR/manifest.json: each cubin's size and XXH128 digest\n"
+    "                and DIR/<kernel>.manifest.json: each cubin's size and digest\n"
     "  --shape SHAPE a call, as for ktune key: 'N=4096,D=2048,T=bf16,res=null'\n"
     "  --cache PATH  the cache file (default: $KTUNE_CACHE, else the user cache)\n"
     "\n"
