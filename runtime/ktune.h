@@ -217,6 +217,56 @@ KT_API const char *kt_trial_status_name(kt_trial_status s);
 /* Parse a name; KT_OK or KT_ERR_INVALID. */
 KT_API kt_status kt_trial_status_parse(const char *name, kt_trial_status *out /* OUT */);
 
+/* What kt_kernel_tune found or did for a key. Codes are append-only. */
+typedef enum kt_tune_outcome {
+  KT_TUNE_CACHED = 0,      /* the cache had a valid config: nothing measured */
+  KT_TUNE_KNOWN = 1,       /* this process had settled the key before, without
+                              a cache row (a local winner, the default) */
+  KT_TUNE_TUNED = 2,       /* tuned now; the winner is stored when the cache
+                              is writable */
+  KT_TUNE_TUNED_LOCAL = 3, /* tuned now, but some rejections happened only on
+                              this call's data: the winner serves this process,
+                              nothing of it is stored */
+  KT_TUNE_UNSTABLE = 4,    /* the default config gave different results in two
+                              runs: nothing judged, the default used, nothing
+                              stored */
+  KT_TUNE_NO_VALID = 5,    /* every candidate was rejected: the default used,
+                              nothing stored */
+  KT_TUNE_NOT_TUNED = 6    /* the mode (or a capturing stream) allowed no
+                              tuning and the cache had nothing: the default */
+} kt_tune_outcome;
+
+/* One candidate config of a tuning, as a kt_tune_report lists it. Strings
+** borrowed from the report. */
+typedef struct kt_candidate {
+  const char *config;          /* canonical JSON: {"BLOCK":128,"VEC":8} */
+  kt_trial_status status;
+  int measured;                /* 1: measured by this call; 0: the result of an
+                                  earlier tuning, from the cache */
+  int quarantined;             /* not run: it faulted or hung for this key */
+  int stored;                  /* its result is in the cache (0: a rejection
+                                  only this call's data caused, or no cache) */
+  double median_us, spread_us; /* when status is KT_TRIAL_OK; else -1 */
+  const char *detail;          /* why it was rejected; "" when ok */
+} kt_candidate;
+
+/* What kt_kernel_tune did, as data. Strings borrowed from the report. */
+typedef struct kt_tune_report {
+  kt_tune_outcome outcome;
+  const char *kernel;
+  const char *key;             /* canonical JSON, as the cache stores it */
+  const char *config;          /* the config calls of this key use now */
+  const char *default_config;  /* the spec's default for this call */
+  double time_us;              /* config's median, or -1 when unknown */
+  double default_us;           /* the default's median, or -1 */
+  int tried, rejected;         /* candidates decided, and of them rejected */
+  int ncandidates;
+  const kt_candidate *candidates; /* every candidate the constraints allow
+                                     for the call, in config-space order;
+                                     status -1 for those never decided */
+  double seconds;              /* the call's wall time */
+} kt_tune_report;
+
 /* What a launch does on a tuning key it has never seen. */
 typedef enum kt_mode {
   KT_MODE_DEFAULT = 0,    /* $KTUNE_MODE if set, else KT_MODE_TUNE */
@@ -378,6 +428,17 @@ KT_API kt_status kt_launch_config(kt_kernel *k, kt_stream stream,
                                   const kt_arg *args, int nargs,
                                   const char *config);
 
+/* Settle the tuning key of a call as kt_launch would (the cache, else a
+** tuning when the mode allows one), without launching on the caller's
+** buffers, and say what happened as data: outcome, winner, each candidate's
+** status, time and reason. Caller owns *out; free with
+** kt_tune_report_free(). *out is set on KT_OK and on KT_ERR_DEVICE_FAULT
+** (the faulted candidate is marked). Returns what kt_launch returns. */
+KT_API kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs,
+                                kt_tune_report **out /* OUT */);
+/* Accepts NULL. */
+KT_API void kt_tune_report_free(kt_tune_report *r);
+
 /* The config kt_launch would use for these args, written as
 ** "BLOCK=256,VEC=4" into buf (bufsize bytes, always NUL-terminated). Like
 ** kt_launch it may tune first, as the runtime's mode says, but it launches
@@ -506,6 +567,17 @@ KT_API kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs,
 ** Written into buf (bufsize bytes, always NUL-terminated). Needs no device. */
 KT_API kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs,
                                char *buf, size_t bufsize);
+
+/* The canonical form of a key or config, as the cache stores and compares
+** them: one JSON object of integers and strings, its fields sorted by name,
+** no spaces, integers exact (64-bit), floats as their f32 value. A key
+** written by hand (or by another tool) becomes the string the cache holds.
+** Returns KT_OK, or KT_ERR_INVALID with the reason written into buf. */
+KT_API kt_status kt_json_canonical(const char *json, char *buf, size_t bufsize);
+/* A config of k in either form, "BLOCK=128,VEC=8" or JSON, as canonical
+** JSON, once every field is in the spec's space. Returns KT_OK,
+** KT_ERR_INVALID or KT_ERR_CONSTRAINT (the message names the field). */
+KT_API kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, size_t bufsize);
 
 /* Called by kt_kernel_lint() once per problem; msg borrowed until it
 ** returns. */

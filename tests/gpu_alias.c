@@ -334,11 +334,66 @@ static void unreproducible_reference_stores_nothing(void) {
   kt_runtime_close(rt);
 }
 
+/* kt_kernel_tune says what happened as data: a fresh key is tuned with
+** every candidate measured, the same key again is cached; on data that
+** trips MODE 1 the winner is local and MODE 1's rejections are not stored;
+** stamp's reference does not reproduce. */
+static void tune_reports(void) {
+  static logbuf lb;
+  kt_runtime *rt = open_on(cache_named("report.db"), &lb, 0);
+  if (!rt) return;
+  kt_kernel *add, *mg, *st;
+  if (g_load_kernels(rt, "tests/specs/add_one.json", &add, "tests/specs/magic.json", &mg, "tests/specs/stamp.json",
+                     &st, NULL))
+    return;
+  enum { M = 4096 };
+  static float x[M];
+  fill(x, M, 21);
+  for (int i = 0; i < M; i += 101) x[i] = 12345.0f;
+  uint64_t dx, dy;
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof x, &dx), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof x, &dy), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, dx, x, sizeof x), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(dx, KT_F32), kt_arg_i64(M)};
+  kt_tune_report *r = NULL;
+  ASSERT_STATUS(kt_kernel_tune(add, a, 2, &r), KT_OK);
+  ASSERT_TRUE(r && r->outcome == KT_TUNE_TUNED);
+  if (r) {
+    int ok = 0;
+    for (int i = 0; i < r->ncandidates; i++) ok += r->candidates[i].status == KT_TRIAL_OK && r->candidates[i].measured;
+    ASSERT_EQ(ok, 12);
+    ASSERT_TRUE(r->time_us > 0 && r->default_us > 0 && r->time_us <= r->default_us);
+  }
+  kt_tune_report_free(r);
+  ASSERT_STATUS(kt_kernel_tune(add, a, 2, &r), KT_OK);
+  ASSERT_TRUE(r && r->outcome == KT_TUNE_CACHED && r->ncandidates == 12);
+  kt_tune_report_free(r);
+  kt_arg b[] = {kt_arg_ptr(dy, KT_F32), kt_arg_ptr(dx, KT_F32), kt_arg_i32(M)};
+  ASSERT_STATUS(kt_kernel_tune(mg, b, 3, &r), KT_OK);
+  ASSERT_TRUE(r && r->outcome == KT_TUNE_TUNED_LOCAL);
+  for (int i = 0; r && i < r->ncandidates; i++) {
+    const kt_candidate *c = &r->candidates[i];
+    int mode = strstr(c->config, "\"MODE\":1") ? 1 : strstr(c->config, "\"MODE\":2") ? 2 : 0;
+    ASSERT_EQ(c->status, mode ? KT_TRIAL_MISMATCH : KT_TRIAL_OK);
+    ASSERT_EQ(c->stored, mode != 1);
+  }
+  kt_tune_report_free(r);
+  kt_arg c[] = {kt_arg_ptr(dy, KT_F32), kt_arg_i32(M)};
+  ASSERT_STATUS(kt_kernel_tune(st, c, 2, &r), KT_OK);
+  ASSERT_TRUE(r && r->outcome == KT_TUNE_UNSTABLE && r->ncandidates == 0);
+  if (r) ASSERT_STR_EQ(r->config, "{\"BLOCK\":128}");
+  kt_tune_report_free(r);
+  kt_device_free(rt, dx);
+  kt_device_free(rt, dy);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_alias_tests[] = {
     {"gpu alias: partial overlaps refused, bytes untouched, then normal calls here and in a new process",
      partial_overlaps_are_refused},
     {"gpu alias: partial overlaps staged as if out of place", partial_overlaps_are_staged},
     {"gpu alias: a rejection only the caller's data causes is not stored", data_sensitive_rejections_are_not_stored},
     {"gpu alias: a reference that does not reproduce stores nothing", unreproducible_reference_stores_nothing},
+    {"gpu alias: kt_kernel_tune reports tuned, cached, local and unstable keys", tune_reports},
     {NULL, NULL},
 };

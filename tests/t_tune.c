@@ -319,6 +319,79 @@ static void rejected_keys_are_measured_again(void) {
   kt_runtime_close(rt);
 }
 
+/* kt_kernel_tune as data, where no device can tune: the cache's row and
+** trials when it has the key, else the default; and the codec. */
+static void tune_reports_without_a_device(void) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/report.db", t_tmpdir());
+  kt_options o;
+  t_offline_options(&o);
+  o.cache_path = path;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, 64, 256, KT_BF16);
+  kt_tune_report *r;
+  ASSERT_STATUS(kt_kernel_tune(k, a, 7, &r), KT_OK);
+  if (!r) return;
+  ASSERT_EQ(r->outcome, KT_TUNE_NOT_TUNED);
+  ASSERT_STR_EQ(r->kernel, "rmsnorm_small");
+  ASSERT_STR_EQ(r->key, "{\"D\":256,\"HAS_RES\":0,\"T\":\"bf16\",\"res\":0,\"w\":16,\"x\":16,\"y\":16}");
+  ASSERT_STR_EQ(r->config, "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}");
+  ASSERT_STR_EQ(r->default_config, r->config);
+  ASSERT_EQ(r->ncandidates, 0);
+  ASSERT_TRUE(r->time_us == -1 && r->default_us == -1);
+  char key[256];
+  snprintf(key, sizeof key, "%s", r->key);
+  kt_tune_report_free(r);
+  char err[KT_ERRMAX];
+  static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}",
+                               "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}"};
+  static const char *status[] = {"ok", "ok", "mismatch"};
+  for (int i = 0; i < 3; i++) {
+    kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
+                       .key = key, .config = cfgs[i], .status = status[i], .median_us = 2.0 + i,
+                       .spread_us = 0.5, .detail = i == 2 ? "y: 3 elements differ" : ""};
+    ASSERT_EQ(kt__store_put_trial(rt->env.store, &tr, err, sizeof err), 0);
+  }
+  kt__cfgrow row = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
+                    .key = key, .config = cfgs[0], .time_us = 2.0, .candidates = 3, .rejected = 1};
+  ASSERT_EQ(kt__store_put_config(rt->env.store, &row, NULL, err, sizeof err), 0);
+  kt_runtime_close(rt);
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  ASSERT_STATUS(kt_kernel_tune(k, a, 7, &r), KT_OK);
+  if (!r) return;
+  ASSERT_EQ(r->outcome, KT_TUNE_CACHED);
+  ASSERT_STR_EQ(r->config, cfgs[0]);
+  ASSERT_TRUE(r->time_us == 2.0 && r->default_us == 3.0);
+  ASSERT_EQ(r->ncandidates * 100 + r->tried * 10 + r->rejected, 331);
+  ASSERT_STR_EQ(r->candidates[0].config, cfgs[0]);
+  ASSERT_EQ(r->candidates[2].status, KT_TRIAL_MISMATCH);
+  ASSERT_STR_EQ(r->candidates[2].detail, "y: 3 elements differ");
+  ASSERT_TRUE(r->candidates[2].median_us == -1 && !r->candidates[2].measured && r->candidates[2].stored);
+  kt_tune_report_free(r);
+  /* A call the alias rules refuse gets no report. */
+  a[0] = a[1];
+  a[0].v.ptr += 2;
+  ASSERT_STATUS(kt_kernel_tune(k, a, 7, &r), KT_ERR_ALIAS);
+  ASSERT_TRUE(r == NULL);
+  char buf[256];
+  ASSERT_STATUS(kt_kernel_config_json(k, "VEC=8,ROWS=1,BLOCK=128", buf, sizeof buf), KT_OK);
+  ASSERT_STR_EQ(buf, cfgs[0]);
+  ASSERT_STATUS(kt_kernel_config_json(k, "{\"VEC\": 8, \"BLOCK\": 128, \"ROWS\": 1}", buf, sizeof buf), KT_OK);
+  ASSERT_STR_EQ(buf, cfgs[0]);
+  ASSERT_STATUS(kt_kernel_config_json(k, "VEC=3,ROWS=1,BLOCK=128", buf, sizeof buf), KT_ERR_CONSTRAINT);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_small: config \"VEC=3,ROWS=1,BLOCK=128\": VEC=3 is not in the spec's space");
+  ASSERT_STATUS(kt_kernel_config_json(k, "{\"VEC\": 8}", buf, sizeof buf), KT_ERR_INVALID);
+  kt_runtime_close(rt);
+  ASSERT_STATUS(kt_json_canonical("{ \"y\": 16, \"D\": 256.0, \"T\": \"bf16\" }", buf, sizeof buf), KT_OK);
+  ASSERT_STR_EQ(buf, "{\"D\":256,\"T\":\"bf16\",\"y\":16}");
+  ASSERT_STATUS(kt_json_canonical("{\"D\": [1]}", buf, sizeof buf), KT_ERR_INVALID);
+  ASSERT_TRUE(buf[0] != 0);
+}
+
 /* Many threads missing the same key at once: one of them decides, the
 ** others wait for it and find its entry; the table ends with one entry. */
 typedef struct racer {
@@ -422,6 +495,7 @@ const kt_test t_tune_tests[] = {
     {"tune: alias rules: in place means identical ranges, both params and bytes named", alias_rules},
     {"tune: alias rules on ranges", alias_partners},
     {"tune: a key with only rejected rows is measured again", rejected_keys_are_measured_again},
+    {"tune: reports as data without a device; the codec in the public header", tune_reports_without_a_device},
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},

@@ -257,12 +257,11 @@ static void note_quarantine(run *r, const char *what) {
   if (r->nq < 32) snprintf(r->qevents[r->nq++], sizeof r->qevents[0], "%s", what);
 }
 
-/* A fault's message names the config: "... config {...} faulted (...)". */
+/* The quarantine line of a job whose tuning faulted. */
 static void note_fault(run *r, const job *j) {
-  const char *c = strstr(j->message, "config {"), *e = c ? strstr(c, "} faulted") : NULL;
-  char what[600];
-  if (c && e)
-    snprintf(what, sizeof what, "%s %s: %.*s: fault", r->o.names[j->spec], j->key, (int)(e + 1 - (c + 7)), c + 7);
+  char what[800];
+  if (j->fault[0])
+    snprintf(what, sizeof what, "%s %s: %s: fault", r->o.names[j->spec], j->key, j->fault);
   else
     snprintf(what, sizeof what, "%s %s: fault: %s", r->o.names[j->spec], j->key, j->message);
   note_quarantine(r, what);

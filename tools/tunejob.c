@@ -15,54 +15,40 @@ double tunejob_now(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int by_name(const void *a, const void *b) {
-  const char *const *x = a, *const *y = b;
-  size_t lx = strcspn(*x, "="), ly = strcspn(*y, "=");
-  int c = strncmp(*x, *y, lx < ly ? lx : ly);
-  return c ? c : (int)lx - (int)ly;
+/* The config that faulted, from the report, for the quarantine summary. */
+static void faulted(const kt_tune_report *r, job *j) {
+  for (int i = 0; r && i < r->ncandidates; i++)
+    if (r->candidates[i].status == KT_TRIAL_FAULT && r->candidates[i].measured)
+      snprintf(j->fault, sizeof j->fault, "%s", r->candidates[i].config);
 }
 
-/* "VEC=4,BLOCK=128" as the cache writes configs: {"BLOCK":128,"VEC":4}
-** (fields sorted by name). */
-static void config_json(const char *cfg, char *out, size_t n) {
-  char buf[512];
-  const char *f[64];
-  int nf = 0;
-  snprintf(buf, sizeof buf, "%s", cfg);
-  for (char *p = strtok(buf, ","); p && nf < 64; p = strtok(NULL, ",")) f[nf++] = p;
-  qsort(f, (size_t)nf, sizeof f[0], by_name);
-  size_t u = (size_t)snprintf(out, n, "{");
-  for (int i = 0; i < nf && u < n; i++) {
-    const char *eq = strchr(f[i], '=');
-    if (!eq) continue;
-    u += (size_t)snprintf(out + u, n - u, "%s\"%.*s\":%s", i ? "," : "", (int)(eq - f[i]), f[i], eq + 1);
-  }
-  if (u < n) snprintf(out + u, n - u, "}");
+/* The job status of an outcome: tuned and cached count as done. */
+static const char *outcome_word(kt_tune_outcome o) {
+  static const char *words[] = {[KT_TUNE_CACHED] = "cached",     [KT_TUNE_KNOWN] = "cached",
+                                [KT_TUNE_TUNED] = "tuned",       [KT_TUNE_TUNED_LOCAL] = "tuned",
+                                [KT_TUNE_UNSTABLE] = "unstable", [KT_TUNE_NO_VALID] = "rejected",
+                                [KT_TUNE_NOT_TUNED] = "not tuned"};
+  return (int)o >= 0 && (int)o < (int)(sizeof words / sizeof words[0]) ? words[o] : "error";
 }
 
-typedef struct findrow {
-  kt_runtime *rt;
-  job *j;
-  const char *device;
-  char dflt_json[300];
-  int found;
-} findrow;
-
-static int on_trial(void *user, const kt_trial_row *t) {
-  findrow *f = user;
-  if (!strcmp(t->config, f->dflt_json) && !strcmp(t->status, "ok")) f->j->default_us = t->median_us;
-  return 0;
-}
-
-static int on_row(void *user, const kt_cache_row *row) {
-  findrow *f = user;
-  if (row->from_system || strcmp(row->key, f->j->key) || strcmp(row->device, f->device)) return 0;
-  f->found = 1;
-  f->j->time_us = row->time_us;
-  f->j->tried = row->candidates;
-  f->j->rejected = row->rejected;
-  kt_cache_trials(f->rt, row, on_trial, f);
-  return 1;
+/* The job's result fields from a report of the key. */
+static void from_report(kt_kernel *k, const kt_arg *args, const kt_tune_report *r, job *j) {
+  int n = kt_kernel_nparams(k);
+  kt_kernel_default_for(k, args, n, j->dflt, sizeof j->dflt);
+  kt_kernel_config_for(k, args, n, j->config, sizeof j->config);
+  snprintf(j->status, sizeof j->status, "%s", outcome_word(r->outcome));
+  j->time_us = r->time_us > 0 ? r->time_us : 0;
+  j->default_us = r->default_us > 0 ? r->default_us : 0;
+  j->tried = r->tried;
+  j->rejected = r->rejected;
+  static const char *why[] = {[KT_TUNE_TUNED_LOCAL] = "some rejections happened only on these inputs: not stored",
+                              [KT_TUNE_UNSTABLE] = "the default config does not reproduce its own results: not tuned",
+                              [KT_TUNE_NO_VALID] = "every candidate was rejected: the default is used",
+                              [KT_TUNE_NOT_TUNED] = "not tuned"};
+  if ((int)r->outcome < (int)(sizeof why / sizeof why[0]) && why[r->outcome])
+    snprintf(j->message, sizeof j->message, "%s", why[r->outcome]);
+  else if (r->outcome == KT_TUNE_TUNED && r->time_us < 0)
+    snprintf(j->message, sizeof j->message, "no cache row (is the cache writable?)");
 }
 
 void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
@@ -70,7 +56,8 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
   kt_arg shape[64];
   char err[1024];
   kt_inputs *in = NULL;
-  j->config[0] = j->dflt[0] = j->message[0] = 0;
+  kt_tune_report *rep = NULL;
+  j->config[0] = j->dflt[0] = j->message[0] = j->fault[0] = 0;
   j->time_us = j->default_us = 0;
   j->tried = j->rejected = 0;
   snprintf(j->status, sizeof j->status, "error");
@@ -81,26 +68,17 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
     j->secs = tunejob_now() - t0;
     return;
   }
-  kt_stats a = {.size = sizeof a}, b = {.size = sizeof b};
-  kt_runtime_stats(rt, &a);
-  kt_kernel_default_for(k, kt_inputs_args(in), n, j->dflt, sizeof j->dflt);
-  kt_status st = kt_kernel_config_for(k, kt_inputs_args(in), n, j->config, sizeof j->config);
-  kt_runtime_stats(rt, &b);
-  kt_inputs_free(in);
-  j->secs = tunejob_now() - t0;
+  kt_status st = kt_kernel_tune(k, kt_inputs_args(in), n, &rep);
   if (st) {
     snprintf(j->status, sizeof j->status, "%s", st == KT_ERR_DEVICE_FAULT ? "fault" : "error");
     snprintf(j->message, sizeof j->message, "%s: %s", kt_status_name(st), kt_errmsg(rt));
-    j->config[0] = 0;
-    return;
+    faulted(rep, j);
+  } else {
+    from_report(k, kt_inputs_args(in), rep, j);
   }
-  snprintf(j->status, sizeof j->status, "%s", b.tunings > a.tunings ? "tuned" : "cached");
-  kt_runtime_info info;
-  kt_runtime_get_info(rt, &info);
-  findrow f = {rt, j, info.fingerprint, "", 0};
-  config_json(j->dflt, f.dflt_json, sizeof f.dflt_json);
-  kt_cache_list(rt, kt_kernel_name(k), on_row, &f);
-  if (!f.found) snprintf(j->message, sizeof j->message, "no cache row (is the cache writable?)");
+  kt_tune_report_free(rep);
+  kt_inputs_free(in);
+  j->secs = tunejob_now() - t0;
 }
 
 static void clean(char *s) {
@@ -148,9 +126,9 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
     }
     clean(j->message);
     char res[4096];
-    int len = snprintf(res, sizeof res, "R %s\t%s\t%s\t%.4f\t%.4f\t%d\t%d\t%.3f\t%s\n", j->status,
+    int len = snprintf(res, sizeof res, "R %s\t%s\t%s\t%.4f\t%.4f\t%d\t%d\t%.3f\t%s\t%s\n", j->status,
                        j->config[0] ? j->config : "-", j->dflt[0] ? j->dflt : "-", j->time_us, j->default_us,
-                       j->tried, j->rejected, j->secs, j->message);
+                       j->tried, j->rejected, j->secs, j->fault[0] ? j->fault : "-", j->message);
     if (len >= (int)sizeof res) len = (int)sizeof res - 1, res[len - 1] = '\n';
     if (write(out, res, (size_t)len) != len) break;
     if (!strcmp(j->status, "fault")) {
@@ -167,9 +145,9 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
 void tunejob_decode(job *j, const char *fields) {
   char buf[4096];
   snprintf(buf, sizeof buf, "%s", fields);
-  char *f[9] = {0};
+  char *f[10] = {0};
   int n = 0;
-  for (char *p = buf; n < 9; n++) {
+  for (char *p = buf; n < 10; n++) {
     f[n] = p;
     char *t = strchr(p, '\t');
     if (!t) {
@@ -179,7 +157,7 @@ void tunejob_decode(job *j, const char *fields) {
     *t = 0;
     p = t + 1;
   }
-  if (n < 9) {
+  if (n < 10) {
     snprintf(j->status, sizeof j->status, "error");
     snprintf(j->message, sizeof j->message, "worker sent a malformed result");
     return;
@@ -192,5 +170,6 @@ void tunejob_decode(job *j, const char *fields) {
   j->tried = atoi(f[5]);
   j->rejected = atoi(f[6]);
   j->secs = atof(f[7]);
-  snprintf(j->message, sizeof j->message, "%s", f[8]);
+  snprintf(j->fault, sizeof j->fault, "%s", strcmp(f[8], "-") ? f[8] : "");
+  snprintf(j->message, sizeof j->message, "%s", f[9]);
 }

@@ -33,6 +33,7 @@ typedef struct job {
   char config[256], dflt[256];
   double time_us, default_us, secs;
   int tried, rejected;
+  char fault[256];       /* the config that faulted, as JSON, or "" */
   char message[1024];
 } job;
 

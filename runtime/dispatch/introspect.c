@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cache/codec.h"
 #include "dispatch/runtime.h"
 
 int kt_kernel_nparams(const kt_kernel *k) { return k ? k->p.spec->nparams : 0; }
@@ -55,6 +56,31 @@ kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs, char *buf, 
   if (!st) st = kt__call_key(&k->p, &c, key);
   if (!st) kt__key_json(&k->p.keydef, key, buf, n);
   return st;
+}
+
+kt_status kt_json_canonical(const char *json, char *buf, size_t n) {
+  if (!json || !buf || !n) return KT_ERR_INVALID;
+  char why[256];
+  if (!kt__codec_canon(json, 0, buf, n, why, sizeof why)) return KT_OK;
+  snprintf(buf, n, "%s", why);
+  return KT_ERR_INVALID;
+}
+
+kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, size_t n) {
+  if (!k || !config || !buf || !n) return KT_ERR_INVALID;
+  int64_t cfg[KT_MAX_CFIELDS];
+  buf[0] = 0;
+  if (config[strspn(config, " \t")] == '{') {
+    if (kt__config_from_json(k->p.spec, config, cfg))
+      return kt__err(k->rt->env.id, KT_ERR_INVALID,
+                     "%s: config %s: not an object of the spec's config fields, each once, with values in its space",
+                     k->p.spec->name, config);
+  } else {
+    kt_status st = kt__config_parse(&k->p, config, cfg);
+    if (st) return st;
+  }
+  kt__config_json(k->p.spec, cfg, buf, n);
+  return KT_OK;
 }
 
 /* Whether name appears in text as a whole identifier. */

@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "call/alias.h"
 #include "dispatch/runtime.h"
@@ -96,16 +94,16 @@ static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, in
 ** SQLite), else the miss path; a config that a constraint refuses for this
 ** particular call (one on an ignored param, say) gives way to the fallback. */
 kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg,
-                        const kt__tuned **hit) {
+                        const kt__tuned **hit, kt__report *rep) {
   kt__prog *p = &k->p;
   kt_status st;
   *hit = NULL;
   if (k->rt->mode == KT_MODE_OFF) return kt__call_fallback(p, c, cfg);
   int64_t key[KT_MAX_KEY];
   if ((st = kt__call_key(p, c, key))) return st;
-  uint64_t h = XXH3_64bits(key, (size_t)p->keydef.n * sizeof key[0]);
+  uint64_t h = kt__key_hash(k, key);
   const kt__tuned *t = kt__tuned_find(k, key, h);
-  if (!t && (st = kt__miss(k, c, key, h, stream, args, &t, cfg))) return st;
+  if (!t && (st = kt__miss(k, c, key, h, stream, args, &t, cfg, rep))) return st;
   if (t) memcpy(cfg, t->cfg, (size_t)p->spec->ncfields * sizeof *cfg);
   if ((st = kt__call_config_keyed(p, c, cfg))) return st;
   /* Constraints the key settles held when the entry was made. */
@@ -137,7 +135,7 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
   const kt__tuned *hit;
   kt__dims d;
   kt_status st;
-  if ((st = kt__call_plan(k, c, stream, args, cfg, &hit)) ||
+  if ((st = kt__call_plan(k, c, stream, args, cfg, &hit, NULL)) ||
       (st = kt__call_launch(&k->p, c, hit_fn(k, c, hit), stream, args, &d)))
     return st;
   if (hit && sig && d.grid[0]) remember(k, sig, &d, r, nr);
@@ -203,7 +201,7 @@ kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char
   int nr;
   kt_status st;
   if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_alias(&k->p, &c, args, r, &nr)) ||
-      (st = kt__call_plan(k, &c, NULL, args, cfg, &hit)))
+      (st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL)))
     return st;
   kt__config_format(&k->p, cfg, buf, bufsize);
   return KT_OK;

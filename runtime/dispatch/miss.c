@@ -28,6 +28,7 @@ typedef struct miss {
   int64_t fallback[KT_MAX_CFIELDS];
   int64_t stored[KT_MAX_CFIELDS];
   int have_stored, capturing;
+  kt__report *rep;             /* told what a tuning came to, or NULL */
 } miss;
 
 /* A config read from the cache, parsed into cfg: it must lie in the space
@@ -152,6 +153,7 @@ static kt_status tune_now(miss *m, kt__tuner *t, kt_stream stream, const kt__tun
   int64_t best[KT_MAX_CFIELDS];
   double t0 = kt__now_ms();
   kt_status st = kt__tuner_run(t, stream, m->fallback, best);
+  if (m->rep) kt__report_tuning(m->rep, t, rt->env.store && !kt__store_readonly(rt->env.store));
   atomic_fetch_add_explicit(&rt->env.n.tunings, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&rt->env.n.tune_us, (uint_fast64_t)((kt__now_ms() - t0) * 1000), memory_order_relaxed);
   if (st == KT_ERR_NOMEM) {
@@ -202,11 +204,11 @@ static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt_
 }
 
 kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream, const kt_arg *args,
-                   const kt__tuned **out, int64_t *cfg) {
+                   const kt__tuned **out, int64_t *cfg, kt__report *rep) {
   kt_runtime *rt = k->rt;
   *out = NULL;
   atomic_fetch_add_explicit(&rt->env.n.misses, 1, memory_order_relaxed);
-  miss m = {.k = k, .rt = rt, .c = c, .key = key, .h = h};
+  miss m = {.k = k, .rt = rt, .c = c, .key = key, .h = h, .rep = rep};
   kt_status st = kt__call_fallback(&k->p, c, m.fallback);
   if (st) return st;
   if (!rt->miss_runs_default) {

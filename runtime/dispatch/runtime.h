@@ -7,6 +7,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "call/alias.h"
 #include "tune/tuner.h"
 
@@ -50,7 +53,11 @@ typedef struct kt__tuned {
 /* kernel.c: free a kernel and everything made for it. Accepts NULL. */
 void kt__kernel_free(kt_kernel *k);
 
-/* table.c: the entry for a key, without a lock; NULL when absent. */
+/* table.c: the hash of a key vector, as the table files it. */
+static inline uint64_t kt__key_hash(const kt_kernel *k, const int64_t *key) {
+  return XXH3_64bits(key, (size_t)k->p.keydef.n * sizeof key[0]);
+}
+/* The entry for a key, without a lock; NULL when absent. */
 const kt__tuned *kt__tuned_find(const kt_kernel *k, const int64_t *key, uint64_t h);
 /* Add an entry for key (the caller holds tune_lock); c is the call that
 ** missed, used to resolve the variant the next launch needs. */
@@ -58,17 +65,24 @@ kt_status kt__tuned_insert(kt_kernel *k, const kt__call *c, const int64_t *key, 
                            const kt__tuned **out);
 void kt__tuned_free(void *entry);
 
+/* report.c: what kt_kernel_tune returns; a miss that tunes fills it from
+** the tuner (writable: whether the cache took its rows). */
+typedef struct kt__report kt__report;
+void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable);
+
 /* miss.c: the config for c's key when the table has none: from the cache,
 ** by tuning, or the fallback, as the mode and the stream allow. Serialised
 ** per kernel. *out is the entry made (valid until the kernel is freed), or
-** NULL when cfg holds a config for this call only. */
+** NULL when cfg holds a config for this call only. A tuning is told to rep
+** (NULL: nobody asked). */
 kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream, const kt_arg *args,
-                   const kt__tuned **out, int64_t *cfg);
+                   const kt__tuned **out, int64_t *cfg, kt__report *rep);
 
 /* launch.c: the config of a call (tuned table, miss path, fallback), set
-** into c and checked; *hit is the entry it came from, or NULL. */
+** into c and checked; *hit is the entry it came from, or NULL. rep as for
+** kt__miss. */
 kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg,
-                        const kt__tuned **hit);
+                        const kt__tuned **hit, kt__report *rep);
 
 /* staging.c: a call whose written arg overlaps another, made as if out of
 ** place (kt_options.stage_aliased): _begin redirects those args to

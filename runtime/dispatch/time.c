@@ -9,7 +9,7 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__tuned *hit;
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
-  if (!st) st = config ? kt__call_forced(&k->p, &c, config) : kt__call_plan(k, &c, NULL, args, cfg, &hit);
+  if (!st) st = config ? kt__call_forced(&k->p, &c, config) : kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);
   if (!st && !k->rt->env.have_device)
     st = kt__err(k->rt->env.id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", k->p.spec->name);
   kt__benchopts o = {20, 100.0, 2000.0, 5000.0, NULL, NULL, NULL, NULL, 1};
@@ -27,7 +27,7 @@ kt_status kt__bench_raw_fn(kt_kernel *k, const kt_arg *args, int nargs, void **f
   const kt__tuned *hit;
   kt__dims d;
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
-  if (!st) st = kt__call_plan(k, &c, NULL, args, cfg, &hit);
+  if (!st) st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);
   if (!st) st = kt__variant_get(&k->p, &c, fn);
   if (!st) st = kt__call_dims(&k->p, &c, &d);
   for (int i = 0; !st && i < 3; i++) {

@@ -218,103 +218,120 @@ static const char *param_fields[] = {"name", "type", "dtype", "access", "extent"
                                      "optional", "key", "init", "atol", "rtol",
                                      "specialize", "doc", NULL};
 
+typedef struct named {
+  const char *name;
+  int value;
+} named;
+
+static const named param_types[] = {
+    {"ptr", KT__P_PTR}, {"i32", KT__P_I32}, {"i64", KT__P_I64}, {"f32", KT__P_F32}, {NULL, 0}};
+static const named key_policies[] = {
+    {"exact", KT__KEY_EXACT}, {"pow2", KT__KEY_POW2}, {"ignore", KT__KEY_IGNORE}, {NULL, 0}};
+static const named accesses[] = {{"in", KT__IN}, {"out", KT__OUT}, {"inout", KT__INOUT}, {NULL, 0}};
+
+/* The value named by string item j in table t; -1 when j is not a string or
+** names none of them. */
+static int lookup(const named *t, const cJSON *j) {
+  for (; cJSON_IsString(j) && t->name; t++)
+    if (!strcmp(t->name, j->valuestring)) return t->value;
+  return -1;
+}
+
+/* "key", "init" and "specialize": the fields any param may have. */
+static kt_status parse_common(ctx *c, const cJSON *j, const char *f, kt__param *p) {
+  const cJSON *key = cJSON_GetObjectItemCaseSensitive(j, "key");
+  if (key) {
+    if (p->type == KT__P_PTR)
+      return bad(c, f, "\"key\" applies to scalars; pointers enter the key by null-ness and alignment");
+    if ((p->key = lookup(key_policies, key)) < 0) return bad(c, f, "\"key\" must be \"exact\", \"pow2\" or \"ignore\"");
+    if (p->type == KT__P_F32 && p->key == KT__KEY_POW2) return bad(c, f, "\"key\": \"pow2\" needs an integer param");
+  }
+  const cJSON *init = cJSON_GetObjectItemCaseSensitive(j, "init");
+  if (init) {
+    if (!cJSON_IsString(init)) return bad(c, f, "\"init\" must be a string");
+    if (!(p->init = kt__strdup(init->valuestring))) return nomem(c);
+  }
+  const cJSON *spz = cJSON_GetObjectItemCaseSensitive(j, "specialize");
+  if (!spz) return KT_OK;
+  if (!cJSON_IsBool(spz)) return bad(c, f, "\"specialize\" must be true or false");
+  p->specialize = cJSON_IsTrue(spz);
+  if (p->specialize && p->type != KT__P_I32 && p->type != KT__P_I64)
+    return bad(c, f, "\"specialize\" applies to integer params");
+  /* A compile-time value must be in the key, or two values would share one
+  ** tuning and one cached variant. */
+  if (p->specialize && p->key != KT__KEY_EXACT) return bad(c, f, "a specialized param must have \"key\": \"exact\"");
+  return KT_OK;
+}
+
+/* What only a pointer has: its dtype, access, optional-ness, tolerances. */
+static kt_status parse_pointer(ctx *c, const cJSON *j, const char *f, kt__param *p) {
+  const kt__spec *s = c->s;
+  const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
+  if (!cJSON_IsString(dt)) return bad(c, f, "missing \"dtype\"");
+  for (int t = 0; t < s->ntypes; t++)
+    if (!strcmp(s->types[t].name, dt->valuestring)) p->tvar = t;
+  if (p->tvar < 0 && kt_dtype_parse(dt->valuestring, &p->dtype))
+    return bad(c, f, "\"dtype\": \"%s\" is neither a dtype nor a type variable", dt->valuestring);
+  if ((int)(p->access = lookup(accesses, cJSON_GetObjectItemCaseSensitive(j, "access"))) < 0)
+    return bad(c, f, "\"access\" must be \"in\", \"out\" or \"inout\"");
+  const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "optional");
+  if (opt && !cJSON_IsBool(opt)) return bad(c, f, "\"optional\" must be true or false");
+  p->optional = cJSON_IsTrue(opt);
+  static const char *tolname[2] = {"atol", "rtol"};
+  double *tol[2] = {&p->atol, &p->rtol};
+  for (int k = 0; k < 2; k++) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, tolname[k]);
+    if (!t) continue;
+    if (!cJSON_IsNumber(t) || t->valuedouble < 0) return bad(c, f, "\"%s\" must be a number >= 0", tolname[k]);
+    if (p->access == KT__IN) return bad(c, f, "\"%s\" applies to outputs; this param is an input", tolname[k]);
+    *tol[k] = t->valuedouble;
+  }
+  return KT_OK;
+}
+
+/* Param i from object j: its name, type and slot, then its fields. */
+static kt_status parse_param(ctx *c, const cJSON *j, int i) {
+  kt__spec *s = c->s;
+  char f[64];
+  snprintf(f, sizeof f, "params[%d]", i);
+  if (!cJSON_IsObject(j)) return bad(c, f, "expected an object");
+  if (check_fields(c, j, f, param_fields)) return c->st;
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+  if (!cJSON_IsString(name)) return bad(c, f, "missing \"name\"");
+  if (new_name(c, f, name->valuestring)) return c->st;
+  kt__param *p = &s->params[i];
+  p->tvar = -1;
+  p->atol = p->rtol = -1;
+  if (!(p->name = kt__strdup(name->valuestring))) return nomem(c);
+  p->slot = i;
+  s->slot_names[i] = p->name;
+  s->nparams = s->nslots = i + 1;
+  snprintf(f, sizeof f, "params[%d] (%s)", i, p->name);
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+  if ((p->type = lookup(param_types, type)) < 0) {
+    const char *tn = cJSON_IsString(type) ? type->valuestring : "";
+    return bad(c, f, "\"type\" must be \"ptr\", \"i32\", \"i64\" or \"f32\"%s%s%s", *tn ? ", not \"" : "", tn,
+               *tn ? "\"" : "");
+  }
+  if (parse_common(c, j, f, p)) return c->st;
+  if (p->type == KT__P_PTR) return parse_pointer(c, j, f, p);
+  static const char *ptronly[] = {"dtype", "access", "extent", "optional", "atol", "rtol"};
+  for (size_t k = 0; k < sizeof ptronly / sizeof ptronly[0]; k++)
+    if (cJSON_GetObjectItemCaseSensitive(j, ptronly[k]))
+      return bad(c, f, "\"%s\" applies to pointer params only", ptronly[k]);
+  return KT_OK;
+}
+
 /* First pass over params: names, types and slots, so that extents may name
-** any scalar param. */
+** any scalar param; then the hidden slots align(p) and esize(p) of each
+** pointer, and the builtins. */
 static kt_status parse_params(ctx *c, const cJSON *params) {
   kt__spec *s = c->s;
-  if (!cJSON_IsArray(params) || cJSON_GetArraySize(params) == 0)
-    return bad(c, "params", "expected a non-empty array");
-  if (cJSON_GetArraySize(params) > KT_MAX_PARAMS)
-    return bad(c, "params", "at most %d params", KT_MAX_PARAMS);
+  if (!cJSON_IsArray(params) || cJSON_GetArraySize(params) == 0) return bad(c, "params", "expected a non-empty array");
+  if (cJSON_GetArraySize(params) > KT_MAX_PARAMS) return bad(c, "params", "at most %d params", KT_MAX_PARAMS);
   int i = 0;
-  for (const cJSON *j = params->child; j; j = j->next, i++) {
-    char f[64];
-    snprintf(f, sizeof f, "params[%d]", i);
-    if (!cJSON_IsObject(j)) return bad(c, f, "expected an object");
-    if (check_fields(c, j, f, param_fields)) return c->st;
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
-    if (!cJSON_IsString(name)) return bad(c, f, "missing \"name\"");
-    if (new_name(c, f, name->valuestring)) return c->st;
-    kt__param *p = &s->params[i];
-    p->tvar = -1;
-    p->atol = p->rtol = -1;
-    if (!(p->name = kt__strdup(name->valuestring))) return nomem(c);
-    p->slot = i;
-    s->slot_names[i] = p->name;
-    s->nparams = s->nslots = i + 1;
-    snprintf(f, sizeof f, "params[%d] (%s)", i, p->name);
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
-    const char *tn = cJSON_IsString(type) ? type->valuestring : "";
-    if (!strcmp(tn, "ptr")) p->type = KT__P_PTR;
-    else if (!strcmp(tn, "i32")) p->type = KT__P_I32;
-    else if (!strcmp(tn, "i64")) p->type = KT__P_I64;
-    else if (!strcmp(tn, "f32")) p->type = KT__P_F32;
-    else return bad(c, f, "\"type\" must be \"ptr\", \"i32\", \"i64\" or \"f32\"%s%s%s",
-                    *tn ? ", not \"" : "", tn, *tn ? "\"" : "");
-    const cJSON *key = cJSON_GetObjectItemCaseSensitive(j, "key");
-    if (key) {
-      const char *kn = cJSON_IsString(key) ? key->valuestring : "";
-      if (p->type == KT__P_PTR)
-        return bad(c, f, "\"key\" applies to scalars; pointers enter the key by null-ness and alignment");
-      if (!strcmp(kn, "exact")) p->key = KT__KEY_EXACT;
-      else if (!strcmp(kn, "pow2")) p->key = KT__KEY_POW2;
-      else if (!strcmp(kn, "ignore")) p->key = KT__KEY_IGNORE;
-      else return bad(c, f, "\"key\" must be \"exact\", \"pow2\" or \"ignore\"");
-      if (p->type == KT__P_F32 && p->key == KT__KEY_POW2)
-        return bad(c, f, "\"key\": \"pow2\" needs an integer param");
-    }
-    const cJSON *init = cJSON_GetObjectItemCaseSensitive(j, "init");
-    if (init) {
-      if (!cJSON_IsString(init)) return bad(c, f, "\"init\" must be a string");
-      if (!(p->init = kt__strdup(init->valuestring))) return nomem(c);
-    }
-    const cJSON *spz = cJSON_GetObjectItemCaseSensitive(j, "specialize");
-    if (spz) {
-      if (!cJSON_IsBool(spz)) return bad(c, f, "\"specialize\" must be true or false");
-      p->specialize = cJSON_IsTrue(spz);
-      if (p->specialize && p->type != KT__P_I32 && p->type != KT__P_I64)
-        return bad(c, f, "\"specialize\" applies to integer params");
-      /* A compile-time value must be in the key, or two values would share
-      ** one tuning and one cached variant. */
-      if (p->specialize && p->key != KT__KEY_EXACT)
-        return bad(c, f, "a specialized param must have \"key\": \"exact\"");
-    }
-    if (p->type != KT__P_PTR) {
-      static const char *ptronly[] = {"dtype", "access", "extent", "optional", "atol", "rtol"};
-      for (size_t k = 0; k < sizeof ptronly / sizeof ptronly[0]; k++)
-        if (cJSON_GetObjectItemCaseSensitive(j, ptronly[k]))
-          return bad(c, f, "\"%s\" applies to pointer params only", ptronly[k]);
-      continue;
-    }
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
-    if (!cJSON_IsString(dt)) return bad(c, f, "missing \"dtype\"");
-    for (int t = 0; t < s->ntypes; t++)
-      if (!strcmp(s->types[t].name, dt->valuestring)) p->tvar = t;
-    if (p->tvar < 0 && kt_dtype_parse(dt->valuestring, &p->dtype))
-      return bad(c, f, "\"dtype\": \"%s\" is neither a dtype nor a type variable",
-                 dt->valuestring);
-    const cJSON *acc = cJSON_GetObjectItemCaseSensitive(j, "access");
-    const char *an = cJSON_IsString(acc) ? acc->valuestring : "";
-    if (!strcmp(an, "in")) p->access = KT__IN;
-    else if (!strcmp(an, "out")) p->access = KT__OUT;
-    else if (!strcmp(an, "inout")) p->access = KT__INOUT;
-    else return bad(c, f, "\"access\" must be \"in\", \"out\" or \"inout\"");
-    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "optional");
-    if (opt && !cJSON_IsBool(opt)) return bad(c, f, "\"optional\" must be true or false");
-    p->optional = cJSON_IsTrue(opt);
-    static const char *tolname[2] = {"atol", "rtol"};
-    double *tol[2] = {&p->atol, &p->rtol};
-    for (int k = 0; k < 2; k++) {
-      const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, tolname[k]);
-      if (!t) continue;
-      if (!cJSON_IsNumber(t) || t->valuedouble < 0)
-        return bad(c, f, "\"%s\" must be a number >= 0", tolname[k]);
-      if (p->access == KT__IN)
-        return bad(c, f, "\"%s\" applies to outputs; this param is an input", tolname[k]);
-      *tol[k] = t->valuedouble;
-    }
-  }
-  /* Hidden slots: align(p) and esize(p) of each pointer. */
+  for (const cJSON *j = params->child; j; j = j->next, i++)
+    if (parse_param(c, j, i)) return c->st;
   for (int k = 0; k < s->nparams; k++) {
     kt__param *p = &s->params[k];
     if (p->type != KT__P_PTR) continue;

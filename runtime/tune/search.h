@@ -19,6 +19,7 @@ typedef struct kt__cand {
   int status;              /* KT_TRIAL_*, or KT__PENDING */
   int prior;               /* decided by an earlier tuning (cache trials),
                               or quarantined: not run again */
+  int quarantined;         /* it faulted or hung for this key before */
   int remeasured;
   int unconfirmed;         /* rejected on the caller's data but not on the
                               tuner's own inputs: reported, never stored */

@@ -38,7 +38,7 @@ struct kt__tuner {
   int done, planned;      /* trials run, and to run (for progress) */
   double best_us;         /* best median so far */
   double t_start, budget_ms;
-  int unstable;           /* two runs of the reference disagreed */
+  kt__tuneresult res;
   char key[1024];
 };
 
@@ -81,6 +81,7 @@ static void on_quarantined(void *user, const char *config, const char *reason) {
     if (cd->status == KT_TRIAL_FAULT || strcmp(cd->json, config)) continue;
     cd->status = KT_TRIAL_FAULT;
     cd->prior = 1;
+    cd->quarantined = 1;
     kt__log(&t->env->log, KT_LOG_INFO, "%s %s: skipping quarantined config %s (%s)", t->p->spec->name, t->key, config,
             reason);
   }
@@ -120,11 +121,13 @@ kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, c
   t->o = *o;
   t->orig = args;
   t->base = *c;
+  t->res = (kt__tuneresult){.outcome = KT_TUNE_NO_VALID, .win = -1, .default_us = -1};
   snprintf(t->key, sizeof t->key, "%s", key);
   candidate_list(t);
   if (env->store) {
     char err[KT_ERRMAX];
-    if (!o->retune) kt__store_trials(env->store, p->spec->name, p->spec_hash, env->fingerprint, key, on_prior, t, err, sizeof err);
+    if (!o->retune)
+      kt__store_trials(env->store, p->spec->name, p->spec_hash, env->fingerprint, key, on_prior, t, err, sizeof err);
     kt__store_quarantined(env->store, p->spec->name, p->spec_hash, env->fingerprint, key, on_quarantined, t, err,
                           sizeof err);
   }
@@ -350,31 +353,27 @@ static void remeasure(kt__tuner *t) {
   }
 }
 
-typedef struct tally {
-  int win, tried, measured, rejected, unconfirmed;
-  double dflt_us;
-} tally;
-
 /* The winner among the candidates decided, with the counts of the log
 ** line and the configs row; every trial of this tuning is stored. */
-static tally pick(kt__tuner *t, const int64_t *reference) {
-  tally y = {-1, 0, 0, 0, 0, -1};
+static void pick(kt__tuner *t, const int64_t *reference) {
+  kt__tuneresult *y = &t->res;
   const kt__spec *s = t->p->spec;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
     if (cd->status == KT__PENDING || (cd->prior && !kt__cand_ok(cd))) continue;
-    y.tried++;
-    y.measured += !cd->prior;
-    y.unconfirmed += cd->unconfirmed;
-    if (!kt__cand_ok(cd)) y.rejected++;
-    else if (y.win < 0 || cd->median < t->cand[y.win].median) y.win = i;
-    if (kt__cand_ok(cd) && !memcmp(cd->cfg, reference, (size_t)s->ncfields * sizeof *reference)) y.dflt_us = cd->median;
+    y->tried++;
+    y->measured += !cd->prior;
+    y->unconfirmed += cd->unconfirmed;
+    if (!kt__cand_ok(cd)) y->rejected++;
+    else if (y->win < 0 || cd->median < t->cand[y->win].median) y->win = i;
+    if (kt__cand_ok(cd) && !memcmp(cd->cfg, reference, (size_t)s->ncfields * sizeof *reference))
+      y->default_us = cd->median;
     store_trial(t, cd);
   }
-  return y;
+  y->outcome = y->win < 0 ? KT_TUNE_NO_VALID : y->unconfirmed ? KT_TUNE_TUNED_LOCAL : KT_TUNE_TUNED;
 }
 
-static void store_winner(kt__tuner *t, const kt__cand *w, const tally *y) {
+static void store_winner(kt__tuner *t, const kt__cand *w, const kt__tuneresult *y) {
   if (!writable(t)) return;
   char nv[16], drv[16], err[KT_ERRMAX];
   snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
@@ -411,7 +410,7 @@ static kt_status reference_run(kt__tuner *t, kt_stream caller, const int64_t *re
             "%s %s: the default config gave different results in two runs on the same inputs (%s): nothing can be "
             "judged against it, so nothing is tuned or stored; the default config is used",
             name, t->key, why);
-  t->unstable = !ok;
+  if (!ok) t->res.outcome = KT_TUNE_UNSTABLE;
   return KT_OK;
 }
 
@@ -425,7 +424,7 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   t->budget_ms = t->o.budget_s > 0 ? t->o.budget_s * 1000 : strat->default_budget_s * 1000.0;
   t->planned = pending;
   if ((st = reference_run(t, caller, reference))) return st;
-  if (t->unstable) {
+  if (t->res.outcome == KT_TUNE_UNSTABLE) {
     memcpy(best, reference, (size_t)s->ncfields * sizeof *best);
     return KT_OK;
   }
@@ -437,22 +436,30 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   int bad;
   if (kt__confirm_rejections(t->p, &t->base, t->orig, reference, caller, t->key, t->cand, t->ncand, &bad))
     return faulted(t, &t->cand[bad], t->cand[bad].detail);
-  tally y = pick(t, reference);
-  if (y.win < 0) return kt__err(t->env->id, KT_ERR_NO_CONFIG, "%s %s: every candidate was rejected", s->name, t->key);
-  const kt__cand *w = &t->cand[y.win];
+  pick(t, reference);
+  const kt__tuneresult *y = &t->res;
+  if (y->win < 0) return kt__err(t->env->id, KT_ERR_NO_CONFIG, "%s %s: every candidate was rejected", s->name, t->key);
+  const kt__cand *w = &t->cand[y->win];
   memcpy(best, w->cfg, (size_t)s->ncfields * sizeof *best);
   double t_end = kt__now_ms();
   kt__log(&t->env->log, KT_LOG_INFO,
           "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected; %.0f ms: reference "
           "%.0f, trials and their compiles %.0f, re-measure %.0f",
-          s->name, t->key, w->json, w->median, y.dflt_us, y.tried, y.measured, y.rejected, t_end - t0, t_ref - t0,
-          t_trials - t_ref, t_end - t_trials);
-  if (y.unconfirmed)
+          s->name, t->key, w->json, w->median, y->default_us, y->tried, y->measured, y->rejected, t_end - t0,
+          t_ref - t0, t_trials - t_ref, t_end - t_trials);
+  if (y->unconfirmed)
     kt__log(&t->env->log, KT_LOG_WARN,
             "%s %s: %d configs were rejected on this call's data but not on synthetic inputs: their rejections and "
             "the winner are this process's only, not stored",
-            s->name, t->key, y.unconfirmed);
+            s->name, t->key, y->unconfirmed);
   else
-    store_winner(t, w, &y);
+    store_winner(t, w, y);
   return KT_OK;
+}
+
+const kt__tuneresult *kt__tuner_result(const kt__tuner *t) { return &t->res; }
+
+const kt__cand *kt__tuner_candidates(const kt__tuner *t, int *n) {
+  *n = t->ncand;
+  return t->cand;
 }

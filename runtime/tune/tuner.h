@@ -7,6 +7,7 @@
 #define KT_TUNER_H
 
 #include "call/call.h"
+#include "tune/search.h"
 
 typedef struct kt__tuneopts {
   kt_strategy strategy;
@@ -17,6 +18,14 @@ typedef struct kt__tuneopts {
 } kt__tuneopts;
 
 typedef struct kt__tuner kt__tuner;
+
+/* What a run came to, as data (ktune.h's kt_tune_report is made from it). */
+typedef struct kt__tuneresult {
+  kt_tune_outcome outcome; /* TUNED, TUNED_LOCAL, UNSTABLE or NO_VALID */
+  int win;                 /* index of the winner among the candidates, or -1 */
+  int tried, measured, rejected, unconfirmed;
+  double default_us;       /* the reference's median, -1 when not measured */
+} kt__tuneresult;
 
 /* Begin a tuning of c's key (c bound, its config not set) for args: the
 ** candidates the constraints allow for this call, less those the cache
@@ -31,6 +40,10 @@ int kt__tuner_pending(const kt__tuner *t);
 ** gets the winner. KT_ERR_NO_CONFIG when every candidate was rejected,
 ** KT_ERR_DEVICE_FAULT naming a config that left the context unusable. */
 kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference, int64_t *best);
+/* After kt__tuner_run: what it came to, and the candidates (*n of them,
+** in config-space order) with their statuses. Borrowed from t. */
+const kt__tuneresult *kt__tuner_result(const kt__tuner *t);
+const kt__cand *kt__tuner_candidates(const kt__tuner *t, int *n);
 void kt__tuner_free(kt__tuner *t);
 
 #endif
