@@ -11,20 +11,7 @@
 //                         (dg[i] is the whole gradient of h[i]; dg[0] is dh0)
 //   chunk_state_bwd       per (chunk, bh): dk = v dg[i+1]^T, dv = k dg[i+1],
 //                         ddecay[i] = sum(dg[i+1] * h[i])
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-namespace kt {
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
-}  // namespace kt
+#include "kt_device.cuh"
 
 // Each thread owns a TM x TN tile of the block's BK x BV tile of h, so that
 // one step over t reads TM + TN values from shared memory for TM * TN

@@ -25,13 +25,9 @@
 // partial rows land. Launched early itself, the backward's one-block-per-SM
 // programs ran a quarter slower back to back, with the next launch's blocks
 // resident beside them all along, so it is not.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "kt_device.cuh"
 
 namespace kt {
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 // The same widening, done where it is written: inline assembly the compiler
 // cannot merge, so a segment kept as 16-bit values (PACK) is widened at each
 // pass instead of once into twice the registers.
@@ -46,34 +42,9 @@ __device__ __forceinline__ float to_f_here(__half v) {
   asm volatile("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(__half_as_ushort(v)));
   return f;
 }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
 
 template <bool C, typename A, typename B> struct pick { using type = A; };
 template <typename A, typename B> struct pick<false, A, B> { using type = B; };
-
-// VEC elements moved as one access; the spec's constraints guarantee the
-// alignment a vector access needs.
-template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
-
-template <int VEC, typename T> __device__ __forceinline__ void load(float *dst, const T *src) {
-  Vec<T, VEC> a = *reinterpret_cast<const Vec<T, VEC> *>(src);
-#pragma unroll
-  for (int k = 0; k < VEC; k++) dst[k] = to_f(a.v[k]);
-}
-
-template <int VEC, typename T> __device__ __forceinline__ void store(T *dst, const float *src) {
-  Vec<T, VEC> a;
-#pragma unroll
-  for (int k = 0; k < VEC; k++) a.v[k] = from_f<T>(src[k]);
-  *reinterpret_cast<Vec<T, VEC> *>(dst) = a;
-}
 
 // VEC floats added into dst (stored, when add is false) as 16-, 8- or 4-byte
 // accesses: VEC scalar accesses by a warp would touch each 32-byte sector
@@ -190,10 +161,10 @@ __device__ __forceinline__ void copy_mine(T *dst, const T *src, int lane, int L)
 // h = x (+ res), VEC elements from xs and rs.
 template <int VEC, int HAS_RESIDUAL, typename T>
 __device__ __forceinline__ void load_h(float *h, const T *xs, const T *rs) {
-  kt::load<VEC>(h, xs);
+  kt::vload<VEC>(h, xs);
   if constexpr (HAS_RESIDUAL) {
     float r[VEC];
-    kt::load<VEC>(r, rs);
+    kt::vload<VEC>(r, rs);
 #pragma unroll
     for (int k = 0; k < VEC; k++) h[k] += r[k];
   }
@@ -205,15 +176,15 @@ template <int VEC, int HAS_WEIGHT, int HAS_BIAS, typename T, typename W, typenam
 __device__ __forceinline__ void store_norm(T *y, const H *h, float mu, float rs, const W *w, const W *b,
                                            int c) {
   float wv[VEC], bv[VEC], o[VEC];
-  if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + c);
-  if constexpr (HAS_BIAS) kt::load<VEC>(bv, b + c);
+  if constexpr (HAS_WEIGHT) kt::vload<VEC>(wv, w + c);
+  if constexpr (HAS_BIAS) kt::vload<VEC>(bv, b + c);
 #pragma unroll
   for (int k = 0; k < VEC; k++) {
     o[k] = (kt::to_f_here(h[k]) - mu) * rs;
     if constexpr (HAS_WEIGHT) o[k] *= wv[k];
     if constexpr (HAS_BIAS) o[k] += bv[k];
   }
-  kt::store<VEC>(y, o);
+  kt::vstore<VEC>(y, o);
 }
 
 // PACK (ITEMS > 0, 16-bit x, no residual) keeps the segment in registers as
@@ -280,7 +251,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
           if constexpr (STORE_RESIDUAL_OUT) *reinterpret_cast<kt::Vec<T, VEC> *>(res_out + base + i) = v[j];
         } else {
           load_h<VEC, HAS_RESIDUAL>(v[j].v, xs + i, rsrc + i);
-          if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, v[j].v);
+          if constexpr (STORE_RESIDUAL_OUT) kt::vstore<VEC>(res_out + base + i, v[j].v);
         }
       } else {
 #pragma unroll
@@ -367,7 +338,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
       for (int i = lane * VEC; i < L; i += TPR * VEC) {
         float a[VEC];
         load_h<VEC, HAS_RESIDUAL>(a, xr + i, rr + i);
-        if constexpr (STORE_RESIDUAL_OUT) kt::store<VEC>(res_out + base + i, a);
+        if constexpr (STORE_RESIDUAL_OUT) kt::vstore<VEC>(res_out + base + i, a);
 #pragma unroll
         for (int k = 0; k < VEC; k++) q += (a[k] - mu) * (a[k] - mu);
       }
@@ -459,10 +430,10 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
       const int i = (lane + j * TPR) * VEC;
       if (live && i < L) {
         float d[VEC];
-        kt::load<VEC>(xh[j], xs + i);
-        kt::load<VEC>(d, ds + i);
+        kt::vload<VEC>(xh[j], xs + i);
+        kt::vload<VEC>(d, ds + i);
         float wv[VEC];
-        if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+        if constexpr (HAS_WEIGHT) kt::vload<VEC>(wv, w + wbase + i);
         float pw[VEC];
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
@@ -493,13 +464,13 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
       const int i = (lane + j * TPR) * VEC;
       if (i >= L) continue;
       float o[VEC], rr[VEC];
-      if constexpr (HAS_DRESIDUAL) kt::load<VEC>(rr, dres + base + i);
+      if constexpr (HAS_DRESIDUAL) kt::vload<VEC>(rr, dres + base + i);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         o[k] = (g[j][k] - (xh[j][k] * c1 + c2)) * rs;
         if constexpr (HAS_DRESIDUAL) o[k] += rr[k];
       }
-      kt::store<VEC>(dx + base + i, o);
+      kt::vstore<VEC>(dx + base + i, o);
     }
   };
 
@@ -556,9 +527,9 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
         if (live) {
           for (int i = lane * VEC; i < L; i += TPR * VEC) {
             float a[VEC], d[VEC], wv[VEC];
-            kt::load<VEC>(a, x + base + i);
-            kt::load<VEC>(d, dy + base + i);
-            if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
+            kt::vload<VEC>(a, x + base + i);
+            kt::vload<VEC>(d, dy + base + i);
+            if constexpr (HAS_WEIGHT) kt::vload<VEC>(wv, w + wbase + i);
 #pragma unroll
             for (int k = 0; k < VEC; k++) {
               const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
@@ -573,10 +544,10 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
         if (!live) continue;
         for (int i = lane * VEC; i < L; i += TPR * VEC) {
           float a[VEC], d[VEC], wv[VEC], r[VEC], o[VEC], pw[VEC];
-          kt::load<VEC>(a, x + base + i);
-          kt::load<VEC>(d, dy + base + i);
-          if constexpr (HAS_WEIGHT) kt::load<VEC>(wv, w + wbase + i);
-          if constexpr (HAS_DRESIDUAL) kt::load<VEC>(r, dres + base + i);
+          kt::vload<VEC>(a, x + base + i);
+          kt::vload<VEC>(d, dy + base + i);
+          if constexpr (HAS_WEIGHT) kt::vload<VEC>(wv, w + wbase + i);
+          if constexpr (HAS_DRESIDUAL) kt::vload<VEC>(r, dres + base + i);
 #pragma unroll
           for (int k = 0; k < VEC; k++) {
             const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
@@ -586,7 +557,7 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
           }
           if constexpr (HAS_WEIGHT) kt::add_f32<VEC>(dwp + wbase + i, pw, true);
           if constexpr (HAS_BIAS) kt::add_f32<VEC>(dbp + wbase + i, d, true);
-          kt::store<VEC>(dx + base + i, o);
+          kt::vstore<VEC>(dx + base + i, o);
         }
       }
     }

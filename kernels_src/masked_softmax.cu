@@ -8,32 +8,15 @@
 // correct under every config rather than excluded from vector configs.
 // ITEMS > 0 keeps the row in registers; ITEMS == 0 streams it twice with an
 // online maximum.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "kt_device.cuh"
 
 namespace kt {
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
-
-template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
-
 // Elements [i, i + VEC) of a row of n: one vector access when ALIGNED, else
 // one access per element below n.
 template <int VEC, bool ALIGNED, typename T>
 __device__ __forceinline__ void load(float *dst, const T *src, int i, int n, float fill) {
   if (ALIGNED) {
-    Vec<T, VEC> a = *reinterpret_cast<const Vec<T, VEC> *>(src + i);
-#pragma unroll
-    for (int k = 0; k < VEC; k++) dst[k] = to_f(a.v[k]);
+    vload<VEC>(dst, src + i);
   } else {
 #pragma unroll
     for (int k = 0; k < VEC; k++) dst[k] = i + k < n ? to_f(src[i + k]) : fill;
@@ -55,10 +38,7 @@ __device__ __forceinline__ void load_mask(bool *dst, const unsigned char *src, i
 template <int VEC, bool ALIGNED, typename T>
 __device__ __forceinline__ void store(T *dst, const float *src, int i, int n) {
   if (ALIGNED) {
-    Vec<T, VEC> a;
-#pragma unroll
-    for (int k = 0; k < VEC; k++) a.v[k] = from_f<T>(src[k]);
-    *reinterpret_cast<Vec<T, VEC> *>(dst + i) = a;
+    vstore<VEC>(dst + i, src);
   } else {
 #pragma unroll
     for (int k = 0; k < VEC; k++)

@@ -6,14 +6,9 @@
 // backward. The backward needs map to name each row at most once (a
 // permutation), so no two programs write one row. One group of
 // TPR = BLOCK / ROWS threads per row; the copy is VEC elements wide.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "kt_device.cuh"
 
 namespace kt {
-template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
-
 template <typename T, int TPR, int VEC>
 __device__ __forceinline__ void copy_row(T *__restrict__ dst, const T *__restrict__ src, int D,
                                          int lane) {

@@ -2,26 +2,7 @@
 // group of TPR = BLOCK / ROWS threads (whole warps) per row, ROWS rows per
 // block. Accumulation is in fp32 whatever the storage type. Rows are read
 // twice; the second read hits L2 for any row a block has in flight.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-namespace kt {
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
-
-// VEC elements moved as one access; the spec's constraints guarantee the
-// alignment a vector access needs.
-template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
-}  // namespace kt
+#include "kt_device.cuh"
 
 template <typename T, int BLOCK, int ROWS, int VEC, int HAS_RES>
 __global__ void __launch_bounds__(BLOCK)

@@ -249,6 +249,61 @@ static void malformed_params(void) {
       "bad.json: params[0] (y).extent: column 3: unknown name 'BLOCK' in \"N*BLOCK\"");
 }
 
+static void write_text(const char *dir, const char *name, const char *text) {
+  char path[800];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The spec hash covers the headers a source includes by quoted name, found
+** beside it: editing one changes the hash (and so every cubin's); an
+** unreadable header, or includes that never end, are named. */
+static void headers_are_in_the_hash(void) {
+  const char *dir = t_tmpdir();
+  char text[4096], err[2048], want[2048], path[800];
+  snprintf(path, sizeof path, "%s/k.cu", dir);
+  write_text(dir, "k.cu", "#include <cuda_fp16.h>\n  #  include \"h.cuh\"\n#include \"toolkit_only.h\"\n"
+                          "template <int BLOCK> __global__ void k(float *y) {}\n");
+  write_text(dir, "h.cuh", "#include \"sub/g.cuh\"\n");
+  char sub[800];
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  ASSERT_EQ(mkdir(sub, 0700), 0);
+  write_text(sub, "g.cuh", "#define G 1\n");
+  snprintf(text, sizeof text,
+           "{\"name\": \"k\", \"source\": \"k.cu\", \"entry\": \"k\", \"template\": [\"BLOCK\"],\n"
+           " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", "
+           "\"extent\": \"64\"}],\n"
+           " \"config\": {\"BLOCK\": [64]}, \"default\": {\"BLOCK\": 64}, \"grid\": \"1\", \"block\": \"BLOCK\"}\n");
+  uint64_t h[3];
+  kt__spec *s = NULL;
+  for (int i = 0; i < 3; i++) {
+    if (i == 1) write_text(sub, "g.cuh", "#define G 2\n");
+    if (i == 2) write_text(dir, "k.cu", "#include \"h.cuh\"\ntemplate <int BLOCK> __global__ void k(float *y) {}\n");
+    ASSERT_STATUS(kt__spec_parse("k.json", text, strlen(text), dir, &s, err, sizeof err), KT_OK);
+    if (!s) return;
+    h[i] = s->spec_hash;
+    ASSERT_STR_EQ(s->source_dir, dir);
+    kt__spec_free(s);
+  }
+  ASSERT_TRUE(h[0] != h[1] && h[1] != h[2] && h[0] != h[2]);
+  /* A header that is not a regular file. */
+  char fifo[800];
+  snprintf(fifo, sizeof fifo, "%s/sub/g.cuh", dir);
+  ASSERT_EQ(remove(fifo), 0);
+  ASSERT_EQ(mkfifo(fifo, 0600), 0);
+  ASSERT_STATUS(kt__spec_parse("k.json", text, strlen(text), dir, &s, err, sizeof err), KT_ERR_SPEC);
+  snprintf(want, sizeof want, "k.json: source: cannot read %s (included by h.cuh): not a regular file", fifo);
+  ASSERT_STR_EQ(err, want);
+  /* A header that includes itself. */
+  write_text(dir, "h.cuh", "#include \"h.cuh\"\n");
+  ASSERT_STATUS(kt__spec_parse("k.json", text, strlen(text), dir, &s, err, sizeof err), KT_ERR_SPEC);
+  ASSERT_STR_EQ(err, "k.json: source: h.cuh (included by h.cuh): more than 32 headers or 8 levels of includes");
+  t_sh(text, sizeof text, "rm -rf '%s'", dir);
+}
+
 /* "init" is checked when the spec loads, not when ktune tune first makes
 ** inputs from it: one message naming the param and what is accepted. */
 static void malformed_init(void) {
@@ -396,6 +451,7 @@ const kt_test t_spec_tests[] = {
     {"spec: options.pdl needs a source that waits", early_launch_needs_a_wait},
     {"spec: malformed params", malformed_params},
     {"spec: init generators checked at load", malformed_init},
+    {"spec: the headers a source includes are in the hash", headers_are_in_the_hash},
     {"spec: malformed config and default", malformed_config},
     {"spec: malformed expressions", malformed_expressions},
     {"spec: malformed template", malformed_template},

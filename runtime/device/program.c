@@ -10,16 +10,23 @@
 #include "device/variant.h"
 
 /* NVRTC options: fixed ones, then the spec's. All of them feed the variant
-** seed, so a changed option never reuses a module. */
+** seed, so a changed option never reuses a module, except the include
+** paths: they name a machine's directories, not what is compiled (the
+** headers' bytes are in the spec hash). */
 static kt_status program_options(kt__prog *p) {
   const kt__env *env = p->env;
   const kt__spec *s = p->spec;
   if (s->nflags > 10) return kt__err(env->id, KT_ERR_SPEC, "%s: options.flags: at most 10 flags", s->path);
+  if (strlen(s->source_dir) + 3 > sizeof p->optbuf[2])
+    return kt__err(env->id, KT_ERR_SPEC, "%s: the source's directory name is too long", s->path);
   snprintf(p->optbuf[0], sizeof p->optbuf[0], "--gpu-architecture=%s", env->arch);
   snprintf(p->optbuf[1], sizeof p->optbuf[1], "-I%s/include", env->cuda_home);
+  snprintf(p->optbuf[2], sizeof p->optbuf[2], "-I%s", s->source_dir);
+  enum { PATHS = 2 };
+  p->opts[p->nopts++] = p->optbuf[1];
+  p->opts[p->nopts++] = p->optbuf[2];
   p->opts[p->nopts++] = p->optbuf[0];
   p->opts[p->nopts++] = "-std=c++17";
-  p->opts[p->nopts++] = p->optbuf[1];
   /* NVRTC keeps a precompiled form of the toolkit headers in the process:
   ** every variant after the first compiles about a third faster. */
   p->opts[p->nopts++] = "--pch";
@@ -29,11 +36,7 @@ static kt_status program_options(kt__prog *p) {
   if (!h) return kt__err(env->id, KT_ERR_NOMEM, "%s: out of memory", s->path);
   XXH3_64bits_reset(h);
   XXH3_64bits_update(h, &s->spec_hash, sizeof s->spec_hash);
-  for (int i = 0; i < p->nopts; i++) {
-    /* The include path names a machine's directory, not what is compiled. */
-    if (i == 2) continue;
-    XXH3_64bits_update(h, p->opts[i], strlen(p->opts[i]) + 1);
-  }
+  for (int i = PATHS; i < p->nopts; i++) XXH3_64bits_update(h, p->opts[i], strlen(p->opts[i]) + 1);
   p->variant_seed = XXH3_64bits_digest(h);
   XXH3_freeState(h);
   return KT_OK;

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "base/alloc.h"
+#include "spec/source.h"
 #include "base/fileio.h"
 #include "spec/jsoncheck.h"
 
@@ -567,11 +568,11 @@ static void hash_str(XXH3_state_t *h, const char *s) {
 
 static kt_status compute_hashes(ctx *c) {
   kt__spec *s = c->s;
-  s->source_hash = XXH3_64bits(s->source, strlen(s->source));
   XXH3_state_t *h = XXH3_createState();
   if (!h) return nomem(c);
   XXH3_64bits_reset(h);
-  hash_str(h, s->source);
+  /* The source with the headers it includes (spec/source.h). */
+  XXH3_64bits_update(h, &s->source_hash, sizeof s->source_hash);
   hash_str(h, s->entry);
   char buf[64];
   for (int i = 0; i < s->nparams; i++) {
@@ -669,15 +670,17 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
   if (!(s->source_path = kt__malloc(pl))) return nomem(c);
   if (src->valuestring[0] == '/') snprintf(s->source_path, pl, "%s", src->valuestring);
   else snprintf(s->source_path, pl, "%s/%s", dir, src->valuestring);
-  size_t len;
-  char buf[64];
-  int e = kt__read_file(s->source_path, KT__SOURCE_MAX, &s->source, &len);
+  kt__source text;
+  char why[1024];
+  int e = kt__source_read(s->source_path, &text, why, sizeof why);
+  s->source = text.text;
+  s->source_dir = text.dir;
+  s->source_hash = text.hash;
   if (e == ENOMEM) return nomem(c);
   if (e) {
-    bad(c, "source", "cannot read %s: %s", s->source_path, kt__read_strerror(e, KT__SOURCE_MAX, buf, sizeof buf));
+    bad(c, "source", "%s", why);
     return c->st = e < 0 ? KT_ERR_SPEC : KT_ERR_IO;
   }
-  if (strlen(s->source) != len) return bad(c, "source", "%s holds a NUL byte", s->source_path);
   const cJSON *ip = cJSON_GetObjectItemCaseSensitive(root, "inplace");
   if (ip && !cJSON_IsBool(ip)) return bad(c, "inplace", "must be true or false");
   s->inplace = !ip || cJSON_IsTrue(ip);
@@ -871,6 +874,7 @@ void kt__spec_free(kt__spec *s) {
   kt__free(s->name);
   kt__free(s->source_path);
   kt__free(s->source);
+  kt__free(s->source_dir);
   kt__free(s->entry);
   kt__free(s);
 }

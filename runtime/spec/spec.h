@@ -81,13 +81,14 @@ typedef struct kt__spec {
   char *name;
   char *source_path; /* resolved beside the spec */
   char *source;      /* contents */
+  char *source_dir;  /* its directory: where its quoted includes are */
   char *entry;
   int fast_math;
   int pdl;           /* may start during the previous kernel (sm_90+) */
   char **flags;      /* extra NVRTC options */
   int nflags;
   int inplace;       /* outputs may alias inputs */
-  uint64_t source_hash;
+  uint64_t source_hash; /* the source and its headers (spec/source.h) */
   uint64_t spec_hash;  /* what changes generated code or launch */
 
   kt__param params[KT_MAX_PARAMS];
