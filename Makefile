@@ -171,7 +171,7 @@ install: all
 	install -m 644 runtime/ktune.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(B)/ktune $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(B)/ktune.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m 644 kernels_src/*.json kernels_src/*.cu $(DESTDIR)$(PREFIX)/share/ktune/kernels/
+	install -m 644 kernels_src/*.json kernels_src/*.cu kernels_src/*.cuh $(DESTDIR)$(PREFIX)/share/ktune/kernels/
 
 clean:
 	rm -rf $(B)
