@@ -68,7 +68,9 @@ typedef void *kt_stream;
   X(ERR_NOT_FOUND, 16, "not found")                                             \
   X(ERR_READONLY, 17, "cache is read-only")                                     \
   X(ERR_NO_CONFIG, 18, "no valid config for this call")                         \
-  X(ERR_CAPTURING, 19, "stream is capturing")
+  X(ERR_CAPTURING, 19, "stream is capturing")                                  \
+  X(ERR_TIMEOUT, 20, "timed out")                                               \
+  X(ERR_CANCELLED, 21, "cancelled")
 
 typedef enum kt_status {
 #define KT__STATUS_ENUM(name, code, text) KT_##name = code,
@@ -272,7 +274,13 @@ typedef enum kt_mode {
   KT_MODE_DEFAULT = 0,    /* $KTUNE_MODE if set, else KT_MODE_TUNE */
   KT_MODE_TUNE = 1,       /* tune, store the winner, launch it */
   KT_MODE_CACHE_ONLY = 2, /* use a cached config, else the default config */
-  KT_MODE_OFF = 3         /* always the default config; the cache is not read */
+  KT_MODE_OFF = 3,        /* always the default config; the cache is not read */
+  KT_MODE_ASYNC = 4       /* never wait for a tuning: a miss launches at once
+                             with a stand-in (the cached winner of the nearest
+                             key of the spec, else the default) and the key is
+                             tuned on a background thread, on copies of the
+                             call's inputs; the winner replaces the stand-in
+                             for later launches (docs/tuning.md) */
 } kt_mode;
 
 /* Options for kt_runtime_open(). Initialise with kt_options_init() so that
@@ -324,6 +332,10 @@ typedef struct kt_options {
                              converted; a missing one leaves the runtime
                              without a cache (kt_runtime_get_info says why;
                              the log says so at info, not warn) */
+  size_t async_copy_limit; /* async mode: the most bytes a miss copies of the
+                             call's inputs for its background tuning; a call
+                             with more is tuned on inputs made from the spec's
+                             "init" instead. 0: 512 MiB */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */
@@ -391,12 +403,25 @@ typedef struct kt_stats {
   uint64_t fallbacks;    /* misses answered with the default config: during
                             a capture, in cache-only mode, out of memory,
                             or while another thread tuned */
+  uint64_t standins;     /* async mode: misses launched with a stand-in */
+  uint64_t async_queued; /* keys queued for a background tuning */
+  uint64_t async_done;   /* of them, tuned and their stand-in replaced */
+  uint64_t async_failed; /* of them, not tuned (the log says why) */
+  uint64_t async_pending;/* queued or running now */
 } kt_stats;
 
-/* Fill *out (see kt_stats). Thread-safe; reads counters without stopping
-** launches, so fields may be a few launches apart. Returns KT_OK or
-** KT_ERR_INVALID (NULL, or out->size too small). */
+/* Fill *out (see kt_stats), up to out->size bytes: a caller built against
+** an older header gets the fields it knows. Thread-safe; reads counters
+** without stopping launches, so fields may be a few launches apart.
+** Returns KT_OK or KT_ERR_INVALID (NULL, or out->size smaller than the
+** first version's struct). */
 KT_API kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out /* OUT */);
+
+/* Wait until the background tuner of async mode has nothing queued or
+** running, or timeout_s seconds pass (< 0: no limit). For tests and
+** benchmarks; a server never needs it. Returns KT_OK (also in the other
+** modes, at once), KT_ERR_TIMEOUT or KT_ERR_INVALID. */
+KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 
 /* Load a kernel spec and prepare it for launching. The spec file and its
 ** source are read and parsed now; variants are compiled on first use.

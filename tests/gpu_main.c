@@ -3,8 +3,8 @@
 
 #include "harness.h"
 
-extern const kt_test gpu_rmsnorm_tests[], gpu_tune_tests[], gpu_alias_tests[], gpu_norm_tests[], gpu_ops_tests[],
-    gpu_cli_tests[];
+extern const kt_test gpu_rmsnorm_tests[], gpu_tune_tests[], gpu_alias_tests[], gpu_async_tests[], gpu_norm_tests[],
+    gpu_ops_tests[], gpu_cli_tests[];
 extern const char *g_self;
 int fault_child(const char *cache);
 int alias_child(const char *cache);
@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
   g_self = argv[0];
   if (argc == 3 && !strcmp(argv[1], "--fault-child")) return fault_child(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--alias-child")) return alias_child(argv[2]);
-  const kt_test *const suites[] = {gpu_rmsnorm_tests, gpu_tune_tests, gpu_alias_tests, gpu_norm_tests,
-                                   gpu_ops_tests,     gpu_cli_tests,  NULL};
+  const kt_test *const suites[] = {gpu_rmsnorm_tests, gpu_tune_tests, gpu_alias_tests, gpu_async_tests,
+                                   gpu_norm_tests,    gpu_ops_tests,  gpu_cli_tests,   NULL};
   return t_run(suites, argc > 1 ? argv[1] : getenv("KT_TEST_FILTER"));
 }

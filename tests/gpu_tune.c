@@ -245,7 +245,7 @@ static void no_tuning_while_capturing(void) {
   char err[1024];
   ASSERT_STATUS(kt__dev_stream_create(&s, err, sizeof err), KT_OK);
   kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i64(n)};
-  ASSERT_STATUS(kt__dev_capture_begin(s, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__dev_capture_begin(s, 0, err, sizeof err), KT_OK);
   kt_status st = kt_launch(k, s, a, 2);
   kt_status rs = kt__dev_capture_end_and_run(s, 3, err, sizeof err);
   ASSERT_STATUS(st, KT_OK);
@@ -313,7 +313,7 @@ static void early_launch_waits_for_the_kernel_before(void) {
         ASSERT_STATUS(kt_launch(fill, s, fa, 5), KT_OK);
         ASSERT_STATUS(kt_launch(plus, s, pa, 4), KT_OK);
       } else {
-        ASSERT_STATUS(kt__dev_capture_begin(s, err, sizeof err), KT_OK);
+        ASSERT_STATUS(kt__dev_capture_begin(s, 0, err, sizeof err), KT_OK);
         st = kt_launch(fill, s, fa, 5);
         if (!st) st = kt_launch(plus, s, pa, 4);
         rs = kt__dev_capture_end_and_run(s, 2, err, sizeof err);

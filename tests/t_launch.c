@@ -1,8 +1,10 @@
 /* Argument binding and config choice, which happen before anything touches
 ** a device: checked with a runtime opened without one. */
+#include <stddef.h>
+#include <stdlib.h>
+
 #include "harness.h"
 #include "ktune.h"
-
 
 #define ARGS(y, x, res, w, n, d)                                                     \
   {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(res, KT_BF16),         \
@@ -107,7 +109,53 @@ static void runtime_open_errors(void) {
   ASSERT_STR_EQ(kt_status_str((kt_status)999), "unknown status");
 }
 
+static void log_into(void *user, kt_log_level level, const char *msg) {
+  (void)level;
+  snprintf(user, 512, "%s", msg);
+}
+
+/* Modes and the async calls where nothing can tune: KTUNE_MODE is read
+** (an unknown value named), a mode out of range refused, waiting returns
+** at once, and a caller built against the first kt_stats gets its fields. */
+static void modes_and_async_calls_without_a_device(void) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.no_cache = 1;
+  static char logged[512];
+  o.log = log_into;
+  o.log_user = logged;
+  kt_runtime *rt;
+  setenv("KTUNE_MODE", "fast", 1);
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STR_EQ(logged, "KTUNE_MODE=fast is not a mode (tune, cache-only, off, async): tune is used");
+  kt_runtime_close(rt);
+  setenv("KTUNE_MODE", "async", 1);
+  logged[0] = 0;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STR_EQ(logged, "");
+  unsetenv("KTUNE_MODE");
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 0), KT_OK);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, -1), KT_OK);
+  ASSERT_STATUS(kt_runtime_wait_tuning(NULL, 0), KT_ERR_INVALID);
+  kt_stats s;
+  memset(&s, 0xAB, sizeof s);
+  s.size = offsetof(kt_stats, standins);
+  ASSERT_STATUS(kt_runtime_stats(rt, &s), KT_OK);
+  ASSERT_EQ(s.size, offsetof(kt_stats, standins));
+  ASSERT_EQ(s.launches, 0);
+  ASSERT_EQ(s.async_pending, 0xABABABABABABABABull); /* past its size: untouched */
+  s.size = offsetof(kt_stats, standins) - 1;
+  ASSERT_STATUS(kt_runtime_stats(rt, &s), KT_ERR_INVALID);
+  kt_runtime_close(rt);
+  o.mode = (kt_mode)9;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: mode 9 is not a kt_mode");
+  kt_runtime_close(rt);
+}
+
 const kt_test t_launch_tests[] = {
+    {"launch: modes, and async calls without a device", modes_and_async_calls_without_a_device},
     {"launch: bad arguments are named", bad_arguments_are_named},
     {"launch: vector width needs alignment", vector_width_needs_alignment},
     {"launch: forced configs are checked", forced_configs_are_checked},

@@ -37,6 +37,7 @@
   X(cuStreamDestroy, 4000, 1)                               \
   X(cuStreamSynchronize, 2000, 1)                           \
   X(cuStreamIsCapturing, 10000, 1)                          \
+  X(cuThreadExchangeStreamCaptureMode, 10010, 1)            \
   X(cuStreamWaitEvent, 3020, 1)                             \
   X(cuEventCreate, 2000, 1)                                 \
   X(cuEventRecord, 2000, 1)                                 \
@@ -350,6 +351,12 @@ kt_status kt__dev_is_capturing(kt_stream s, int *capturing, char *err,
   return KT_OK;
 }
 
+kt_status kt__dev_capture_relaxed(char *err, size_t errlen) {
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CHECK("cuThreadExchangeStreamCaptureMode", drv.cuThreadExchangeStreamCaptureMode(&mode));
+  return KT_OK;
+}
+
 kt_status kt__dev_event_create(void **ev, char *err, size_t errlen) {
   CUevent e;
   CHECK("cuEventCreate", drv.cuEventCreate(&e, CU_EVENT_DEFAULT));
@@ -399,8 +406,9 @@ kt_status kt__dev_range(kt__dptr p, kt__dptr *base, size_t *size, char *err,
   return KT_OK;
 }
 
-kt_status kt__dev_capture_begin(kt_stream s, char *err, size_t errlen) {
-  CHECK("cuStreamBeginCapture", drv.cuStreamBeginCapture((CUstream)s, CU_STREAM_CAPTURE_MODE_RELAXED));
+kt_status kt__dev_capture_begin(kt_stream s, int global, char *err, size_t errlen) {
+  CHECK("cuStreamBeginCapture",
+        drv.cuStreamBeginCapture((CUstream)s, global ? CU_STREAM_CAPTURE_MODE_GLOBAL : CU_STREAM_CAPTURE_MODE_RELAXED));
   return KT_OK;
 }
 

@@ -92,6 +92,9 @@ void kt__dev_stream_destroy(kt_stream s);
 /* Whether s is capturing into a graph. */
 kt_status kt__dev_is_capturing(kt_stream s, int *capturing, char *err,
                                size_t errlen);
+/* This thread's calls neither fail nor are refused because another thread
+** is capturing a graph (a background tuner's thread). */
+kt_status kt__dev_capture_relaxed(char *err, size_t errlen);
 kt_status kt__dev_event_create(void **ev, char *err, size_t errlen);
 void kt__dev_event_destroy(void *ev);
 kt_status kt__dev_event_record(void *ev, kt_stream s, char *err,
@@ -104,9 +107,10 @@ kt_status kt__dev_elapsed(float *ms, void *a, void *b, char *err,
 kt_status kt__dev_range(kt__dptr p, kt__dptr *base, size_t *size, char *err,
                         size_t errlen);
 
-/* For tests and benchmarks: capture s into a graph (relaxed mode), then
-** end the capture, replay the graph `replays` times and wait. */
-kt_status kt__dev_capture_begin(kt_stream s, char *err, size_t errlen);
+/* For tests and benchmarks: capture s into a graph (in global capture
+** mode, PyTorch's default, or relaxed), then end the capture, replay the
+** graph `replays` times and wait. */
+kt_status kt__dev_capture_begin(kt_stream s, int global, char *err, size_t errlen);
 kt_status kt__dev_capture_end_and_run(kt_stream s, int replays, char *err, size_t errlen);
 
 #endif

@@ -27,6 +27,10 @@ static int key_determines(const kt__spec *s, const kt__expr *e) {
 void kt__kernel_free(kt_kernel *k) {
   if (!k) return;
   kt__free(k->hit_checks);
+  for (kt__choice *c = k->retired, *next; c; c = next) {
+    next = c->retired;
+    kt__free(c);
+  }
   if (atomic_load(&k->tuned.slots)) {
     kt__lfmap_free(&k->tuned, kt__tuned_free);
     pthread_mutex_destroy(&k->tune_lock);

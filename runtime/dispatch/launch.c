@@ -19,6 +19,7 @@
 #define PLANS 4
 typedef struct plan {
   uint64_t uid;
+  unsigned gen;               /* the kernel's choices when it was made */
   int n, nptr;
   int64_t sig[2 * KT_MAX_PARAMS];
   kt__range r[KT_MAX_PARAMS]; /* the pointers' params, lengths, written */
@@ -47,9 +48,11 @@ static void signature(const kt_arg *args, int n, int64_t *sig) {
   }
 }
 
-static void remember(const kt_kernel *k, const int64_t *sig, const kt__dims *d, const kt__range *r, int nr) {
+static void remember(const kt_kernel *k, unsigned gen, const int64_t *sig, const kt__dims *d, const kt__range *r,
+                     int nr) {
   plan *p = &plans[next_plan++ % PLANS];
   p->uid = k->uid;
+  p->gen = gen;
   p->n = k->p.spec->nparams;
   memcpy(p->sig, sig, (size_t)(2 * p->n) * sizeof p->sig[0]);
   p->nptr = nr;
@@ -77,6 +80,8 @@ static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, in
   for (int i = 0; i < PLANS; i++) {
     plan *p = &plans[i];
     if (p->uid != k->uid || p->n != nargs || memcmp(p->sig, sig, (size_t)(2 * nargs) * sizeof sig[0])) continue;
+    /* A choice replaced since (async mode) makes the plan stale. */
+    if (p->gen != atomic_load_explicit(&k->gen, memory_order_relaxed)) return p->uid = 0, 0;
     /* A refused or staged call takes the full path, which says why. */
     if (!aliases_allowed(k, p, args)) return 0;
     char err[KT_ERRMAX];
@@ -94,7 +99,7 @@ static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, in
 ** SQLite), else the miss path; a config that a constraint refuses for this
 ** particular call (one on an ignored param, say) gives way to the fallback. */
 kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg,
-                        const kt__tuned **hit, kt__report *rep) {
+                        const kt__choice **hit, kt__report *rep) {
   kt__prog *p = &k->p;
   kt_status st;
   *hit = NULL;
@@ -104,22 +109,23 @@ kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_ar
   uint64_t h = kt__key_hash(k, key);
   const kt__tuned *t = kt__tuned_find(k, key, h);
   if (!t && (st = kt__miss(k, c, key, h, stream, args, &t, cfg, rep))) return st;
-  if (t) memcpy(cfg, t->cfg, (size_t)p->spec->ncfields * sizeof *cfg);
+  const kt__choice *ch = t ? kt__tuned_choice(t) : NULL;
+  if (ch) memcpy(cfg, ch->cfg, (size_t)p->spec->ncfields * sizeof *cfg);
   if ((st = kt__call_config_keyed(p, c, cfg))) return st;
   /* Constraints the key settles held when the entry was made. */
   const kt__spec *s = p->spec;
   for (int i = 0; i < s->nconstraints; i++) {
     int64_t v;
-    if (t && !k->hit_checks[i]) continue;
+    if (ch && !k->hit_checks[i]) continue;
     if (kt__expr_eval(&s->constraints[i].e, c->slots, &v) || !v) return kt__call_fallback(p, c, cfg);
   }
-  *hit = t;
+  *hit = ch;
   return KT_OK;
 }
 
 /* The function of a hit's variant when the call's template values are the
 ** entry's, so that the launch skips the variant table. */
-static void *hit_fn(const kt_kernel *k, const kt__call *c, const kt__tuned *hit) {
+static void *hit_fn(const kt_kernel *k, const kt__call *c, const kt__choice *hit) {
   if (!hit || !hit->fn) return NULL;
   int64_t vals[KT_MAX_TARGS];
   kt__variant_vals(&k->p, c, vals);
@@ -132,13 +138,15 @@ static void *hit_fn(const kt_kernel *k, const kt__call *c, const kt__tuned *hit)
 static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, const int64_t *sig,
                               const kt__range *r, int nr) {
   int64_t cfg[KT_MAX_CFIELDS];
-  const kt__tuned *hit;
+  const kt__choice *hit;
   kt__dims d;
   kt_status st;
+  /* Read before the choice: a replacement after it leaves the plan stale. */
+  unsigned gen = atomic_load_explicit(&k->gen, memory_order_acquire);
   if ((st = kt__call_plan(k, c, stream, args, cfg, &hit, NULL)) ||
       (st = kt__call_launch(&k->p, c, hit_fn(k, c, hit), stream, args, &d)))
     return st;
-  if (hit && sig && d.grid[0]) remember(k, sig, &d, r, nr);
+  if (hit && sig && d.grid[0]) remember(k, gen, sig, &d, r, nr);
   atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
   if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
   return KT_OK;
@@ -196,7 +204,7 @@ kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char
   if (!k || !buf || !bufsize) return KT_ERR_INVALID;
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
-  const kt__tuned *hit;
+  const kt__choice *hit;
   kt__range r[KT_MAX_PARAMS];
   int nr;
   kt_status st;

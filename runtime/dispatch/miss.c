@@ -31,10 +31,7 @@ typedef struct miss {
   kt__report *rep;             /* told what a tuning came to, or NULL */
 } miss;
 
-/* A config read from the cache, parsed into cfg: it must lie in the space
-** and satisfy every constraint for this call (rows may come from another
-** version or another machine). */
-static int stored_valid(kt_kernel *k, const kt__call *c, const char *json, int64_t *cfg) {
+int kt__config_valid(kt_kernel *k, const kt__call *c, const char *json, int64_t *cfg) {
   int bad = 0;
   kt__call probe = *c;
   return !kt__config_from_json(k->p.spec, json, cfg) && !kt__call_config(&k->p, &probe, cfg) &&
@@ -72,7 +69,7 @@ static void look_in_cache(miss *m) {
   if (!st && rt->tune.retune && rt->mode == KT_MODE_TUNE) {
     kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: cached config %s is tuned again (retune)", name, m->json, json);
   } else if (!st) {
-    m->have_stored = stored_valid(m->k, m->c, json, m->stored);
+    m->have_stored = kt__config_valid(m->k, m->c, json, m->stored);
     if (!m->have_stored)
       kt__log(&rt->env.log, KT_LOG_WARN,
               "%s %s: cached config %s is not in the spec's space or violates a constraint; ignored", name, m->json,
@@ -111,7 +108,7 @@ static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
       kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: process %ld is tuning this key; waiting for its result",
               p->spec->name, m->json, holder);
     usleep(LEASE_POLL_US);
-    if (!store_get(m, json, sizeof json, err, sizeof err) && stored_valid(m->k, m->c, json, m->stored)) return 1;
+    if (!store_get(m, json, sizeof json, err, sizeof err) && kt__config_valid(m->k, m->c, json, m->stored)) return 1;
     if (kt__now_ms() > deadline) {
       kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: process %ld has held the tuning lease for %d s; tuning here too",
               p->spec->name, m->json, holder, LEASE_S);
@@ -125,7 +122,7 @@ static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
 static kt_status without_tuning(miss *m, const kt__tuned **out, int64_t *cfg) {
   kt_runtime *rt = m->rt;
   kt_kernel *k = m->k;
-  if (m->have_stored) return kt__tuned_insert(k, m->c, m->key, m->h, m->stored, out);
+  if (m->have_stored) return kt__tuned_insert(k, m->c, m->key, m->h, m->stored, 0, out);
   atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
   memcpy(cfg, m->fallback, (size_t)k->p.spec->ncfields * sizeof *cfg);
   if (m->capturing) {
@@ -140,7 +137,7 @@ static kt_status without_tuning(miss *m, const kt__tuned **out, int64_t *cfg) {
   if (rt->mode == KT_MODE_CACHE_ONLY && !atomic_exchange(&k->logged_cache_only, 1))
     kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: not in the cache; cache-only mode uses the default config",
             k->p.spec->name, m->json);
-  return kt__tuned_insert(k, m->c, m->key, m->h, cfg, out);
+  return kt__tuned_insert(k, m->c, m->key, m->h, cfg, 0, out);
 }
 
 /* Tune the key now (the tuner t has listed its candidates). Out of device
@@ -167,13 +164,40 @@ static kt_status tune_now(miss *m, kt__tuner *t, kt_stream stream, const kt__tun
     kt__log(&rt->env.log, KT_LOG_WARN, "%s; the default config is used by this process and nothing is stored",
             kt__errmsg(rt->env.id));
     atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
-    return kt__tuned_insert(m->k, m->c, m->key, m->h, m->fallback, out);
+    return kt__tuned_insert(m->k, m->c, m->key, m->h, m->fallback, 0, out);
   }
-  return st ? st : kt__tuned_insert(m->k, m->c, m->key, m->h, best, out);
+  return st ? st : kt__tuned_insert(m->k, m->c, m->key, m->h, best, 0, out);
+}
+
+/* Async mode: launch at once with a stand-in, and have the key tuned in
+** the background. Inside a capture the stand-in serves this call only and
+** nothing is queued (the copies would be captured): a later call queues. */
+static kt_status async_miss(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg) {
+  kt_runtime *rt = m->rt;
+  kt_kernel *k = m->k;
+  char from[1100];
+  kt__standin(k, m->c, m->key, m->fallback, cfg, from, sizeof from);
+  atomic_fetch_add_explicit(&rt->env.n.standins, 1, memory_order_relaxed);
+  if (m->capturing) {
+    if (!atomic_exchange(&k->logged_capture, 1))
+      kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: stream is capturing; %s is used without queueing a tuning",
+              k->p.spec->name, m->json, from);
+    return KT_OK;
+  }
+  kt_status st = kt__tuned_insert(k, m->c, m->key, m->h, cfg, 1, out);
+  if (st) return st;
+  kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: launched with %s while it is tuned in the background", k->p.spec->name,
+          m->json, from);
+  if ((st = kt__async_submit(k, m->c, m->json, *out, stream, args))) {
+    kt__log(&rt->env.log, KT_LOG_WARN, "%s; the stand-in serves the key in this process", kt__errmsg(rt->env.id));
+    atomic_fetch_add_explicit(&rt->env.n.async_failed, 1, memory_order_relaxed);
+  }
+  return KT_OK;
 }
 
 /* With the kernel's tune lock held: the cache, then a tuning when the mode
-** and the stream allow one. */
+** and the stream allow one (in async mode, queued; a report asked for is a
+** tuning now). */
 static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg) {
   kt_runtime *rt = m->rt;
   kt_kernel *k = m->k;
@@ -185,15 +209,18 @@ static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt_
     return kt__err(rt->env.id, st, "%s: %s", k->p.spec->name, err);
   if (rt->env.have_device && kt__dev_is_capturing(stream, &m->capturing, err, sizeof err)) m->capturing = 0;
   look_in_cache(m);
-  if (rt->mode != KT_MODE_TUNE || m->capturing || !rt->env.have_device) return without_tuning(m, out, cfg);
+  int async = rt->mode == KT_MODE_ASYNC && !m->rep;
+  if (async && !m->have_stored && rt->env.have_device) return async_miss(m, stream, args, out, cfg);
+  int tunes = rt->mode == KT_MODE_TUNE || (rt->mode == KT_MODE_ASYNC && m->rep);
+  if (!tunes || async || m->capturing || !rt->env.have_device) return without_tuning(m, out, cfg);
   kt__tuner *t;
   if ((st = kt__tuner_new(&k->p, &rt->tune, m->c, args, m->json, &t))) return st;
   int held = 0;
   char host[256] = "";
   if (m->have_stored && !kt__tuner_pending(t))
-    st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, out);
+    st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, 0, out);
   else if (rt->env.store && lease_or_wait(m, &held, host, sizeof host))
-    st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, out);
+    st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, 0, out);
   else
     st = tune_now(m, t, stream, out, cfg);
   if (held && kt__store_lease_release(rt->env.store, k->p.spec->name, k->p.spec_hash, rt->env.fingerprint, m->json,

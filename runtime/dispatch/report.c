@@ -139,7 +139,7 @@ kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_re
                             .default_config = r->dflt, .time_us = -1, .default_us = -1};
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
-  const kt__tuned *hit = NULL;
+  const kt__choice *hit = NULL;
   int known = 0;
   kt_status st = prepare(k, args, nargs, &c, r, &known);
   if (!st) st = kt__call_plan(k, &c, NULL, args, cfg, &hit, r);

@@ -1,4 +1,5 @@
 /* Opening and closing a runtime; its description and counters. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,17 @@ kt_status kt_options_init(kt_options *o) {
   return KT_OK;
 }
 
-static kt_mode mode_from_env(void) {
+/* $KTUNE_MODE, else tune; an unknown value is named in the log. */
+static kt_mode mode_from_env(const kt__logger *log) {
+  static const struct {
+    const char *name;
+    kt_mode mode;
+  } modes[] = {{"tune", KT_MODE_TUNE}, {"cache-only", KT_MODE_CACHE_ONLY}, {"off", KT_MODE_OFF}, {"async", KT_MODE_ASYNC}};
   const char *m = getenv("KTUNE_MODE");
-  if (m && !strcmp(m, "cache-only")) return KT_MODE_CACHE_ONLY;
-  if (m && !strcmp(m, "off")) return KT_MODE_OFF;
+  if (!m || !*m) return KT_MODE_TUNE;
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+    if (!strcmp(m, modes[i].name)) return modes[i].mode;
+  kt__log(log, KT_LOG_WARN, "KTUNE_MODE=%s is not a mode (tune, cache-only, off, async): tune is used", m);
   return KT_MODE_TUNE;
 }
 
@@ -43,6 +51,8 @@ static kt_status read_options(const kt_options *opts, kt_options *o) {
                      opts->size);
     memcpy(o, opts, opts->size);
   }
+  if ((int)o->mode < KT_MODE_DEFAULT || o->mode > KT_MODE_ASYNC)
+    return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: mode %d is not a kt_mode", (int)o->mode);
   if (o->strategy < KT_STRATEGY_AUTO || o->strategy > KT_STRATEGY_LOCAL || !(o->budget_s >= 0))
     return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: strategy %d or budget %g is out of range", (int)o->strategy,
                    o->budget_s);
@@ -53,12 +63,13 @@ static void apply_options(kt_runtime *rt, const kt_options *o) {
   rt->env.log.fn = o->log ? o->log : kt__log_stderr;
   rt->env.log.user = o->log_user;
   rt->env.log.level = o->log_level >= 0 ? o->log_level : kt__log_level_from_env();
-  rt->mode = o->mode ? o->mode : mode_from_env();
+  rt->mode = o->mode ? o->mode : mode_from_env(&rt->env.log);
   rt->no_cache = o->no_cache;
   rt->stage_aliased = o->stage_aliased;
   rt->miss_runs_default = o->miss_runs_default;
   rt->no_pdl = o->no_pdl;
-  rt->tune = (kt__tuneopts){o->strategy, o->budget_s, o->retune, o->progress, o->progress_user};
+  rt->tune = (kt__tuneopts){o->strategy, o->budget_s, o->retune, o->progress, o->progress_user, &rt->closing};
+  rt->async_copy_limit = o->async_copy_limit ? o->async_copy_limit : (size_t)512 << 20;
 }
 
 /* The cache's results are kt_status codes; it does not include ktune.h. */
@@ -135,6 +146,9 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
 
 kt_status kt_runtime_close(kt_runtime *rt) {
   if (!rt) return KT_OK;
+  /* The background tuner first: it uses the kernels. */
+  atomic_store(&rt->closing, 1);
+  kt__async_stop(rt);
   for (int i = 0; i < rt->nkernels; i++) kt__kernel_free(rt->kernels[i]);
   kt__free(rt->kernels);
   if (rt->env.have_device) kt__dev_close(rt->env.dev.ordinal);
@@ -154,8 +168,10 @@ const char *kt_runtime_arch(const kt_runtime *rt) { return rt ? rt->env.arch : "
 
 const char *kt_runtime_device_name(const kt_runtime *rt) { return rt && rt->env.have_device ? rt->env.dev.name : ""; }
 
-kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
-  if (!rt || !out || out->size < sizeof *out) return KT_ERR_INVALID;
+/* The size of kt_stats before async mode added its fields. */
+#define STATS_V1 offsetof(kt_stats, standins)
+
+static void fill_stats(kt_runtime *rt, kt_stats *out) {
   memset(out, 0, sizeof *out);
   out->size = sizeof *out;
   pthread_mutex_lock(&rt->lock);
@@ -174,6 +190,20 @@ kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
   out->cache_loads = atomic_load(&n->cache_loads);
   out->binary_loads = atomic_load(&n->binary_loads);
   out->fallbacks = atomic_load(&n->fallbacks);
+  out->standins = atomic_load(&n->standins);
+  out->async_queued = atomic_load(&n->async_queued);
+  out->async_done = atomic_load(&n->async_done);
+  out->async_failed = atomic_load(&n->async_failed);
+  out->async_pending = kt__async_pending(rt);
+}
+
+kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
+  if (!rt || !out || out->size < STATS_V1) return KT_ERR_INVALID;
+  size_t n = out->size < sizeof *out ? out->size : sizeof *out;
+  kt_stats all;
+  fill_stats(rt, &all);
+  memcpy(out, &all, n);
+  out->size = n;
   return KT_OK;
 }
 

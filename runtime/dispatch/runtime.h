@@ -21,9 +21,12 @@ struct kt_runtime {
   char *cache_path, *system_cache_path;
   int no_cache;
   char cache_error[KT_ERRMAX]; /* why no cache is used, when none is */
-  pthread_mutex_t lock;   /* kernels */
+  pthread_mutex_t lock;   /* kernels, async */
   kt_kernel **kernels;
   int nkernels, capkernels;
+  atomic_int closing;     /* kt_runtime_close has begun: tunings stop */
+  size_t async_copy_limit;
+  struct kt__async *async; /* async mode's background tuner, once started */
 };
 
 struct kt_kernel {
@@ -36,18 +39,31 @@ struct kt_kernel {
   pthread_mutex_t tune_lock; /* one miss at a time: cache lookups, tuning */
   atomic_int logged_capture, logged_cache_only;
   atomic_uint_fast64_t n_launch, n_hit;
+  atomic_uint gen;        /* bumped when a choice is replaced: per-thread
+                             plans made before are stale */
+  struct kt__choice *retired; /* replaced choices (under tune_lock) */
 };
 
-/* A tuned (or cached, or fallback) config for one key. */
+/* What calls of one key launch: a config, and the variant of the call that
+** chose it (a later call whose template values are the same, nearly always,
+** skips the variant table). */
+typedef struct kt__choice {
+  int64_t cfg[KT_MAX_CFIELDS];
+  int64_t vals[KT_MAX_TARGS];
+  void *fn;
+  int standin;            /* async mode: used until the key's tuning ends */
+  struct kt__choice *retired; /* replaced choices, kept until the kernel is
+                                 freed: a reader may still hold one */
+} kt__choice;
+
+/* The table's entry for one key. Its choice is replaced at most by the
+** background tuner (async mode), atomically: a reader loads it once. */
 typedef struct kt__tuned {
   uint64_t hash;          /* first: the lfmap's convention */
   int nkey;
   int64_t key[KT_MAX_KEY];
-  int64_t cfg[KT_MAX_CFIELDS];
-  /* The variant of the call that made the entry: a later call whose
-  ** template values are the same (nearly always) skips the variant table. */
-  int64_t vals[KT_MAX_TARGS];
-  void *fn;
+  _Atomic(kt__choice *) now;
+  kt__choice first;       /* where the first choice lives */
 } kt__tuned;
 
 /* kernel.c: free a kernel and everything made for it. Accepts NULL. */
@@ -60,9 +76,17 @@ static inline uint64_t kt__key_hash(const kt_kernel *k, const int64_t *key) {
 /* The entry for a key, without a lock; NULL when absent. */
 const kt__tuned *kt__tuned_find(const kt_kernel *k, const int64_t *key, uint64_t h);
 /* Add an entry for key (the caller holds tune_lock); c is the call that
-** missed, used to resolve the variant the next launch needs. */
+** missed, used to resolve the variant the next launch needs. standin: the
+** choice is async mode's stand-in. */
 kt_status kt__tuned_insert(kt_kernel *k, const kt__call *c, const int64_t *key, uint64_t h, const int64_t *cfg,
-                           const kt__tuned **out);
+                           int standin, const kt__tuned **out);
+/* Replace e's choice with cfg (the caller holds tune_lock): launches from
+** now on use it, and plans made before are dropped. */
+kt_status kt__tuned_replace(kt_kernel *k, const kt__tuned *e, const kt__call *c, const int64_t *cfg);
+/* e's choice now. */
+static inline const kt__choice *kt__tuned_choice(const kt__tuned *e) {
+  return atomic_load_explicit(&((kt__tuned *)e)->now, memory_order_acquire);
+}
 void kt__tuned_free(void *entry);
 
 /* report.c: what kt_kernel_tune returns; a miss that tunes fills it from
@@ -78,11 +102,29 @@ void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable);
 kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream, const kt_arg *args,
                    const kt__tuned **out, int64_t *cfg, kt__report *rep);
 
+/* miss.c: whether json is a config of k's space that satisfies every
+** constraint for the call c (cached rows may come from another version or
+** machine); cfg gets it. */
+int kt__config_valid(kt_kernel *k, const kt__call *c, const char *json, int64_t *cfg);
+
+/* standin.c: async mode's stand-in for c's key: the cached winner of the
+** nearest key of the spec (1), else the fallback (0); from says which. */
+int kt__standin(kt_kernel *k, const kt__call *c, const int64_t *key, const int64_t *fallback, int64_t *cfg,
+                char *from, size_t n);
+
+/* async.c: queue a background tuning of entry's key (json) for the call c
+** of args, whose inputs are copied on stream now. kt_runtime_wait_tuning
+** waits for it; kt__async_stop (kt_runtime_close) cancels what is left. */
+kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, const kt__tuned *entry, kt_stream stream,
+                           const kt_arg *args);
+uint64_t kt__async_pending(kt_runtime *rt);
+void kt__async_stop(kt_runtime *rt);
+
 /* launch.c: the config of a call (tuned table, miss path, fallback), set
-** into c and checked; *hit is the entry it came from, or NULL. rep as for
-** kt__miss. */
+** into c and checked; *hit is the table's choice it came from, or NULL.
+** rep as for kt__miss. */
 kt_status kt__call_plan(kt_kernel *k, kt__call *c, kt_stream stream, const kt_arg *args, int64_t *cfg,
-                        const kt__tuned **hit, kt__report *rep);
+                        const kt__choice **hit, kt__report *rep);
 
 /* staging.c: a call whose written arg overlaps another, made as if out of
 ** place (kt_options.stage_aliased): _begin redirects those args to

@@ -7,7 +7,7 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
   if (!k || !median_us || !spread_us) return KT_ERR_INVALID;
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
-  const kt__tuned *hit;
+  const kt__choice *hit;
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
   if (!st) st = config ? kt__call_forced(&k->p, &c, config) : kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);
   if (!st && !k->rt->env.have_device)
@@ -24,7 +24,7 @@ kt_status kt__bench_raw_fn(kt_kernel *k, const kt_arg *args, int nargs, void **f
                            uint32_t block[3]) {
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
-  const kt__tuned *hit;
+  const kt__choice *hit;
   kt__dims d;
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
   if (!st) st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);

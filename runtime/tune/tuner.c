@@ -305,7 +305,11 @@ static kt_status trial(kt__tuner *t, kt__cand *cd) {
   return KT_OK;
 }
 
-static int over_budget(const kt__tuner *t) { return t->budget_ms > 0 && kt__now_ms() - t->t_start > t->budget_ms; }
+static int cancelled(const kt__tuner *t) { return t->o.cancel && atomic_load(t->o.cancel); }
+
+static int over_budget(const kt__tuner *t) {
+  return cancelled(t) || (t->budget_ms > 0 && kt__now_ms() - t->t_start > t->budget_ms);
+}
 
 /* Prepare and try the listed candidates, in order, while the budget lasts. */
 static kt_status try_list(kt__tuner *t, const int *idx, int n) {
@@ -431,6 +435,7 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   double t_ref = kt__now_ms();
   t->t_start = t_ref;
   if ((st = search(t, strat, reference))) return st;
+  if (cancelled(t)) return kt__err(t->env->id, KT_ERR_CANCELLED, "%s %s: tuning cancelled", s->name, t->key);
   double t_trials = kt__now_ms();
   remeasure(t);
   int bad;

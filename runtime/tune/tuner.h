@@ -6,6 +6,8 @@
 #ifndef KT_TUNER_H
 #define KT_TUNER_H
 
+#include <stdatomic.h>
+
 #include "call/call.h"
 #include "tune/search.h"
 
@@ -15,6 +17,8 @@ typedef struct kt__tuneopts {
   int retune;                /* measure again what the cache says was measured */
   kt_progress_fn progress;   /* after each trial, or NULL */
   void *progress_user;
+  const atomic_int *cancel;  /* nonzero: stop before the next trial, store
+                                nothing, return KT_ERR_CANCELLED; or NULL */
 } kt__tuneopts;
 
 typedef struct kt__tuner kt__tuner;

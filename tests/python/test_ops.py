@@ -142,7 +142,8 @@ def cuda_graph_replays_cached_key_and_never_tunes_in_capture():
     torch.manual_seed(3)
     w = torch.rand(768, device="cuda") + 0.5
     x = torch.randn(64, 768, device="cuda")
-    ops.rms_norm(x, w)  # eager: the key is tuned here
+    ops.rms_norm(x, w)  # eager: the key is tuned here (in the background: wait for it)
+    ktune.wait_tuning()
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -153,7 +154,9 @@ def cuda_graph_replays_cached_key_and_never_tunes_in_capture():
         z = ops.rms_norm(x[:, :640].contiguous(), w[:640])  # a key never seen: no tuning
     after = rt.stats()
     assert after["tunings"] == before["tunings"], "tuned during capture: %s -> %s" % (before, after)
-    assert after["fallbacks"] > before["fallbacks"], "the unseen key did not fall back"
+    assert after["async_queued"] == before["async_queued"], "queued during capture: %s -> %s" % (before, after)
+    assert after["fallbacks"] + after["standins"] > before["fallbacks"] + before["standins"], \
+        "the unseen key did not fall back"
     for i in range(3):
         x.copy_(torch.randn_like(x))
         g.replay()
@@ -161,6 +164,28 @@ def cuda_graph_replays_cached_key_and_never_tunes_in_capture():
         close("replay %d" % i, y, ref_norm(x.double(), w.double(), None, 1e-6, True), 1e-4, 1e-4)
         close("replay %d (default config)" % i, z,
               ref_norm(x[:, :640].double(), w[:640].double(), None, 1e-6, True), 1e-4, 1e-4)
+
+
+@test
+def first_call_never_waits_and_the_winner_lands():
+    """The ops' runtime is in async mode: a new key launches a stand-in at
+    once, is tuned in the background, and wait_tuning() lets it land."""
+    rt = ktune.runtime()
+    torch.manual_seed(6)
+    x = torch.randn(96, 1280, device="cuda")
+    w = torch.rand(1280, device="cuda") + 0.5
+    before = rt.stats()
+    y = ops.rms_norm(x, w)
+    torch.cuda.synchronize()
+    close("stand-in", y, ref_norm(x.double(), w.double(), None, 1e-6, True), 1e-4, 1e-4)
+    mid = rt.stats()
+    assert mid["standins"] == before["standins"] + 1 and mid["async_queued"] == before["async_queued"] + 1, mid
+    ktune.wait_tuning(300)
+    after = rt.stats()
+    assert after["async_done"] == before["async_done"] + 1 and after["async_pending"] == 0, after
+    y = ops.rms_norm(x, w)
+    torch.cuda.synchronize()
+    close("winner", y, ref_norm(x.double(), w.double(), None, 1e-6, True), 1e-4, 1e-4)
 
 
 @test

@@ -17,7 +17,7 @@ import threading
 
 from . import _capi
 
-__all__ = ["KtuneError", "Runtime", "Kernel", "runtime", "null", "kernels_dir"]
+__all__ = ["KtuneError", "Runtime", "Kernel", "runtime", "wait_tuning", "null", "kernels_dir"]
 
 _lib = None
 _lib_lock = threading.Lock()
@@ -249,6 +249,14 @@ class Runtime:
             self._raise(st)
         return {f: getattr(s, f) for f, _ in _capi.Stats._fields_ if f != "size"}
 
+    def wait_tuning(self, timeout=None):
+        """Wait until async mode's background tuner has nothing queued or
+        running (timeout in seconds, None: no limit). Raises KtuneError
+        (KT_ERR_TIMEOUT) when it still has work after timeout."""
+        st = lib().kt_runtime_wait_tuning(self._h, -1.0 if timeout is None else float(timeout))
+        if st:
+            self._raise(st)
+
     def close(self):
         if self._h:
             lib().kt_runtime_close(self._h)
@@ -259,9 +267,20 @@ _runtimes = {}
 _rt_lock = threading.Lock()
 
 
+def wait_tuning(timeout=None):
+    """Wait for the background tunings of every runtime this process opened
+    through runtime() (see Runtime.wait_tuning)."""
+    with _rt_lock:
+        rts = list(_runtimes.values())
+    for rt in rts:
+        rt.wait_tuning(timeout)
+
+
 def runtime(device=None):
     """The process's runtime for a device (default: torch's current device,
-    or 0 without torch), opened on first use."""
+    or 0 without torch), opened on first use: in async mode unless
+    $KTUNE_MODE says otherwise, so that an op's first call of a new shape
+    never waits for its tuning (docs/tuning.md, Async mode)."""
     if device is None:
         try:
             import torch
@@ -271,5 +290,5 @@ def runtime(device=None):
     with _rt_lock:
         rt = _runtimes.get(device)
         if rt is None:
-            rt = _runtimes[device] = Runtime(device)
+            rt = _runtimes[device] = Runtime(device, mode=None if os.environ.get("KTUNE_MODE") else "async")
         return rt

@@ -6,7 +6,7 @@ import os
 
 KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 = 1, 2, 3, 4
 DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "i32": 5, "i64": 6, "u8": 7, "i8": 8, "i16": 9, "u32": 10}
-MODES = {"default": 0, "tune": 1, "cache-only": 2, "off": 3}
+MODES = {"default": 0, "tune": 1, "cache-only": 2, "off": 3, "async": 4}
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 
 
@@ -27,7 +27,8 @@ class Options(ctypes.Structure):
                 ("system_cache_path", ctypes.c_char_p), ("stage_aliased", ctypes.c_int),
                 ("miss_runs_default", ctypes.c_int), ("progress", ctypes.c_void_p),
                 ("progress_user", ctypes.c_void_p), ("retune", ctypes.c_int), ("strategy", ctypes.c_int),
-                ("budget_s", ctypes.c_double), ("no_pdl", ctypes.c_int), ("cache_readonly", ctypes.c_int)]
+                ("budget_s", ctypes.c_double), ("no_pdl", ctypes.c_int), ("cache_readonly", ctypes.c_int),
+                ("async_copy_limit", ctypes.c_size_t)]
 
 
 class ParamInfo(ctypes.Structure):
@@ -41,7 +42,9 @@ class Stats(ctypes.Structure):
                 ("misses", ctypes.c_uint64), ("tunings", ctypes.c_uint64), ("trials", ctypes.c_uint64),
                 ("tuning_ms", ctypes.c_double),
                 ("compiles", ctypes.c_uint64), ("compile_ms", ctypes.c_double), ("cache_loads", ctypes.c_uint64),
-                ("binary_loads", ctypes.c_uint64), ("fallbacks", ctypes.c_uint64)]
+                ("binary_loads", ctypes.c_uint64), ("fallbacks", ctypes.c_uint64), ("standins", ctypes.c_uint64),
+                ("async_queued", ctypes.c_uint64), ("async_done", ctypes.c_uint64), ("async_failed", ctypes.c_uint64),
+                ("async_pending", ctypes.c_uint64)]
 
 
 def _find_library():
@@ -73,6 +76,7 @@ def load():
         "kt_kernel_key": (I, [P, ctypes.POINTER(Arg), I, ctypes.c_char_p, ctypes.c_size_t]),
         "kt_runtime_stats": (I, [P, ctypes.POINTER(Stats)]),
         "kt_device_count": (I, [ctypes.POINTER(I)]),
+        "kt_runtime_wait_tuning": (I, [P, ctypes.c_double]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)

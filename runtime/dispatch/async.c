@@ -1,0 +1,411 @@
+/* Async mode's background tuner: one thread per runtime, started on the
+** first miss, with a bounded queue of keys. A job holds copies of the
+** missing call's inputs, made on the caller's stream at miss time (so the
+** caller may reuse its buffers at once), or, past kt_options.
+** async_copy_limit, only their placement: the inputs are then made from
+** the spec's "init". The thread tunes on a stream of its own, takes the
+** key's lease so that another process does not tune it too, and replaces
+** the stand-in with the winner under the kernel's tune lock. Closing the
+** runtime (or the process exiting) cancels what is queued and stops the
+** running tuning before its next trial; nothing of it is stored. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "cache/store.h"
+#include "dispatch/runtime.h"
+#include "tune/inputs.h"
+
+#define QUEUE_MAX 256
+#define LEASE_S 600
+#define LEASE_RETRY_MS 250.0
+
+typedef struct job {
+  kt_kernel *k;
+  const kt__tuned *entry;       /* the stand-in's table entry */
+  kt__call c;
+  char json[1024];
+  kt_arg args[KT_MAX_PARAMS];   /* the call on the copies (or as placed) */
+  kt__dptr copy[KT_MAX_PARAMS]; /* what to free */
+  int synthetic;                /* inputs made from "init" when run */
+  void *ready;                  /* after the copies, on the caller's stream */
+  double since, not_before;     /* ms: queued; another process's lease */
+  struct job *next;
+} job;
+
+typedef struct kt__async {
+  kt_runtime *rt;
+  pthread_mutex_t lock;
+  pthread_cond_t work, idle;
+  pthread_t thread;
+  int started, stop, pending;   /* pending: queued or running */
+  job *head, *tail;
+} kt__async;
+
+static void job_free(job *j) {
+  if (!j) return;
+  for (int i = 0; i < KT_MAX_PARAMS; i++) kt__dev_free(j->copy[i]);
+  kt__dev_event_destroy(j->ready);
+  kt__free(j);
+}
+
+/* Copies of the call's byte ranges on the caller's stream: identical
+** ranges share one (an in-place call stays in place), outputs that read
+** nothing are allocated but not copied. -1 past the limit or on failure
+** (then nothing is kept). */
+static int copy_inputs(job *j, kt_stream stream, const kt_arg *args, size_t limit) {
+  kt__range r[KT_MAX_PARAMS];
+  int n;
+  char err[KT_ERRMAX];
+  size_t total = 0;
+  if (kt__call_ranges(&j->k->p, &j->c, args, r, &n)) return -1;
+  for (int i = 0; i < n; i++) total += r[i].end - r[i].start + 256;
+  if (total > limit) return -1;
+  int st = 0;
+  for (int i = 0; i < n && !st; i++) {
+    int same = -1;
+    for (int q = 0; q < i && same < 0; q++)
+      if (r[q].start == r[i].start && r[q].end == r[i].end) same = r[q].param;
+    kt_arg *a = &j->args[r[i].param];
+    if (same >= 0) {
+      a->v.ptr = j->args[same].v.ptr;
+      continue;
+    }
+    size_t bytes = r[i].end - r[i].start, off = r[i].start % 256;
+    st = kt__dev_malloc(&j->copy[r[i].param], bytes + off + 1, err, sizeof err);
+    a->v.ptr = j->copy[r[i].param] + off;
+    if (!st && j->k->p.spec->params[r[i].param].access != KT__OUT && bytes)
+      st = kt__dev_dtod_async(a->v.ptr, r[i].start, bytes, stream, err, sizeof err);
+  }
+  if (!st) st = kt__dev_event_create(&j->ready, err, sizeof err);
+  if (!st) st = kt__dev_event_record(j->ready, stream, err, sizeof err);
+  return st ? -1 : 0;
+}
+
+/* The job for a missed key: its call, and its inputs copied or placed. */
+static job *job_new(kt_kernel *k, const kt__call *c, const char *json, const kt__tuned *entry, kt_stream stream,
+                    const kt_arg *args) {
+  job *j = kt__calloc(1, sizeof *j);
+  if (!j) return NULL;
+  j->k = k;
+  j->entry = entry;
+  j->c = *c;
+  snprintf(j->json, sizeof j->json, "%s", json);
+  memcpy(j->args, args, (size_t)k->p.spec->nparams * sizeof *args);
+  j->since = kt__now_ms();
+  if (copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
+    for (int i = 0; i < KT_MAX_PARAMS; i++) kt__dev_free(j->copy[i]);
+    kt__dev_event_destroy(j->ready);
+    memset(j->copy, 0, sizeof j->copy);
+    j->ready = NULL;
+    memcpy(j->args, args, (size_t)k->p.spec->nparams * sizeof *args);
+    j->synthetic = 1;
+  }
+  return j;
+}
+
+/* The key's lease, unless another process holds it: 1 to tune now, 0 to
+** look again later (its result may land in the cache meanwhile). After
+** LEASE_S the lease is not waited for any longer. */
+static int take_lease(job *j, int *held, char *host, size_t hostlen) {
+  const kt__env *env = &j->k->rt->env;
+  const kt__prog *p = &j->k->p;
+  char err[KT_ERRMAX];
+  int taken = 0;
+  long holder = 0;
+  *held = 0;
+  if (!env->store || kt__store_readonly(env->store)) return 1;
+  if (gethostname(host, hostlen)) snprintf(host, hostlen, "localhost");
+  if (kt__store_lease(env->store, p->spec->name, p->spec_hash, env->fingerprint, j->json, host, (long)getpid(),
+                      LEASE_S, &taken, &holder, err, sizeof err)) {
+    kt__log(&env->log, KT_LOG_WARN, "%s", err);
+    return 1;
+  }
+  *held = taken;
+  return taken || kt__now_ms() - j->since > LEASE_S * 1e3;
+}
+
+/* Launches of the key use cfg from now on. */
+static void install(job *j, const int64_t *cfg) {
+  kt_kernel *k = j->k;
+  pthread_mutex_lock(&k->tune_lock);
+  kt_status st = kt__tuned_replace(k, j->entry, &j->c, cfg);
+  pthread_mutex_unlock(&k->tune_lock);
+  if (st) kt__log(&k->rt->env.log, KT_LOG_WARN, "%s", kt__errmsg(k->rt->env.id));
+}
+
+/* A config another process stored for the key since the miss. */
+static int stored(job *j, int64_t *cfg) {
+  const kt__env *env = &j->k->rt->env;
+  const kt__prog *p = &j->k->p;
+  char json[512], err[KT_ERRMAX];
+  return env->store &&
+         !kt__store_get_config(env->store, p->spec->name, p->spec_hash, env->fingerprint, j->json, json, sizeof json,
+                               NULL, err, sizeof err) &&
+         kt__config_valid(j->k, &j->c, json, cfg);
+}
+
+/* Tune the job's key on stream ws; *best is the winner (or the default,
+** when the tuning says to use it). */
+static kt_status tune(job *j, kt_stream ws, int64_t *best) {
+  kt_kernel *k = j->k;
+  kt_runtime *rt = k->rt;
+  kt__inputs in;
+  memset(&in, 0, sizeof in);
+  int64_t fallback[KT_MAX_CFIELDS];
+  kt__call probe = j->c;
+  char err[KT_ERRMAX];
+  kt_status st = kt__call_fallback(&k->p, &probe, fallback);
+  const kt_arg *args = j->args;
+  if (!st && j->synthetic && !(st = kt__inputs_make(&k->p, &j->c, j->args, j->entry->hash, &in))) args = in.args;
+  if (!st && j->ready && (st = kt__dev_wait_event(ws, j->ready, err, sizeof err)))
+    st = kt__err(rt->env.id, st, "%s: %s", k->p.spec->name, err);
+  kt__tuner *t = NULL;
+  double t0 = kt__now_ms();
+  if (!st) st = kt__tuner_new(&k->p, &rt->tune, &j->c, args, j->json, &t);
+  if (!st) st = kt__tuner_run(t, ws, fallback, best);
+  atomic_fetch_add_explicit(&rt->env.n.tunings, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&rt->env.n.tune_us, (uint_fast64_t)((kt__now_ms() - t0) * 1000), memory_order_relaxed);
+  if (st == KT_ERR_NO_CONFIG) memcpy(best, fallback, sizeof fallback);
+  kt__tuner_free(t);
+  kt__inputs_free(&in);
+  return st == KT_ERR_NO_CONFIG ? KT_OK : st;
+}
+
+/* One job: 0 when done (tuned, found, or given up), 1 to look again later. */
+static int run_job(job *j, kt_stream ws) {
+  kt_runtime *rt = j->k->rt;
+  int64_t cfg[KT_MAX_CFIELDS];
+  char host[256] = "", err[KT_ERRMAX];
+  int held = 0;
+  if (stored(j, cfg)) {
+    install(j, cfg);
+    atomic_fetch_add_explicit(&rt->env.n.async_done, 1, memory_order_relaxed);
+    return 0;
+  }
+  if (!take_lease(j, &held, host, sizeof host)) return 1;
+  kt_status st = tune(j, ws, cfg);
+  if (held && kt__store_lease_release(rt->env.store, j->k->p.spec->name, j->k->p.spec_hash, rt->env.fingerprint,
+                                      j->json, host, (long)getpid(), err, sizeof err))
+    kt__log(&rt->env.log, KT_LOG_WARN, "%s", err);
+  if (!st) install(j, cfg);
+  else if (st != KT_ERR_CANCELLED)
+    kt__log(&rt->env.log, st == KT_ERR_DEVICE_FAULT ? KT_LOG_ERROR : KT_LOG_WARN,
+            "async: %s %s: not tuned (%s); its stand-in stays", j->k->p.spec->name, j->json, kt__errmsg(rt->env.id));
+  atomic_fetch_add_explicit(st ? &rt->env.n.async_failed : &rt->env.n.async_done, 1, memory_order_relaxed);
+  return 0;
+}
+
+/* The next job whose time has come, or NULL (with *wait_ms until one's
+** has, or -1 when the queue is empty). Under the lock. */
+static job *next_job(kt__async *a, double *wait_ms) {
+  double now = kt__now_ms();
+  *wait_ms = -1;
+  for (job **pp = &a->head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+    job *j = *pp;
+    if (j->not_before > now) {
+      if (*wait_ms < 0 || j->not_before - now < *wait_ms) *wait_ms = j->not_before - now;
+      continue;
+    }
+    *pp = j->next;
+    if (a->tail == j) a->tail = prev;
+    j->next = NULL;
+    return j;
+  }
+  return NULL;
+}
+
+static void push(kt__async *a, job *j) {
+  if (a->tail) a->tail->next = j;
+  else a->head = j;
+  a->tail = j;
+}
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *m, double ms) {
+  struct timespec ts;
+  if (ms < 0) ms = 0;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  long long ns = (long long)ts.tv_nsec + (long long)(ms * 1e6);
+  ts.tv_sec += (time_t)(ns / 1000000000);
+  ts.tv_nsec = (long)(ns % 1000000000);
+  pthread_cond_timedwait(cv, m, &ts);
+}
+
+/* Jobs left when the tuner stops (closing, or the context lost). */
+static void drop_all(kt__async *a) {
+  for (job *j = a->head, *next; j; j = next) {
+    next = j->next;
+    job_free(j);
+    a->pending--;
+  }
+  a->head = a->tail = NULL;
+  pthread_cond_broadcast(&a->idle);
+}
+
+static void *worker(void *arg) {
+  kt__async *a = arg;
+  kt_runtime *rt = a->rt;
+  char err[KT_ERRMAX];
+  kt_stream ws = NULL;
+  /* The thread's CUDA calls must not fail because the application captures
+  ** a graph in another thread; it works on a stream of its own. */
+  if (kt__dev_use(rt->env.ctx, err, sizeof err) || kt__dev_capture_relaxed(err, sizeof err) ||
+      kt__dev_stream_create(&ws, err, sizeof err)) {
+    kt__log(&rt->env.log, KT_LOG_ERROR, "async: the background tuner cannot start: %s", err);
+    pthread_mutex_lock(&a->lock);
+    a->stop = 1;
+  } else {
+    pthread_mutex_lock(&a->lock);
+  }
+  while (!a->stop) {
+    double wait_ms;
+    job *j = next_job(a, &wait_ms);
+    if (!j) {
+      if (wait_ms < 0) pthread_cond_wait(&a->work, &a->lock);
+      else timed_wait(&a->work, &a->lock, wait_ms);
+      continue;
+    }
+    pthread_mutex_unlock(&a->lock);
+    int later = run_job(j, ws);
+    pthread_mutex_lock(&a->lock);
+    if (later && !a->stop) {
+      j->not_before = kt__now_ms() + LEASE_RETRY_MS;
+      push(a, j);
+      continue;
+    }
+    job_free(j);
+    if (--a->pending == 0) pthread_cond_broadcast(&a->idle);
+  }
+  drop_all(a);
+  pthread_mutex_unlock(&a->lock);
+  kt__dev_stream_destroy(ws);
+  return NULL;
+}
+
+/* Background tuners alive in the process, stopped at exit: a thread still
+** inside a CUDA call while the driver tears down would crash the exit. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static kt__async *live[64];
+static int nlive, exit_hooked;
+
+static void stop_thread(kt__async *a) {
+  atomic_store(&a->rt->closing, 1);
+  pthread_mutex_lock(&a->lock);
+  a->stop = 1;
+  pthread_cond_broadcast(&a->work);
+  pthread_mutex_unlock(&a->lock);
+  pthread_join(a->thread, NULL);
+}
+
+static void stop_all_at_exit(void) {
+  pthread_mutex_lock(&live_lock);
+  for (int i = 0; i < nlive; i++) stop_thread(live[i]);
+  nlive = 0;
+  pthread_mutex_unlock(&live_lock);
+}
+
+/* The runtime's tuner, made and started on first use (under rt->lock). */
+static kt__async *tuner_of(kt_runtime *rt) {
+  if (rt->async) return rt->async;
+  kt__async *a = kt__calloc(1, sizeof *a);
+  if (!a) return NULL;
+  a->rt = rt;
+  int ok = !pthread_mutex_init(&a->lock, NULL);
+  ok = ok && !pthread_cond_init(&a->work, NULL) && !pthread_cond_init(&a->idle, NULL);
+  pthread_mutex_lock(&live_lock);
+  ok = ok && nlive < (int)(sizeof live / sizeof live[0]) && !pthread_create(&a->thread, NULL, worker, a);
+  if (ok) {
+    live[nlive++] = a;
+    if (!exit_hooked) exit_hooked = !atexit(stop_all_at_exit);
+  }
+  pthread_mutex_unlock(&live_lock);
+  if (!ok) {
+    kt__free(a);
+    return NULL;
+  }
+  a->started = 1;
+  return rt->async = a;
+}
+
+kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, const kt__tuned *entry, kt_stream stream,
+                           const kt_arg *args) {
+  kt_runtime *rt = k->rt;
+  pthread_mutex_lock(&rt->lock);
+  kt__async *a = tuner_of(rt);
+  pthread_mutex_unlock(&rt->lock);
+  if (!a) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s %s: cannot start the background tuner", k->p.spec->name, json);
+  pthread_mutex_lock(&a->lock);
+  int full = a->pending >= QUEUE_MAX, queued = 0;
+  for (job *q = a->head; q && !queued; q = q->next) queued = q->entry == entry;
+  pthread_mutex_unlock(&a->lock);
+  if (queued) return KT_OK;
+  if (full)
+    return kt__err(rt->env.id, KT_ERR_NOMEM, "%s %s: %d keys are waiting for the background tuner already",
+                   k->p.spec->name, json, QUEUE_MAX);
+  job *j = job_new(k, c, json, entry, stream, args);
+  if (!j) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s %s: out of memory", k->p.spec->name, json);
+  pthread_mutex_lock(&a->lock);
+  if (a->stop) {
+    pthread_mutex_unlock(&a->lock);
+    job_free(j);
+    return kt__err(rt->env.id, KT_ERR_CANCELLED, "%s %s: the runtime is closing", k->p.spec->name, json);
+  }
+  push(a, j);
+  a->pending++;
+  pthread_cond_signal(&a->work);
+  pthread_mutex_unlock(&a->lock);
+  atomic_fetch_add_explicit(&rt->env.n.async_queued, 1, memory_order_relaxed);
+  return KT_OK;
+}
+
+uint64_t kt__async_pending(kt_runtime *rt) {
+  pthread_mutex_lock(&rt->lock);
+  kt__async *a = rt->async;
+  pthread_mutex_unlock(&rt->lock);
+  if (!a) return 0;
+  pthread_mutex_lock(&a->lock);
+  uint64_t n = (uint64_t)a->pending;
+  pthread_mutex_unlock(&a->lock);
+  return n;
+}
+
+kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s) {
+  if (!rt || timeout_s != timeout_s) return KT_ERR_INVALID;
+  pthread_mutex_lock(&rt->lock);
+  kt__async *a = rt->async;
+  pthread_mutex_unlock(&rt->lock);
+  if (!a) return KT_OK;
+  double deadline = kt__now_ms() + timeout_s * 1e3;
+  pthread_mutex_lock(&a->lock);
+  while (a->pending > 0 && (timeout_s < 0 || kt__now_ms() < deadline)) {
+    if (timeout_s < 0) pthread_cond_wait(&a->idle, &a->lock);
+    else timed_wait(&a->idle, &a->lock, deadline - kt__now_ms());
+  }
+  int left = a->pending;
+  pthread_mutex_unlock(&a->lock);
+  if (!left) return KT_OK;
+  return kt__err(rt->env.id, KT_ERR_TIMEOUT, "kt_runtime_wait_tuning: %d keys still queued or tuning after %g s",
+                 left, timeout_s);
+}
+
+void kt__async_stop(kt_runtime *rt) {
+  kt__async *a = rt->async;
+  if (!a) return;
+  pthread_mutex_lock(&live_lock);
+  int found = 0;
+  for (int i = 0; i < nlive; i++)
+    if (live[i] == a) live[i] = live[--nlive], found = 1;
+  pthread_mutex_unlock(&live_lock);
+  /* The exit hook may have stopped it already. */
+  if (found) stop_thread(a);
+  pthread_cond_destroy(&a->work);
+  pthread_cond_destroy(&a->idle);
+  pthread_mutex_destroy(&a->lock);
+  kt__free(a);
+  rt->async = NULL;
+}

@@ -1,0 +1,292 @@
+/* Async mode on the GPU: a miss returns with a stand-in and a correct
+** result, the key is tuned in the background on copies of the inputs and
+** the winner replaces the stand-in; many threads missing one key queue it
+** once; closing while a tuning runs stops it and stores nothing; a graph
+** captured while the tuner works is not disturbed and queues nothing; the
+** background winner is the blocking mode's. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device/driver.h"
+#include "gpu_util.h"
+#include "harness.h"
+
+typedef struct logbuf {
+  pthread_mutex_t lock;
+  char text[65536];
+} logbuf;
+
+static void capture_log(void *user, kt_log_level level, const char *msg) {
+  logbuf *l = user;
+  (void)level;
+  pthread_mutex_lock(&l->lock);
+  size_t n = strlen(l->text);
+  snprintf(l->text + n, sizeof l->text - n, "%s\n", msg);
+  pthread_mutex_unlock(&l->lock);
+}
+
+static logbuf lb = {PTHREAD_MUTEX_INITIALIZER, ""};
+
+static kt_runtime *open_mode(const char *cache, kt_mode mode) {
+  lb.text[0] = 0;
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache;
+  o.mode = mode;
+  o.log = capture_log;
+  o.log_user = &lb;
+  o.log_level = KT_LOG_INFO;
+  return g_open_with(&o);
+}
+
+static const char *cache_named(const char *name) {
+  static char path[4][700];
+  static int next;
+  char *p = path[next++ % 4];
+  snprintf(p, sizeof path[0], "%s/%s", t_tmpdir(), name);
+  return p;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static kt_stats stats(kt_runtime *rt) {
+  kt_stats s = {.size = sizeof s};
+  kt_runtime_stats(rt, &s);
+  return s;
+}
+
+/* x += 1 on n floats holding i: how many elements are not i + times. */
+static long add_one_check(kt_runtime *rt, uint64_t x, long n, int times) {
+  float *h = malloc((size_t)n * 4);
+  long bad = -1;
+  if (h && !kt_stream_sync(rt, NULL) && !kt_device_download(rt, h, x, (size_t)n * 4)) {
+    bad = 0;
+    for (long i = 0; i < n; i++) bad += h[i] != (float)(i % 1000 + times);
+  }
+  free(h);
+  return bad;
+}
+
+static uint64_t add_one_buffer(kt_runtime *rt, long n) {
+  float *h = malloc((size_t)n * 4);
+  uint64_t x = 0;
+  if (!h) return 0;
+  for (long i = 0; i < n; i++) h[i] = (float)(i % 1000);
+  if (kt_device_alloc(rt, (size_t)n * 4, &x) || kt_device_upload(rt, x, h, (size_t)n * 4)) x = 0;
+  free(h);
+  return x;
+}
+
+/* The first launch of a key returns with the stand-in (the default here)
+** and the buffer written once; the background winner replaces it. */
+static void async_hit_miss_swap(void) {
+  const char *cache = cache_named("async.db");
+  kt_runtime *rt = open_mode(cache, KT_MODE_ASYNC);
+  if (!rt) return;
+  kt_kernel *k;
+  if (g_load_kernels(rt, "tests/specs/add_one.json", &k, NULL)) return;
+  long n = 1 << 22;
+  uint64_t x = add_one_buffer(rt, n);
+  ASSERT_TRUE(x != 0);
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i64(n)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_EQ(add_one_check(rt, x, n, 1), 0);
+  kt_stats s = stats(rt);
+  ASSERT_EQ(s.standins * 10 + s.async_queued, 11);
+  ASSERT_CONTAINS(lb.text, "add_one {\"n\":4194304,\"x\":16}: launched with the default while it is tuned in the "
+                           "background");
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  s = stats(rt);
+  ASSERT_EQ(s.async_done * 100 + s.async_failed * 10 + s.async_pending, 100);
+  char cfg[128], row[128];
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 2, cfg, sizeof cfg), KT_OK);
+  t_db_text(cache, "SELECT config FROM configs", row, sizeof row);
+  char json[128];
+  ASSERT_STATUS(kt_kernel_config_json(k, cfg, json, sizeof json), KT_OK);
+  ASSERT_STR_EQ(json, row);
+  for (int i = 0; i < 3; i++) ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_EQ(add_one_check(rt, x, n, 4), 0);
+  s = stats(rt);
+  ASSERT_EQ(s.misses, 1);
+  /* Nothing left to wait for: at once. */
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 0), KT_OK);
+  kt_device_free(rt, x);
+  kt_runtime_close(rt);
+  /* A nearby key of another process starts from that winner. */
+  rt = open_mode(cache, KT_MODE_ASYNC);
+  ASSERT_TRUE(rt);
+  if (!rt || g_load_kernels(rt, "tests/specs/add_one.json", &k, NULL)) return;
+  x = add_one_buffer(rt, n / 2);
+  a[0] = kt_arg_ptr(x, KT_F32);
+  a[1] = kt_arg_i64(n / 2);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_CONTAINS(lb.text, "add_one {\"n\":2097152,\"x\":16}: launched with the winner of {\"n\":4194304,\"x\":16} while");
+  ASSERT_EQ(add_one_check(rt, x, n / 2, 1), 0);
+  kt_device_free(rt, x);
+  kt_runtime_close(rt);
+}
+
+/* Eight threads miss one key at once, each on a buffer of its own: the key
+** is queued once, and every buffer is written exactly once. */
+typedef struct racer {
+  kt_runtime *rt;
+  kt_kernel *k;
+  uint64_t x;
+  kt_status st;
+} racer;
+
+static void *race(void *arg) {
+  racer *r = arg;
+  kt_arg a[] = {kt_arg_ptr(r->x, KT_F32), kt_arg_i64(1 << 20)};
+  r->st = kt_launch(r->k, NULL, a, 2);
+  return NULL;
+}
+
+static void queue_dedupe_across_threads(void) {
+  kt_runtime *rt = open_mode(cache_named("dedupe.db"), KT_MODE_ASYNC);
+  if (!rt) return;
+  kt_kernel *k;
+  if (g_load_kernels(rt, "tests/specs/add_one.json", &k, NULL)) return;
+  racer r[8];
+  pthread_t t[8];
+  for (int i = 0; i < 8; i++) {
+    r[i] = (racer){rt, k, add_one_buffer(rt, 1 << 20), KT_OK};
+    ASSERT_TRUE(r[i].x != 0);
+  }
+  for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, race, &r[i]);
+  for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 8; i++) {
+    ASSERT_STATUS(r[i].st, KT_OK);
+    ASSERT_EQ(add_one_check(rt, r[i].x, 1 << 20, 1), 0);
+  }
+  kt_stats s = stats(rt);
+  ASSERT_EQ(s.async_queued * 10 + s.standins, 11);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  ASSERT_EQ(stats(rt).async_done, 1);
+  for (int i = 0; i < 8; i++) kt_device_free(rt, r[i].x);
+  kt_runtime_close(rt);
+}
+
+/* Closing while a long tuning runs: it stops before its next trial, the
+** close returns, and nothing of it is stored, leased or quarantined. */
+static void close_while_tuning(void) {
+  const char *cache = cache_named("close.db");
+  kt_runtime *rt = open_mode(cache, KT_MODE_ASYNC);
+  if (!rt) return;
+  kt_kernel *k;
+  if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", &k, NULL)) return;
+  enum { N = 4096, D = 4096 };
+  uint64_t x, y, w;
+  ASSERT_STATUS(kt_device_alloc(rt, (size_t)N * D * 2, &x), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, (size_t)N * D * 2, &y), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, D * 2, &w), KT_OK);
+  ASSERT_STATUS(kt_device_fill(rt, x, 0x3c, (size_t)N * D * 2), KT_OK);
+  ASSERT_STATUS(kt_device_fill(rt, w, 0x3c, D * 2), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(w, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
+                kt_arg_i32(N), kt_arg_i32(D), kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  /* Let the tuner get into its trials. */
+  for (int i = 0; i < 100 && stats(rt).trials < 2; i++) {
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  ASSERT_TRUE(stats(rt).trials >= 2);
+  kt_device_free(rt, x);
+  kt_device_free(rt, y);
+  kt_device_free(rt, w);
+  double t0 = now_ms();
+  kt_runtime_close(rt);
+  double ms = now_ms() - t0;
+  printf("    close while tuning: %.0f ms\n", ms);
+  ASSERT_TRUE(ms < 10000);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 0);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM quarantine"), 0);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM leases"), 0);
+}
+
+/* While the background tuner works on one key, a graph is captured (global
+** capture mode, as PyTorch's default) on a stream of its own, launching a
+** tuned key and an unseen one: the capture is not disturbed, the unseen
+** key gets a stand-in for that call and queues nothing; replays are
+** right; outside the capture it queues. */
+static void capture_during_async(void) {
+  kt_runtime *rt = open_mode(cache_named("capture.db"), KT_MODE_ASYNC);
+  if (!rt) return;
+  kt_kernel *add, *pk;
+  if (g_load_kernels(rt, "tests/specs/add_one.json", &add, "tests/specs/pick.json", &pk, NULL)) return;
+  long na = 1 << 20, nc = 1 << 18;
+  uint64_t xa = add_one_buffer(rt, na), xc = add_one_buffer(rt, nc), xp;
+  ASSERT_STATUS(kt_device_alloc(rt, (size_t)4 << 22, &xp), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(xa, KT_F32), kt_arg_i64(na)};
+  kt_arg c[] = {kt_arg_ptr(xc, KT_F32), kt_arg_i64(nc)};
+  kt_arg p[] = {kt_arg_ptr(xp, KT_F32), kt_arg_i32(1 << 22)};
+  ASSERT_STATUS(kt_launch(add, NULL, a, 2), KT_OK);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  ASSERT_STATUS(kt_launch(pk, NULL, p, 2), KT_OK); /* queued: tuned while the graph is captured */
+  kt_stream s;
+  char err[1024];
+  ASSERT_STATUS(kt_stream_create(rt, &s), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt__dev_capture_begin(s, 1, err, sizeof err), KT_OK);
+  kt_status st1 = kt_launch(add, s, a, 2), st2 = kt_launch(add, s, c, 2);
+  kt_status rs = kt__dev_capture_end_and_run(s, 2, err, sizeof err);
+  ASSERT_STATUS(st1, KT_OK);
+  ASSERT_STATUS(st2, KT_OK);
+  if (rs) t_fail(__FILE__, __LINE__, "%s", err);
+  ASSERT_STATUS(rs, KT_OK);
+  ASSERT_EQ(add_one_check(rt, xa, na, 3), 0);
+  ASSERT_EQ(add_one_check(rt, xc, nc, 2), 0);
+  kt_stats st = stats(rt);
+  ASSERT_EQ(st.async_queued * 10 + st.standins, 23);
+  ASSERT_CONTAINS(lb.text, "add_one {\"n\":262144,\"x\":16}: stream is capturing; the winner of {\"n\":1048576,\"x\":16} "
+                           "is used without queueing a tuning");
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  ASSERT_STATUS(kt_launch(add, s, c, 2), KT_OK);
+  ASSERT_EQ(stats(rt).async_queued, 3);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  ASSERT_EQ(add_one_check(rt, xc, nc, 3), 0);
+  kt_stream_destroy(rt, s);
+  kt_device_free(rt, xa);
+  kt_device_free(rt, xc);
+  kt_device_free(rt, xp);
+  kt_runtime_close(rt);
+}
+
+/* The background tuning's winner is the blocking mode's. */
+static void winner_equality(void) {
+  char blocking[128] = "", background[128] = "";
+  for (int mode = 0; mode < 2; mode++) {
+    kt_runtime *rt = open_mode(cache_named(mode ? "eq-async.db" : "eq-tune.db"), mode ? KT_MODE_ASYNC : KT_MODE_TUNE);
+    if (!rt) return;
+    kt_kernel *k;
+    if (g_load_kernels(rt, "tests/specs/pick.json", &k, NULL)) return;
+    uint64_t x;
+    ASSERT_STATUS(kt_device_alloc(rt, 4 << 16, &x), KT_OK);
+    kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i32(1 << 16)};
+    ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+    ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+    ASSERT_STATUS(kt_kernel_config_for(k, a, 2, mode ? background : blocking, sizeof blocking), KT_OK);
+    kt_device_free(rt, x);
+    kt_runtime_close(rt);
+  }
+  ASSERT_STR_EQ(blocking, "SLOW=0,BLOCK=128");
+  ASSERT_STR_EQ(background, blocking);
+}
+
+const kt_test gpu_async_tests[] = {
+    {"gpu async: a miss launches a stand-in at once; the background winner replaces it", async_hit_miss_swap},
+    {"gpu async: eight threads missing one key queue it once", queue_dedupe_across_threads},
+    {"gpu async: closing while a tuning runs stops it and stores nothing", close_while_tuning},
+    {"gpu async: a graph captured while the tuner works is not disturbed and queues nothing", capture_during_async},
+    {"gpu async: the background winner is the blocking mode's", winner_equality},
+    {NULL, NULL},
+};
