@@ -37,7 +37,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 CLI_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c $(FUZZ_SRC) tools/shape.c
 GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c
-BENCH_SRC := tests/bench.c tests/gpu_util.c tests/harness.c tools/shape.c
+BENCH_SRC := tests/bench.c tests/bench_async.c tests/gpu_util.c tests/harness.c tools/shape.c
 
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 

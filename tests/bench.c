@@ -268,8 +268,13 @@ static void strategies(void) {
   }
 }
 
+void bench_async(void);
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--warm")) return warm_child();
+  /* One section by name: ktune-bench async | strategies. */
+  if (argc > 1 && !strcmp(argv[1], "async")) return bench_async(), 0;
+  if (argc > 1 && !strcmp(argv[1], "strategies")) return strategies(), 0;
   kt_options o;
   kt_options_init(&o);
   kt_runtime *rt;
@@ -290,6 +295,7 @@ int main(int argc, char **argv) {
   warm_start(rt, k, argv[0]);
   cold_tuning(rt);
   kt_runtime_close(rt);
+  bench_async();
   strategies();
   return 0;
 }
