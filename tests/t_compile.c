@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "dispatch/runtime.h"
 #include "harness.h"
 #include "ktune.h"
 
@@ -120,7 +121,71 @@ static void compile_errors_carry_the_log(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* Building many variants at once: several per NVRTC program, each then
+** found built with its own cubin (holding its function); a group with one
+** variant that does not compile is compiled again one by one, so only that
+** variant fails, with its own name. The cache gets every good cubin. */
+static void variants_build_in_groups(void) {
+  const char *dir = t_tmpdir();
+  char path[1024], out[256];
+  snprintf(path, sizeof path, "%s/g.cu", dir);
+  FILE *f = fopen(path, "w");
+  ASSERT_TRUE(f);
+  fputs("template <int A, int B>\n__global__ void g(float *y) {\n  static_assert(A != 3, \"three\");\n"
+        "  y[0] = A + B;\n}\n", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/g.json", dir);
+  f = fopen(path, "w");
+  ASSERT_TRUE(f);
+  fputs("{\"name\": \"g\", \"source\": \"g.cu\", \"entry\": \"g\", \"template\": [\"A\", \"B\"],\n"
+        " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", \"extent\": \"1\"}],\n"
+        " \"config\": {\"A\": [1, 2, 3, 4], \"B\": [1, 2]}, \"default\": {\"A\": 1, \"B\": 1}, \"grid\": 1,"
+        " \"block\": 32}\n", f);
+  fclose(f);
+  char db[800];
+  snprintf(db, sizeof db, "%s/g.db", dir);
+  kt_options o;
+  t_offline_options(&o);
+  o.cache_path = db;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  kt__call calls[8];
+  kt_arg a[] = {kt_arg_ptr(0x1000, KT_F32)};
+  for (int i = 0; i < 8; i++) {
+    int64_t cfg[2] = {1 + i / 2, 1 + i % 2};
+    ASSERT_STATUS(kt__call_bind(&k->p, a, 1, &calls[i]), KT_OK);
+    ASSERT_STATUS(kt__call_config(&k->p, &calls[i], cfg), KT_OK);
+  }
+  kt__variant_build_all(&k->p, calls, 8, 2); /* groups of 4 */
+  kt_stats st = {.size = sizeof st};
+  kt_runtime_stats(rt, &st);
+  ASSERT_EQ(st.compiles, 6); /* a group of 4, then the failed group one by one: 2 good */
+  for (int i = 0; i < 8; i++) {
+    void *fn;
+    const void *cubin;
+    size_t size;
+    double ms;
+    kt_status vs = kt__variant_info(&k->p, &calls[i], &fn, NULL);
+    if (i / 2 == 2) {
+      ASSERT_STATUS(vs, KT_ERR_COMPILE);
+      char want[64];
+      snprintf(want, sizeof want, "g A=3 B=%d: NVRTC: g.cu(3): error: static assertion failed", 1 + i % 2);
+      ASSERT_CONTAINS(kt_errmsg(rt), want);
+    } else {
+      ASSERT_STATUS(vs, KT_OK);
+      ASSERT_EQ(kt__variant_cubin(&k->p, &calls[i], &cubin, &size, &ms), 0);
+      ASSERT_TRUE(size > 0);
+    }
+  }
+  kt_runtime_close(rt);
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 6);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 const kt_test t_compile_tests[] = {
+    {"compile: variants build in groups; a bad one fails alone", variants_build_in_groups},
     {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},

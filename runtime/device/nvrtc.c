@@ -108,53 +108,66 @@ static void append_log(nvrtcProgram p, char *err, size_t errlen) {
     }                                                                       \
   } while (0)
 
-kt_status kt__nvrtc_compile(const char *src, const char *prog_name,
-                            const char *name_expr, const char *const *opts,
-                            int nopts, void **cubin, size_t *size,
-                            char **lowered, char *err, size_t errlen) {
+/* The cubin and the lowered names of a program that compiled. */
+static kt_status results(nvrtcProgram p, const char *const *exprs, int n, void **cubin, size_t *size, char **lowered,
+                         char *err, size_t errlen) {
+  kt_status st = KT_OK;
+  for (int i = 0; i < n; i++) {
+    const char *low = NULL;
+    NVCHECK("nvrtcGetLoweredName", nv.nvrtcGetLoweredName(p, exprs[i], &low));
+    if (!(lowered[i] = kt__strdup(low))) goto nomem;
+  }
+  NVCHECK("nvrtcGetCUBINSize", nv.nvrtcGetCUBINSize(p, size));
+  if (*size == 0) {
+    snprintf(err, errlen, "NVRTC: no cubin produced (is the architecture a real sm_XY?)");
+    return KT_ERR_COMPILE;
+  }
+  if (!(*cubin = kt__malloc(*size))) goto nomem;
+  NVCHECK("nvrtcGetCUBIN", nv.nvrtcGetCUBIN(p, *cubin));
+done:
+  return st;
+nomem:
+  snprintf(err, errlen, "out of memory");
+  return KT_ERR_NOMEM;
+}
+
+kt_status kt__nvrtc_compile_many(const char *src, const char *prog_name, const char *const *exprs, int n,
+                                 const char *const *opts, int nopts, void **cubin, size_t *size, char **lowered,
+                                 char *err, size_t errlen) {
   *cubin = NULL;
-  *lowered = NULL;
+  for (int i = 0; i < n; i++) lowered[i] = NULL;
   kt_status st = kt__nvrtc_load(NULL, err, errlen);
   if (st) return st;
   nvrtcProgram p = NULL;
-  const char *low = NULL;
-  char *bin = NULL;
   nvrtcResult r = nv.nvrtcCreateProgram(&p, src, prog_name, 0, NULL, NULL);
   if (r != NVRTC_SUCCESS) {
     snprintf(err, errlen, "NVRTC: nvrtcCreateProgram: %s", nv.nvrtcGetErrorString(r));
     return r == NVRTC_ERROR_OUT_OF_MEMORY ? KT_ERR_NOMEM : KT_ERR_COMPILE;
   }
-  NVCHECK("nvrtcAddNameExpression", nv.nvrtcAddNameExpression(p, name_expr));
+  for (int i = 0; i < n && !st; i++) NVCHECK("nvrtcAddNameExpression", nv.nvrtcAddNameExpression(p, exprs[i]));
   r = nv.nvrtcCompileProgram(p, nopts, opts);
   if (r != NVRTC_SUCCESS) {
     snprintf(err, errlen, "NVRTC:");
     append_log(p, err, errlen);
-    if (!strcmp(err, "NVRTC:"))
-      snprintf(err, errlen, "NVRTC: %s", nv.nvrtcGetErrorString(r));
+    if (!strcmp(err, "NVRTC:")) snprintf(err, errlen, "NVRTC: %s", nv.nvrtcGetErrorString(r));
     st = KT_ERR_COMPILE;
     goto done;
   }
-  NVCHECK("nvrtcGetLoweredName", nv.nvrtcGetLoweredName(p, name_expr, &low));
-  NVCHECK("nvrtcGetCUBINSize", nv.nvrtcGetCUBINSize(p, size));
-  if (*size == 0) {
-    snprintf(err, errlen, "NVRTC: no cubin produced (is the architecture a real sm_XY?)");
-    st = KT_ERR_COMPILE;
-    goto done;
-  }
-  if (!(bin = kt__malloc(*size)) || !(*lowered = kt__strdup(low))) {
-    snprintf(err, errlen, "out of memory");
-    st = KT_ERR_NOMEM;
-    goto done;
-  }
-  NVCHECK("nvrtcGetCUBIN", nv.nvrtcGetCUBIN(p, bin));
-  *cubin = bin;
-  bin = NULL;
+  st = results(p, exprs, n, cubin, size, lowered, err, errlen);
 done:
-  kt__free(bin);
   if (st) {
-    kt__free(*lowered);
-    *lowered = NULL;
+    kt__free(*cubin);
+    *cubin = NULL;
+    for (int i = 0; i < n; i++) {
+      kt__free(lowered[i]);
+      lowered[i] = NULL;
+    }
   }
   nv.nvrtcDestroyProgram(&p);
   return st;
+}
+
+kt_status kt__nvrtc_compile(const char *src, const char *prog_name, const char *name_expr, const char *const *opts,
+                            int nopts, void **cubin, size_t *size, char **lowered, char *err, size_t errlen) {
+  return kt__nvrtc_compile_many(src, prog_name, &name_expr, 1, opts, nopts, cubin, size, lowered, err, errlen);
 }

@@ -26,5 +26,11 @@ kt_status kt__nvrtc_compile(const char *src, const char *prog_name,
                             const char *name_expr, const char *const *opts,
                             int nopts, void **cubin, size_t *size,
                             char **lowered, char *err, size_t errlen);
+/* The same for n instances in one program: one cubin holding them all
+** (several per program cost less than one each: the headers are parsed
+** once), lowered[0..n) their names. A failure fails them all. */
+kt_status kt__nvrtc_compile_many(const char *src, const char *prog_name, const char *const *exprs, int n,
+                                 const char *const *opts, int nopts, void **cubin, size_t *size, char **lowered,
+                                 char *err, size_t errlen);
 
 #endif

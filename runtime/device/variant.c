@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/pool.h"
 #include "cache/codec.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
@@ -208,36 +209,57 @@ static kt_status load_module(kt__prog *p, kt__variant *v, const char *lowered, c
   return kt__dev_func_set_max_smem(v->func, env->dev.smem_per_block_optin - v->attrs.static_smem, msg, msglen);
 }
 
-static kt_status build(kt__prog *p, const kt__call *c, kt__variant *v, char *err, size_t errlen) {
-  kt__env *env = p->env;
-  char expr[1024], vname[512], hash[17], msg[KT_ERRMAX];
-  name_expr(p, c, expr, sizeof expr);
-  kt__variant_name(p, c, ' ', vname, sizeof vname);
-  if (!env->arch[0]) {
-    snprintf(err, errlen, "%s: this runtime has neither a device nor an arch to compile for", vname);
-    return KT_ERR_INVALID;
-  }
+/* What names a variant to build: its instance, its name for people, and
+** the hash of its cubin row. */
+typedef struct pending {
+  kt__variant *v;
+  const kt__call *c;
+  char expr[1024], vname[512], hash[17];
+} pending;
+
+static void describe(const kt__prog *p, const kt__call *c, kt__variant *v, pending *w) {
+  w->v = v;
+  w->c = c;
+  name_expr(p, c, w->expr, sizeof w->expr);
+  kt__variant_name(p, c, ' ', w->vname, sizeof w->vname);
   /* The hash names NVRTC by the ABI major version that is loaded
   ** (libnvrtc.so.13), so that a warm start never loads NVRTC just to ask
   ** its version; the exact version is recorded in the row. */
-  snprintf(hash, sizeof hash, "%016llx",
+  snprintf(w->hash, sizeof w->hash, "%016llx",
            (unsigned long long)XXH3_64bits_withSeed(v->vals, sizeof v->vals, p->variant_seed ^ KT_NVRTC_ABI));
+}
+
+/* A cubin in hand (from the cache or NVRTC): loaded when there is a device. */
+static kt_status finish(kt__prog *p, const pending *w, const char *lowered, char *err, size_t errlen) {
+  char msg[KT_ERRMAX];
+  kt_status st = p->env->have_device ? load_module(p, w->v, lowered, msg, sizeof msg) : KT_OK;
+  if (st) snprintf(err, errlen, "%s: %s", w->vname, msg);
+  return st;
+}
+
+static kt_status build(kt__prog *p, const kt__call *c, kt__variant *v, char *err, size_t errlen) {
+  pending w;
+  describe(p, c, v, &w);
+  if (!p->env->arch[0]) {
+    snprintf(err, errlen, "%s: this runtime has neither a device nor an arch to compile for", w.vname);
+    return KT_ERR_INVALID;
+  }
   char *lowered = NULL;
   double t0 = kt__now_ms();
-  kt_status st = from_cache(p, hash, vname, v, &lowered);
+  kt_status st = from_cache(p, w.hash, w.vname, v, &lowered);
   if (st == KT_ERR_NOMEM) {
-    snprintf(err, errlen, "%s: out of memory", vname);
+    snprintf(err, errlen, "%s: out of memory", w.vname);
     return st;
   }
   if (st) {
-    if ((st = compile(p, expr, vname, v, &lowered, err, errlen))) {
+    if ((st = compile(p, w.expr, w.vname, v, &lowered, err, errlen))) {
       v->compile_ms = kt__now_ms() - t0;
       return st;
     }
-    store_binary(p, hash, expr, lowered, v);
+    store_binary(p, w.hash, w.expr, lowered, v);
   }
   v->compile_ms = kt__now_ms() - t0;
-  if (env->have_device && (st = load_module(p, v, lowered, msg, sizeof msg))) snprintf(err, errlen, "%s: %s", vname, msg);
+  st = finish(p, &w, lowered, err, errlen);
   kt__free(lowered);
   return st;
 }
@@ -266,15 +288,20 @@ static kt__variant *entry_for(kt__prog *p, uint64_t h, const int64_t *vals, int 
 }
 
 /* Build v (this thread made its entry) and wake the threads waiting for it. */
-static void build_and_publish(kt__prog *p, const kt__call *c, kt__variant *v) {
-  char err[KT_ERRMAX];
-  kt_status st = build(p, c, v, err, sizeof err);
+/* v's result (st, err) for every thread that waits for it. */
+static void publish(kt__prog *p, kt__variant *v, kt_status st, const char *err) {
   pthread_mutex_lock(&p->vt.lock);
   v->status = st;
   if (st) v->errmsg = kt__strdup(err);
   atomic_store_explicit(&v->state, st ? V_FAILED : V_READY, memory_order_release);
   pthread_cond_broadcast(&p->vt.done);
   pthread_mutex_unlock(&p->vt.lock);
+}
+
+static void build_and_publish(kt__prog *p, const kt__call *c, kt__variant *v) {
+  char err[KT_ERRMAX];
+  kt_status st = build(p, c, v, err, sizeof err);
+  publish(p, v, st, err);
 }
 
 static void wait_built(kt__vtable *vt, kt__variant *v) {
@@ -322,4 +349,92 @@ int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, 
   *cubin = v->cubin;
   *size = v->cubin_size;
   return 0;
+}
+
+/* Building many at once (kt__variant_build_all): the variants this thread
+** claims, those the cache has loaded at once, the rest compiled a group
+** per NVRTC program. */
+typedef struct batch {
+  kt__prog *p;
+  pending *w;
+  int n, group;
+} batch;
+
+/* One NVRTC program for a group; a group that fails is compiled again one
+** variant at a time, so that each error names its own variant. */
+static void compile_group(void *user, int gi) {
+  batch *b = user;
+  kt__prog *p = b->p;
+  pending *w = b->w + gi * b->group;
+  int n = b->n - gi * b->group < b->group ? b->n - gi * b->group : b->group;
+  const char *exprs[KT__GROUP_MAX];
+  char *lowered[KT__GROUP_MAX], err[KT_ERRMAX], prog[300];
+  void *cubin = NULL;
+  size_t size = 0;
+  for (int i = 0; i < n; i++) exprs[i] = w[i].expr;
+  snprintf(prog, sizeof prog, "%s.cu", p->spec->name);
+  double t0 = kt__now_ms();
+  kt_status st = n > 1 ? kt__nvrtc_compile_many(p->spec->source, prog, exprs, n, p->opts, p->nopts, &cubin, &size,
+                                                 lowered, err, sizeof err)
+                       : KT_ERR_COMPILE;
+  double ms = (kt__now_ms() - t0) / n;
+  for (int i = 0; i < n; i++) {
+    kt__variant *v = w[i].v;
+    if (st || !(v->cubin = kt__malloc(size))) {
+      if (!st) kt__free(lowered[i]);
+      build_and_publish(p, w[i].c, v);
+      continue;
+    }
+    memcpy(v->cubin, cubin, size);
+    v->cubin_size = size;
+    v->compile_ms = ms;
+    atomic_fetch_add_explicit(&p->env->n.compiles, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->env->n.compile_us, (uint_fast64_t)(ms * 1000), memory_order_relaxed);
+    store_binary(p, w[i].hash, w[i].expr, lowered[i], v);
+    kt_status fs = finish(p, &w[i], lowered[i], err, sizeof err);
+    kt__free(lowered[i]);
+    publish(p, v, fs, err);
+  }
+  kt__free(cubin);
+}
+
+/* Claim the variants of calls that nobody has made or is making; those
+** the cache has are loaded and published here. Returns how many are left
+** in w to compile. */
+static int claim(kt__prog *p, const kt__call *calls, int n, pending *w) {
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t vals[KT_MAX_TARGS];
+    kt__variant_vals(p, &calls[i], vals);
+    uint64_t h = vals_hash(p, vals);
+    int mine = 0;
+    kt__variant *v = find(&p->vt, h, vals);
+    if (v || !(v = entry_for(p, h, vals, &mine)) || !mine) continue;
+    describe(p, &calls[i], v, &w[m]);
+    char *lowered = NULL, err[KT_ERRMAX];
+    kt_status st = p->env->arch[0] ? from_cache(p, w[m].hash, w[m].vname, v, &lowered) : KT_ERR_INVALID;
+    if (st == KT_ERR_NOT_FOUND) {
+      m++;
+    } else if (st == KT_OK) {
+      kt_status fs = finish(p, &w[m], lowered, err, sizeof err);
+      kt__free(lowered);
+      publish(p, v, fs, err);
+    } else {
+      build_and_publish(p, &calls[i], v); /* no arch, out of memory: it says so */
+    }
+  }
+  return m;
+}
+
+void kt__variant_build_all(kt__prog *p, const kt__call *calls, int n, int threads) {
+  pending *w = kt__calloc((size_t)(n ? n : 1), sizeof *w);
+  if (!w) return; /* each variant is built alone when first used */
+  int m = claim(p, calls, n, w);
+  if (threads < 1) threads = 1;
+  int group = (m + threads - 1) / threads;
+  if (group > KT__GROUP_MAX) group = KT__GROUP_MAX;
+  if (group < 1) group = 1;
+  batch b = {p, w, m, group};
+  kt__parallel_for((m + group - 1) / group, threads, compile_group, &b);
+  kt__free(w);
 }

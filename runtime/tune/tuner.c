@@ -199,27 +199,52 @@ static int fits(kt__tuner *t, kt__cand *cd) {
   return 1;
 }
 
-typedef struct batch {
-  kt__tuner *t;
-  const int *idx;
-} batch;
-
-static void compile_one(void *user, int i) {
-  batch *b = user;
-  kt__cand *cd = &b->t->cand[b->idx[i]];
-  void *fn;
-  cd->compiled = kt__variant_info(b->t->p, &cd->c, &fn, &cd->attrs);
-  if (cd->compiled) snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(b->t->env->id));
-}
-
-/* Compile the listed candidates in parallel and refuse those the device
-** cannot run; a candidate that spills is refused once one that does not
-** spill has been seen. */
-static void prepare(kt__tuner *t, const int *idx, int n) {
-  batch b = {t, idx};
-  kt__parallel_for(n, kt__ncpus(), compile_one, &b);
+/* What can be known without compiling: a block larger than the device
+** allows, or more dynamic shared memory than it has. Such a candidate is
+** refused before it costs a compile; returns how many were. */
+static int prune(kt__tuner *t, const int *idx, int n) {
+  const kt__spec *s = t->p->spec;
+  const kt__devinfo *dev = &t->env->dev;
+  int pruned = 0;
   for (int j = 0; j < n; j++) {
     kt__cand *cd = &t->cand[idx[j]];
+    int64_t threads = 1, b, smem = cd->c.slots[s->smem_slot];
+    for (int i = 0; i < 3; i++)
+      if (!kt__expr_eval(&s->block[i], cd->c.slots, &b)) threads *= b;
+    if (dev->max_threads_per_block > 0 && threads > dev->max_threads_per_block)
+      snprintf(cd->detail, sizeof cd->detail, "block of %lld threads, the device allows %d (not compiled)",
+               (long long)threads, dev->max_threads_per_block);
+    else if (smem > dev->smem_per_block_optin)
+      snprintf(cd->detail, sizeof cd->detail, "%lld bytes of shared memory, the device has %d (not compiled)",
+               (long long)smem, dev->smem_per_block_optin);
+    else
+      continue;
+    cd->status = KT_TRIAL_RESOURCES;
+    pruned++;
+  }
+  if (pruned)
+    kt__log(&t->env->log, KT_LOG_INFO, "%s %s: %d of %d candidates refused before compiling (too large a block or "
+            "too much shared memory)", s->name, t->key, pruned, n);
+  return pruned;
+}
+
+/* Compile the listed candidates in parallel, several per NVRTC program,
+** and refuse those the device cannot run; a candidate that spills is
+** refused once one that does not spill has been seen. */
+static void prepare(kt__tuner *t, const int *idx, int n) {
+  prune(t, idx, n);
+  kt__call *calls = kt__calloc((size_t)(n ? n : 1), sizeof *calls);
+  int m = 0;
+  for (int j = 0; calls && j < n; j++)
+    if (t->cand[idx[j]].status == KT__PENDING) calls[m++] = t->cand[idx[j]].c;
+  if (calls) kt__variant_build_all(t->p, calls, m, kt__ncpus());
+  kt__free(calls);
+  for (int j = 0; j < n; j++) {
+    kt__cand *cd = &t->cand[idx[j]];
+    if (cd->status != KT__PENDING) continue;
+    void *fn;
+    if ((cd->compiled = kt__variant_info(t->p, &cd->c, &fn, &cd->attrs)))
+      snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(t->env->id));
     if (cd->compiled) cd->status = KT_TRIAL_COMPILE_ERROR;
     else if (!fits(t, cd)) cd->status = KT_TRIAL_RESOURCES;
     else if (!cd->attrs.local_bytes) t->spill_free++;
