@@ -2,6 +2,7 @@
 ** once (or read from the cache's binaries), loaded as a module, and found
 ** afterwards without a lock. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -426,13 +427,21 @@ static int claim(kt__prog *p, const kt__call *calls, int n, pending *w) {
   return m;
 }
 
+/* $KTUNE_COMPILE_GROUP: the most instances per NVRTC program (1 to
+** KT__GROUP_MAX; for measuring what grouping buys). */
+static int group_max(void) {
+  const char *e = getenv("KTUNE_COMPILE_GROUP");
+  int g = e ? atoi(e) : 4;
+  return g >= 1 && g <= KT__GROUP_MAX ? g : 4;
+}
+
 void kt__variant_build_all(kt__prog *p, const kt__call *calls, int n, int threads) {
   pending *w = kt__calloc((size_t)(n ? n : 1), sizeof *w);
   if (!w) return; /* each variant is built alone when first used */
   int m = claim(p, calls, n, w);
   if (threads < 1) threads = 1;
-  int group = (m + threads - 1) / threads;
-  if (group > KT__GROUP_MAX) group = KT__GROUP_MAX;
+  int group = (m + threads - 1) / threads, most = group_max();
+  if (group > most) group = most;
   if (group < 1) group = 1;
   batch b = {p, w, m, group};
   kt__parallel_for((m + group - 1) / group, threads, compile_group, &b);

@@ -49,10 +49,11 @@ kt_status kt__variant_get(kt__prog *p, const kt__call *c, void **fn);
 kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcattrs *attrs);
 /* Build the variants of calls[0..n) that are not built or being built, on
 ** up to threads threads: those the cache has are loaded, the others
-** compiled up to KT__GROUP_MAX instances per NVRTC program (a program
-** costs far more than an instance in it). Results stay with the variants:
+** compiled several instances per NVRTC program (a program costs far more
+** than an instance in it): as many as spread them over the threads, at
+** most 4, or $KTUNE_COMPILE_GROUP (1 to KT__GROUP_MAX). Results stay with the variants:
 ** kt__variant_info then returns each at once, with its own error. */
-#define KT__GROUP_MAX 4
+#define KT__GROUP_MAX 8
 void kt__variant_build_all(kt__prog *p, const kt__call *calls, int n, int threads);
 /* The template values of c, in the spec's order (KT_MAX_TARGS of them,
 ** zero past ntargs). */
