@@ -108,6 +108,7 @@ static void async_hit_miss_swap(void) {
   char cfg[128], row[128];
   ASSERT_STATUS(kt_kernel_config_for(k, a, 2, cfg, sizeof cfg), KT_OK);
   t_db_text(cache, "SELECT config FROM configs", row, sizeof row);
+  row[strcspn(row, "\n")] = 0;
   char json[128];
   ASSERT_STATUS(kt_kernel_config_json(k, cfg, json, sizeof json), KT_OK);
   ASSERT_STR_EQ(json, row);

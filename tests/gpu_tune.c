@@ -1,11 +1,14 @@
 /* The tuner on the GPU: in-place calls, broken and faulting configs, stream
 ** capture. Each test uses a cache file of its own. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device/driver.h"
+#include "tune/compare.h"
+#include "tune/devcompare.h"
 #include "gpu_util.h"
 #include "harness.h"
 
@@ -515,7 +518,67 @@ static void plans_follow_the_signature(void) {
   kt_runtime_close(rt);
 }
 
+/* Outputs compared on the device and on the host agree, element for
+** element: tolerances at their edge, NaN only against NaN, infinities
+** equal, 64-bit integers exact past 2^53, for every storage type. */
+static void device_comparison_agrees_with_the_host(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_runtime_info info;
+  kt_runtime_get_info(rt, &info);
+  kt__devcmp d;
+  char err[KT_ERRMAX];
+  kt__env *env = (kt__env *)rt; /* the runtime's first member */
+  ASSERT_STATUS(kt__devcmp_open(&d, env, err, sizeof err), KT_OK);
+  enum { N = 100003 };
+  static double r[N], g[N];
+  static unsigned char hr[N * 8], hg[N * 8];
+  uint64_t seed = 11;
+  for (int i = 0; i < N; i++) {
+    r[i] = g_uniform(&seed, -3, 3);
+    double tweak = g_uniform(&seed, 0, 1);
+    g[i] = tweak < 0.97 ? r[i] : tweak < 0.98 ? r[i] * (1 + 3e-3) : tweak < 0.99 ? r[i] + 1 : r[i];
+  }
+  r[5] = NAN, g[5] = NAN;      /* agree */
+  r[6] = 1, g[6] = NAN;        /* differ */
+  r[7] = INFINITY, g[7] = INFINITY;
+  r[8] = INFINITY, g[8] = -INFINITY;
+  r[9] = 1e30, g[9] = INFINITY;
+  static const kt_dtype types[] = {KT_F32, KT_F16, KT_BF16, KT_F64, KT_I32, KT_I64, KT_U8, KT_I8, KT_I16, KT_U32};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    kt_dtype dt = types[t];
+    size_t esz = kt_dtype_size(dt);
+    g_store(dt, hr, r, N);
+    g_store(dt, hg, g, N);
+    if (dt == KT_I64) { /* apart only past 2^53 */
+      int64_t a = INT64_C(9007199254740993), b = INT64_C(9007199254740992);
+      memcpy(hr + 8 * 42, &a, 8);
+      memcpy(hg + 8 * 42, &b, 8);
+    }
+    uint64_t dr, dg, bad, first;
+    ASSERT_STATUS(kt_device_alloc(rt, N * esz, &dr), KT_OK);
+    ASSERT_STATUS(kt_device_alloc(rt, N * esz, &dg), KT_OK);
+    kt_device_upload(rt, dr, hr, N * esz);
+    kt_device_upload(rt, dg, hg, N * esz);
+    double atol = 1e-3, rtol = 2e-3;
+    ASSERT_STATUS(kt__devcmp_run(&d, env, dt, dr, dg, N, atol, rtol, NULL, &bad, &first, err, sizeof err), KT_OK);
+    char why[300];
+    size_t host = kt__compare(dt, hr, hg, N, atol, rtol, why, sizeof why);
+    size_t at = 0;
+    sscanf(why, "element %zu", &at);
+    if (bad != host || (host && first != at))
+      t_fail(__FILE__, __LINE__, "%s: device %llu bad (first %llu), host %zu (%s)", kt_dtype_name(dt),
+             (unsigned long long)bad, (unsigned long long)first, host, why);
+    ASSERT_TRUE(host > 0);
+    kt_device_free(rt, dr);
+    kt_device_free(rt, dg);
+  }
+  kt__devcmp_close(&d);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_tune_tests[] = {
+    {"gpu tune: outputs compared on the device agree with the host", device_comparison_agrees_with_the_host},
     {"gpu tune: launch plans follow the call's signature", plans_follow_the_signature},
     {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "dispatch/runtime.h"
+#include "tune/devcompare.h"
 #include "harness.h"
 #include "ktune.h"
 
@@ -184,7 +185,38 @@ static void variants_build_in_groups(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* The kernels that compare outputs on the device compile for sm_90, one
+** per dtype, and the process keeps their cubin. */
+static void comparison_kernels_compile(void) {
+  kt_runtime *rt = t_offline(1);
+  ASSERT_TRUE(rt);
+  void *image = NULL, *again = NULL;
+  int mine = 1;
+  char err[KT_ERRMAX];
+  ASSERT_STATUS(kt__devcmp_image(&rt->env, &image, &mine, err, sizeof err), KT_OK);
+  ASSERT_EQ(mine, 0);
+  ASSERT_STATUS(kt__devcmp_image(&rt->env, &again, &mine, err, sizeof err), KT_OK);
+  ASSERT_TRUE(image == again);
+  const unsigned char *e = image;
+  ASSERT_TRUE(e && e[0] == 0x7f && e[1] == 'E' && e[2] == 'L' && e[3] == 'F');
+  /* Every dtype's kernel is in it by name (ELF string table). */
+  uint64_t shoff;
+  uint16_t shnum;
+  memcpy(&shoff, e + 0x28, 8);
+  memcpy(&shnum, e + 0x3c, 2);
+  size_t size = shoff + (size_t)shnum * 64;
+  for (int t = KT_F32; t <= KT_U32; t++) {
+    char name[32];
+    snprintf(name, sizeof name, "kt_cmp_%s", kt_dtype_name((kt_dtype)t));
+    int found = 0;
+    for (size_t i = 0; i + strlen(name) < size && !found; i++) found = !memcmp(e + i, name, strlen(name) + 1);
+    ASSERT_TRUE(found);
+  }
+  kt_runtime_close(rt);
+}
+
 const kt_test t_compile_tests[] = {
+    {"compile: the device comparison kernels compile", comparison_kernels_compile},
     {"compile: variants build in groups; a bad one fails alone", variants_build_in_groups},
     {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
     {"compile: cubins are written as ELF files", cubins_are_written},

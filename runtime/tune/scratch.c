@@ -65,6 +65,9 @@ kt_status kt__scratch_make(kt__scratch *s, kt__prog *p, const kt__call *c, const
     if (g->written) s->args[s->r[i].param].v.ptr = g->scratch + g->off + (s->r[i].start - g->start);
   }
   if (!st) st = kt__dev_sync(s->stream, s->err, sizeof s->err);
+  /* Without the device comparison, outputs are compared on the host. */
+  char why[KT_ERRMAX];
+  if (!st) s->on_device = !kt__devcmp_open(&s->cmp, p->env, why, sizeof why);
   return dev(s, st, what);
 }
 
@@ -75,7 +78,11 @@ void kt__scratch_free(kt__scratch *s) {
   }
   kt__dev_event_destroy(s->ev);
   kt__dev_stream_destroy(s->stream);
-  for (int i = 0; i < KT_MAX_PARAMS; i++) kt__free(s->ref[i]);
+  for (int i = 0; i < KT_MAX_PARAMS; i++) {
+    kt__free(s->ref[i]);
+    kt__dev_free(s->dref[i]);
+  }
+  kt__devcmp_close(&s->cmp);
   kt__free(s->host);
   memset(s, 0, sizeof *s);
 }
@@ -154,6 +161,14 @@ kt_status kt__scratch_keep_reference(kt__scratch *s) {
     const kt__range *r = &s->r[i];
     if (!r->written) continue;
     size_t n = r->end - r->start;
+    if (s->on_device) {
+      kt__dptr *d = &s->dref[r->param];
+      kt_status st = kt__dev_malloc(d, n ? n : 1, s->err, sizeof s->err);
+      if (!st) st = kt__dev_dtod_async(*d, s->args[r->param].v.ptr, n, s->stream, s->err, sizeof s->err);
+      if (!st) st = kt__dev_sync(s->stream, s->err, sizeof s->err);
+      if (st) return st;
+      continue;
+    }
     if (!(s->ref[r->param] = kt__malloc(n ? n : 1))) {
       snprintf(s->err, sizeof s->err, "out of memory");
       return KT_ERR_NOMEM;
@@ -164,6 +179,25 @@ kt_status kt__scratch_keep_reference(kt__scratch *s) {
   return KT_OK;
 }
 
+/* On the device: the counts, then the first element that differs. */
+static kt_status compare_on_device(kt__scratch *s, const kt__range *r, kt_dtype dt, double atol, double rtol,
+                                   size_t *bad, char *w, size_t wl) {
+  size_t esz = kt_dtype_size(dt), n = esz ? (r->end - r->start) / esz : 0;
+  uint64_t count, first;
+  kt__dptr got = s->args[r->param].v.ptr;
+  kt_status st = kt__devcmp_run(&s->cmp, s->p->env, dt, s->dref[r->param], got, n, atol, rtol, s->stream, &count,
+                                &first, s->err, sizeof s->err);
+  *bad = (size_t)count;
+  if (st || !count) return st;
+  unsigned char a[8], b[8];
+  if ((st = kt__dev_dtoh(a, s->dref[r->param] + first * esz, esz, s->err, sizeof s->err)) ||
+      (st = kt__dev_dtoh(b, got + first * esz, esz, s->err, sizeof s->err)))
+    return st;
+  snprintf(w, wl, "element %llu: %.6g, reference %.6g (atol %g, rtol %g)", (unsigned long long)first,
+           kt_dtype_load(dt, b, 0), kt_dtype_load(dt, a, 0), atol, rtol);
+  return KT_OK;
+}
+
 kt_status kt__scratch_compare(kt__scratch *s, int *ok, char *why, size_t wl) {
   *ok = 1;
   for (int i = 0; i < s->nr; i++) {
@@ -171,17 +205,22 @@ kt_status kt__scratch_compare(kt__scratch *s, int *ok, char *why, size_t wl) {
     if (!r->written) continue;
     const kt__param *q = &s->p->spec->params[r->param];
     size_t n = r->end - r->start;
-    kt_status st = host_room(s, n);
-    if (!st) st = kt__dev_dtoh(s->host, s->args[r->param].v.ptr, n, s->err, sizeof s->err);
-    if (st) return st;
     kt_dtype dt = s->orig[r->param].dtype;
     double atol = q->atol, rtol = q->rtol, da, dr;
     kt__default_tolerance(dt, &da, &dr);
     if (atol < 0) atol = da;
     if (rtol < 0) rtol = dr;
-    size_t esz = kt_dtype_size(dt);
+    size_t esz = kt_dtype_size(dt), bad = 0;
     char w[300];
-    size_t bad = kt__compare_parallel(dt, s->ref[r->param], s->host, esz ? n / esz : 0, atol, rtol, w, sizeof w);
+    kt_status st = KT_OK;
+    if (s->on_device) {
+      st = compare_on_device(s, r, dt, atol, rtol, &bad, w, sizeof w);
+    } else {
+      st = host_room(s, n);
+      if (!st) st = kt__dev_dtoh(s->host, s->args[r->param].v.ptr, n, s->err, sizeof s->err);
+      if (!st) bad = kt__compare_parallel(dt, s->ref[r->param], s->host, esz ? n / esz : 0, atol, rtol, w, sizeof w);
+    }
+    if (st) return st;
     if (bad) {
       snprintf(why, wl, "%s: %zu elements differ from the default config's; first %s", q->name, bad, w);
       *ok = 0;

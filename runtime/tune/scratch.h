@@ -7,6 +7,7 @@
 #define KT_SCRATCH_H
 
 #include "call/alias.h"
+#include "tune/devcompare.h"
 
 typedef struct kt__group {
   uint64_t start, end;
@@ -25,7 +26,11 @@ typedef struct kt__scratch {
   int ng;
   kt_stream stream;                /* private; waits for the caller's first */
   void *ev;
-  void *ref[KT_MAX_PARAMS];        /* the reference's written outputs, by param */
+  void *ref[KT_MAX_PARAMS];        /* the reference's written outputs, by param
+                                      (host copies, when not compared on the device) */
+  kt__dptr dref[KT_MAX_PARAMS];    /* the same on the device */
+  kt__devcmp cmp;                  /* compares on the device when open */
+  int on_device;
   void *host;                      /* staging for comparisons */
   size_t hostcap;
   char err[KT_ERRMAX];             /* the last device error */
