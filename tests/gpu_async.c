@@ -196,7 +196,7 @@ static void close_while_tuning(void) {
   ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK);
   ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
   /* Let the tuner get into its trials. */
-  for (int i = 0; i < 100 && stats(rt).trials < 2; i++) {
+  for (int i = 0; i < 1500 && stats(rt).trials < 2; i++) {
     struct timespec ts = {0, 20000000};
     nanosleep(&ts, NULL);
   }

@@ -529,7 +529,10 @@ static void device_comparison_agrees_with_the_host(void) {
   kt__devcmp d;
   char err[KT_ERRMAX];
   kt__env *env = (kt__env *)rt; /* the runtime's first member */
-  ASSERT_STATUS(kt__devcmp_open(&d, env, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__dev_use(env->ctx, err, sizeof err), KT_OK);
+  kt_status st = kt__devcmp_open(&d, env, err, sizeof err);
+  if (st) t_fail(__FILE__, __LINE__, "%s", err);
+  ASSERT_STATUS(st, KT_OK);
   enum { N = 100003 };
   static double r[N], g[N];
   static unsigned char hr[N * 8], hg[N * 8];

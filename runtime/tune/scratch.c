@@ -67,7 +67,8 @@ kt_status kt__scratch_make(kt__scratch *s, kt__prog *p, const kt__call *c, const
   if (!st) st = kt__dev_sync(s->stream, s->err, sizeof s->err);
   /* Without the device comparison, outputs are compared on the host. */
   char why[KT_ERRMAX];
-  if (!st) s->on_device = !kt__devcmp_open(&s->cmp, p->env, why, sizeof why);
+  if (!st && !(s->on_device = !kt__devcmp_open(&s->cmp, p->env, why, sizeof why)))
+    kt__log(&p->env->log, KT_LOG_INFO, "%s: outputs are compared on the host: %s", p->spec->name, why);
   return dev(s, st, what);
 }
 
