@@ -122,41 +122,40 @@ static void put_str(outrow *w, const char *name, const char *v) { w->ok = w->ok 
 static void put_num(outrow *w, const char *name, double v) { w->ok = w->ok && add(w->o, name, cJSON_CreateNumber(v)); }
 static void put_raw(outrow *w, const char *name, const char *v) { w->ok = w->ok && add(w->o, name, cJSON_CreateRaw(v)); }
 
-static cJSON *config_json(const kt__cfgrow *r, const char *key, const char *config) {
-  outrow w = {cJSON_CreateObject(), 1};
-  w.ok = w.o != NULL;
-  put_str(&w, "kernel", r->kernel);
-  put_str(&w, "spec_hash", r->spec_hash);
-  put_str(&w, "device", r->device);
-  put_raw(&w, "key", key);
-  put_raw(&w, "config", config);
-  put_num(&w, "time_us", r->time_us);
-  put_num(&w, "candidates", (double)r->candidates);
-  put_num(&w, "rejected", (double)r->rejected);
-  put_str(&w, "nvrtc_version", r->nvrtc_version);
-  put_str(&w, "driver_version", r->driver_version);
-  put_num(&w, "created_at", (double)r->created_at);
-  put_num(&w, "updated_at", (double)r->updated_at);
-  if (!w.ok) cJSON_Delete(w.o);
-  return w.ok ? w.o : NULL;
+/* How a column travels in an export, from its kind in rows.h: text,
+** integers and numbers as themselves; keys, configs and constants as
+** canonical JSON objects; the cubin as base64. A column added to a table
+** travels with it, with nothing written here. */
+enum { F_TEXT, F_INT, F_NUM, F_OBJ, F_B64 };
+
+static int field_type(const kt__col *c) {
+  if (!strcmp(c->name, "key") || !strcmp(c->name, "config") || !strcmp(c->name, "constants")) return F_OBJ;
+  return c->kind == KT__K_STR ? F_TEXT : c->kind == KT__K_INT ? F_INT : c->kind == KT__K_BLOB ? F_B64 : F_NUM;
 }
 
-static cJSON *binary_json(const kt__binrow *r, const char *constants, const char *cubin64) {
+/* An import must have it: declared NOT NULL without a default; times of
+** rows (..._at) are made now when missing. */
+static int field_required(const kt__col *c) {
+  size_t n = strlen(c->name);
+  return strstr(c->decl, "NOT NULL") && !strstr(c->decl, "DEFAULT") && !(n > 3 && !strcmp(c->name + n - 3, "_at"));
+}
+
+/* A row of t as a JSON object; objects (canonical) and the base64 cubin
+** are the caller's, in the row's own fields and b64. */
+static cJSON *row_json(const kt__table *t, const void *row, const char *b64) {
   outrow w = {cJSON_CreateObject(), 1};
   w.ok = w.o != NULL;
-  put_str(&w, "hash", r->hash);
-  put_str(&w, "kernel", r->kernel);
-  put_str(&w, "spec_hash", r->spec_hash);
-  put_str(&w, "arch", r->arch);
-  put_str(&w, "nvrtc_version", r->nvrtc_version);
-  put_raw(&w, "constants", constants);
-  put_num(&w, "registers", (double)r->registers);
-  put_num(&w, "smem_bytes", (double)r->smem_bytes);
-  put_num(&w, "spill_bytes", (double)r->spill_bytes);
-  put_num(&w, "size", (double)r->size);
-  put_str(&w, "digest", r->digest);
-  put_str(&w, "cubin", cubin64);
-  put_num(&w, "created_at", (double)r->created_at);
+  for (int i = 0; i < t->ncols && w.ok; i++) {
+    const kt__col *c = &t->cols[i];
+    const char *at = (const char *)row + c->off;
+    switch (field_type(c)) {
+      case F_TEXT: put_str(&w, c->name, *(const char *const *)at); break;
+      case F_OBJ: put_raw(&w, c->name, *(const char *const *)at); break;
+      case F_INT: put_num(&w, c->name, (double)*(const int64_t *)at); break;
+      case F_B64: put_str(&w, c->name, b64); break;
+      default: put_num(&w, c->name, *(const double *)at); break;
+    }
+  }
   if (!w.ok) cJSON_Delete(w.o);
   return w.ok ? w.o : NULL;
 }
@@ -191,7 +190,9 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
       skipped++;
       continue;
     }
-    st = emit(out, config_json(&r, key, cfg), n++ ? "," : "");
+    r.key = key;
+    r.config = cfg;
+    st = emit(out, row_json(&kt__configs_table, &r, NULL), n++ ? "," : "");
   }
   if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
   if (skipped) kt__db_log(s, 1, "%s: %d configs rows are not canonical and are not exported", s->path, skipped);
@@ -224,7 +225,8 @@ static int export_binaries(kt_store *s, FILE *out, char *err, size_t errlen) {
       continue;
     }
     char *text = base64(r.cubin, (size_t)r.size);
-    st = text ? emit(out, binary_json(&r, constants, text), n++ ? "," : "") : KT__C_NOMEM;
+    r.constants = constants;
+    st = text ? emit(out, row_json(&kt__binaries_table, &r, text), n++ ? "," : "") : KT__C_NOMEM;
     sqlite3_free(text);
   }
   if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
@@ -251,77 +253,76 @@ int kt__store_export(kt_store *s, FILE *out, int with_binaries, char *err, size_
   return st;
 }
 
-/* The fields of an export's rows and what each must hold. Unknown fields
-** are ignored, so that a newer ktune's export with more columns still
-** imports. */
-enum { F_TEXT, F_INT, F_NUM, F_OBJ };
-typedef struct field {
-  const char *name;
-  int type;
-  int required;
-} field;
-
-#define NFIELDS 13
-static const field config_fields[] = {
-    {"kernel", F_TEXT, 1},        {"spec_hash", F_TEXT, 1},      {"device", F_TEXT, 1},
-    {"key", F_OBJ, 1},            {"config", F_OBJ, 1},          {"time_us", F_NUM, 1},
-    {"candidates", F_INT, 0},     {"rejected", F_INT, 0},        {"nvrtc_version", F_TEXT, 0},
-    {"driver_version", F_TEXT, 0}, {"created_at", F_INT, 0},     {"updated_at", F_INT, 0},
-    {NULL, 0, 0}};
-static const field binary_fields[] = {
-    {"hash", F_TEXT, 1},          {"kernel", F_TEXT, 1},    {"spec_hash", F_TEXT, 0}, {"arch", F_TEXT, 1},
-    {"nvrtc_version", F_TEXT, 1}, {"constants", F_OBJ, 1},  {"registers", F_INT, 0},  {"smem_bytes", F_INT, 0},
-    {"spill_bytes", F_INT, 0},    {"size", F_INT, 1},       {"cubin", F_TEXT, 1},     {"digest", F_TEXT, 0},
-    {"created_at", F_INT, 0},     {NULL, 0, 0}};
+/* The fields of an export's rows: the table's columns, each of the type
+** field_type() says. Unknown fields are ignored, so that a newer ktune's
+** export with more columns still imports. */
+#define NFIELDS 32
 
 /* One row of an export, its fields read by one statement. */
 typedef struct inrow {
+  const kt__table *t;
   sqlite3_stmt *q;         /* json_type and json_extract of each field */
-  const field *f;
   const char *text[NFIELDS];
   int64_t i[NFIELDS];
   double d[NFIELDS];
   int present[NFIELDS];
 } inrow;
 
-static int row_query(kt_store *s, const field *f, sqlite3_stmt **q) {
-  char sql[4096];
+static int row_query(kt_store *s, const kt__table *t, sqlite3_stmt **q) {
+  char sql[8192];
   size_t u = (size_t)snprintf(sql, sizeof sql, "SELECT ");
-  for (int k = 0; f[k].name; k++)
+  for (int k = 0; k < t->ncols && k < NFIELDS; k++)
     u += (size_t)snprintf(sql + u, sizeof sql - u, "%sjson_type(?1, '$.%s'), json_extract(?1, '$.%s')", k ? ", " : "",
-                          f[k].name, f[k].name);
+                          t->cols[k].name, t->cols[k].name);
   return sqlite3_prepare_v2(s->db, sql, -1, q, NULL);
+}
+
+/* The fields read, into a row of the table (strings borrowed from r). */
+static void row_from_fields(const inrow *r, void *row) {
+  for (int k = 0; k < r->t->ncols && k < NFIELDS; k++) {
+    const kt__col *c = &r->t->cols[k];
+    char *at = (char *)row + c->off;
+    switch (c->kind) {
+      case KT__K_STR: *(const char **)at = r->text[k]; break;
+      case KT__K_INT: *(int64_t *)at = r->i[k]; break;
+      case KT__K_REAL: *(double *)at = r->d[k]; break;
+      case KT__K_OPT: *(double *)at = r->present[k] ? r->d[k] : -1; break;
+      default: break; /* the blob: decoded by the caller */
+    }
+  }
 }
 
 /* Read and check the fields of the row json: KT__C_OK, KT__C_INVALID with
 ** why, or KT__C_NOMEM. */
 static int read_row(inrow *r, const char *json, char *why, size_t wl) {
-  static const char *const want[] = {"text", "an integer >= 0", "a finite number >= 0", "an object"};
+  static const char *const want[] = {"text", "an integer >= 0", "a finite number >= 0", "an object", "text"};
   sqlite3_reset(r->q);
   sqlite3_bind_text(r->q, 1, json, -1, SQLITE_STATIC);
   int rc = kt__db_step(r->q), oom = 0;
   if (rc == SQLITE_NOMEM) return KT__C_NOMEM;
   if (rc != SQLITE_ROW) return snprintf(why, wl, "not JSON"), KT__C_INVALID;
-  for (int k = 0; r->f[k].name; k++) {
+  for (int k = 0; k < r->t->ncols && k < NFIELDS; k++) {
+    const kt__col *c = &r->t->cols[k];
     const char *type = kt__db_text(r->q, 2 * k, &oom);
-    int at = 2 * k + 1, t = r->f[k].type;
+    int at = 2 * k + 1, t = field_type(c);
     if (oom) return KT__C_NOMEM;
     r->present[k] = *type && strcmp(type, "null");
     if (!r->present[k]) {
-      if (r->f[k].required) return snprintf(why, wl, "missing \"%s\"", r->f[k].name), KT__C_INVALID;
+      if (field_required(c)) return snprintf(why, wl, "missing \"%s\"", c->name), KT__C_INVALID;
       r->text[k] = "";
       r->i[k] = 0;
+      r->d[k] = 0;
       continue;
     }
     r->text[k] = kt__db_text(r->q, at, &oom);
     if (oom) return KT__C_NOMEM;
     r->i[k] = sqlite3_column_int64(r->q, at);
     r->d[k] = sqlite3_column_double(r->q, at);
-    int ok = t == F_TEXT   ? !strcmp(type, "text")
+    int ok = t == F_TEXT || t == F_B64 ? !strcmp(type, "text")
              : t == F_OBJ  ? !strcmp(type, "object")
              : t == F_INT  ? !strcmp(type, "integer") && r->i[k] >= 0
                            : (!strcmp(type, "integer") || !strcmp(type, "real")) && r->d[k] >= 0 && isfinite(r->d[k]);
-    if (!ok) return snprintf(why, wl, "\"%s\" must be %s", r->f[k].name, want[t]), KT__C_INVALID;
+    if (!ok) return snprintf(why, wl, "\"%s\" must be %s", c->name, want[t]), KT__C_INVALID;
   }
   return KT__C_OK;
 }
@@ -335,11 +336,13 @@ static int hex(const char *s, size_t min, size_t max) {
 ** and config made canonical first. */
 static int import_config(kt_store *s, inrow *r, long *counts, char *why, size_t wl, char *err, size_t errlen) {
   char key[4096], cfg[4096], w[256];
-  if (kt__codec_canon(r->text[3], 0, key, sizeof key, w, sizeof w)) return snprintf(why, wl, "key: %s", w), KT__C_INVALID;
-  if (kt__codec_canon(r->text[4], 1, cfg, sizeof cfg, w, sizeof w)) return snprintf(why, wl, "config: %s", w), KT__C_INVALID;
-  kt__cfgrow row = {.kernel = r->text[0], .spec_hash = r->text[1], .device = r->text[2], .key = key, .config = cfg,
-                    .time_us = r->d[5], .candidates = r->i[6], .rejected = r->i[7], .nvrtc_version = r->text[8],
-                    .driver_version = r->text[9], .created_at = r->i[10], .updated_at = r->i[11]};
+  kt__cfgrow row;
+  row_from_fields(r, &row);
+  if (kt__codec_canon(row.key, 0, key, sizeof key, w, sizeof w)) return snprintf(why, wl, "key: %s", w), KT__C_INVALID;
+  if (kt__codec_canon(row.config, 1, cfg, sizeof cfg, w, sizeof w))
+    return snprintf(why, wl, "config: %s", w), KT__C_INVALID;
+  row.key = key;
+  row.config = cfg;
   int oc, st = kt__configs_merge(s, &row, &oc, err, errlen);
   if (!st) counts[oc - 1]++;
   return st;
@@ -350,23 +353,25 @@ static int import_config(kt_store *s, inrow *r, long *counts, char *why, size_t 
 static int import_binary(kt_store *s, sqlite3_stmt *ins, inrow *r, long *counts, char *why, size_t wl, char *err,
                          size_t errlen) {
   char constants[4096], w[256];
-  if (!hex(r->text[0], 1, 64)) return snprintf(why, wl, "\"hash\" must be hex digits"), KT__C_INVALID;
-  if (kt__codec_canon(r->text[5], 0, constants, sizeof constants, w, sizeof w) || !strstr(constants, "\"lowered\":\""))
+  kt__binrow row;
+  row_from_fields(r, &row);
+  int blob = kt__row_col(&kt__binaries_table, "cubin"), dig = kt__row_col(&kt__binaries_table, "digest");
+  if (!hex(row.hash, 1, 64)) return snprintf(why, wl, "\"hash\" must be hex digits"), KT__C_INVALID;
+  if (kt__codec_canon(row.constants, 0, constants, sizeof constants, w, sizeof w) || !strstr(constants, "\"lowered\":\""))
     return snprintf(why, wl, "\"constants\" must hold the entry's \"lowered\" name"), KT__C_INVALID;
   int oom;
   size_t n = 0;
-  unsigned char *cubin = unbase64(r->text[10], &n, &oom);
+  unsigned char *cubin = unbase64(r->text[blob], &n, &oom);
   if (!cubin)
     return oom ? (snprintf(err, errlen, "%s: importing: out of memory", s->path), KT__C_NOMEM)
                : (snprintf(why, wl, "\"cubin\" is not base64"), KT__C_INVALID);
-  kt__binrow row = {.hash = r->text[0], .kernel = r->text[1], .spec_hash = r->text[2], .arch = r->text[3],
-                    .nvrtc_version = r->text[4], .constants = constants, .registers = r->i[6], .smem_bytes = r->i[7],
-                    .spill_bytes = r->i[8], .size = r->i[9], .cubin = cubin, .created_at = r->i[12]};
+  row.constants = constants;
+  row.cubin = cubin;
   char digest[33];
   kt__store_digest(cubin, n, digest);
   int st = KT__C_OK;
   if ((int64_t)n != row.size) st = KT__C_INVALID, snprintf(why, wl, "the cubin has %zu bytes, \"size\" says %lld", n, (long long)row.size);
-  else if (r->present[11] && strcmp(r->text[11], digest))
+  else if (r->present[dig] && strcmp(r->text[dig], digest))
     st = KT__C_INVALID, snprintf(why, wl, "the cubin does not match its digest");
   if (!st) {
     row.digest = digest;
@@ -411,13 +416,13 @@ static int check_header(kt_store *s, const char *name, const char *json, char *e
 /* Every row of one array of the export, through fn. */
 static int import_rows(kt_store *s, const char *name, const char *json, int binaries, long *counts, char *err,
                        size_t errlen) {
-  inrow r = {.f = binaries ? binary_fields : config_fields};
+  inrow r = {.t = binaries ? &kt__binaries_table : &kt__configs_table};
   sqlite3_stmt *each = NULL, *ins = NULL;
   char cols[1024], params[512], sql[2048], why[512] = "";
   kt__row_columns(cols, sizeof cols, &kt__binaries_table);
   kt__row_params(params, sizeof params, &kt__binaries_table, 1);
   snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO binaries (%s) VALUES (%s)", cols, params);
-  if (row_query(s, r.f, &r.q) ||
+  if (row_query(s, r.t, &r.q) ||
       sqlite3_prepare_v2(s->db, binaries ? "SELECT key, type, value FROM json_each(?1, '$.binaries')"
                                          : "SELECT key, type, value FROM json_each(?1, '$.configs')",
                          -1, &each, NULL) ||
