@@ -178,10 +178,12 @@ typedef enum kt_log_level {
 ** any thread that uses the runtime, so it must be thread-safe. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
 
-/* Progress of a tuning, for a tool's display: kernel name and key (JSON),
-** candidates measured so far of those it will measure, and the best time
-** so far in microseconds (0 before the first). Strings borrowed; valid until
-** the callback returns. Called on the tuning thread. */
+/* Progress of a long operation, for a tool's display. A tuning: kernel
+** name and key (JSON), candidates measured so far of those it will
+** measure, the best time so far in microseconds (0 before the first),
+** called on the tuning thread. Compiling ahead of use: key "compiling",
+** variants done of total, best_us -1, called from the compiling threads.
+** Strings borrowed; valid until the callback returns. */
 typedef void (*kt_progress_fn)(void *user, const char *kernel, const char *key, int done, int total,
                                double best_us);
 
@@ -313,7 +315,10 @@ typedef struct kt_options {
   int miss_runs_default;  /* nonzero: a thread that misses a key while
                              another thread of this kernel is tuning launches
                              the default config instead of waiting */
-  kt_progress_fn progress; /* NULL, or called after each trial of a tuning */
+  kt_progress_fn progress; /* NULL, or called after each trial of a tuning,
+                             and by kt_kernel_compile_all/_for and
+                             kt_kernel_lint (key "compiling": variants done
+                             of total, first with 0, from several threads) */
   void *progress_user;    /* passed to progress */
   int retune;             /* nonzero: a key missed by this runtime is tuned
                              again even when the cache has its config (earlier
@@ -444,7 +449,8 @@ KT_API const char *kt_kernel_name(const kt_kernel *k);
 KT_API kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args,
                            int nargs);
 
-/* Launch with a config forced by the caller, as "BLOCK=256,VEC=4": every
+/* Launch with a config forced by the caller, as "BLOCK=256,VEC=4" or as
+** JSON ({"BLOCK":256,"VEC":4}, as the cache and reports write it): every
 ** tunable field of the spec, each once. The config must lie in the spec's
 ** space and satisfy its constraints for this call (KT_ERR_CONSTRAINT names
 ** the first one violated). The string is parsed on every call.
@@ -461,6 +467,15 @@ KT_API kt_status kt_launch_config(kt_kernel *k, kt_stream stream,
 ** (the faulted candidate is marked). Returns what kt_launch returns. */
 KT_API kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs,
                                 kt_tune_report **out /* OUT */);
+/* What is known of a call's key without tuning or touching any buffer
+** (only the args' scalars and the placement of their pointers are read,
+** so a program may pass made-up addresses): KT_TUNE_KNOWN with the config
+** this process uses, KT_TUNE_CACHED with the cache's row and trials, or
+** KT_TUNE_NOT_TUNED with the default. Needs no device. Caller owns *out;
+** free with kt_tune_report_free(). Returns KT_OK, KT_ERR_ARGS,
+** KT_ERR_ALIAS, KT_ERR_EVAL, KT_ERR_INVALID or KT_ERR_NOMEM. */
+KT_API kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs,
+                                  kt_tune_report **out /* OUT */);
 /* Accepts NULL. */
 KT_API void kt_tune_report_free(kt_tune_report *r);
 
@@ -672,8 +687,8 @@ KT_API kt_status kt_cache_counts(kt_runtime *rt, long counts[4] /* OUT */);
 KT_API kt_status kt_cache_export(kt_runtime *rt, const char *path,
                                  int with_binaries);
 
-/* Merge an export into the user cache: a config replaces the cached one
-** only when it is faster. counts: configs added, kept, replaced, and
+/* Merge an export (path, or "-": standard input) into the user cache, all
+** or nothing: a config replaces the cached one only when it is faster. counts: configs added, kept, replaced, and
 ** binaries added. Returns KT_OK, KT_ERR_IO, KT_ERR_INVALID (not an export;
 ** the message says why), KT_ERR_READONLY or KT_ERR_CACHE. */
 KT_API kt_status kt_cache_import(kt_runtime *rt, const char *path,

@@ -443,7 +443,7 @@ static void damaged_files_are_reported_and_kept(void) {
   ASSERT_STR_EQ(kt_cache_path(rt), "");
   long c[4];
   ASSERT_STATUS(kt_cache_counts(rt, c), KT_ERR_CACHE);
-  ASSERT_CONTAINS(kt_errmsg(rt), "kt_cache_counts: no cache: ");
+  ASSERT_CONTAINS(kt_errmsg(rt), "no cache: ");
   kt_runtime_close(rt);
 }
 

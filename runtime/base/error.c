@@ -63,10 +63,10 @@ void kt__log_stderr(void *user, kt_log_level level, const char *msg) {
 
 int kt__log_level_from_env(void) {
   const char *e = getenv("KTUNE_LOG");
-  if (e)
-    for (int i = 0; i < 4; i++)
-      if (strcasecmp(e, level_names[i]) == 0) return i;
-  return KT_LOG_WARN;
+  if (!e || !*e) return KT_LOG_WARN;
+  for (int i = 0; i < 4; i++)
+    if (strcasecmp(e, level_names[i]) == 0) return i;
+  return -1;
 }
 
 void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...) {

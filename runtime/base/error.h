@@ -28,7 +28,7 @@ typedef struct kt__logger {
 
 /* Default sink: one line to stderr, "ktune: warn: ...". */
 void kt__log_stderr(void *user, kt_log_level level, const char *msg);
-/* The level named by $KTUNE_LOG, or warn. */
+/* The level named by $KTUNE_LOG, warn when unset, -1 for another value. */
 int kt__log_level_from_env(void);
 void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

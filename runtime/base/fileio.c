@@ -60,6 +60,8 @@ int kt__read_file(const char *path, size_t max, char **out, size_t *len) {
   return rc;
 }
 
+int kt__read_stdin(size_t max, char **out, size_t *len) { return read_all(0, max, out, len); }
+
 const char *kt__read_strerror(int rc, size_t max, char *buf, size_t n) {
   if (rc == KT__FILE_NOT_REGULAR) return "not a regular file";
   if (rc == KT__FILE_TOO_LARGE) {

@@ -14,6 +14,8 @@
 ** a FIFO and never reads an endless device. Returns 0, an errno value, or
 ** KT__FILE_NOT_REGULAR / KT__FILE_TOO_LARGE. */
 int kt__read_file(const char *path, size_t max, char **out, size_t *len);
+/* The same from standard input (a pipe is fine: it ends). */
+int kt__read_stdin(size_t max, char **out, size_t *len);
 /* "not a regular file", "larger than N bytes", or strerror(rc). Static. */
 const char *kt__read_strerror(int rc, size_t max, char *buf, size_t n);
 

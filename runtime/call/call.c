@@ -195,6 +195,13 @@ kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg) {
   uint64_t id = p->env->id;
   int seen[KT_MAX_CFIELDS] = {0};
   const char *q = text ? text : "";
+  if (q[strspn(q, " \t")] == '{')
+    return kt__config_from_json(s, q, cfg)
+               ? kt__err(id, KT_ERR_INVALID,
+                         "%s: config %s: not an object of the spec's config fields, each once, with values in its "
+                         "space",
+                         s->name, q)
+               : KT_OK;
   while (*q) {
     const char *eq = strchr(q, '=');
     if (!eq) return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": expected NAME=VALUE", s->name, text);

@@ -1,6 +1,7 @@
 /* The variant table of a program: each tuple of template values compiled
 ** once (or read from the cache's binaries), loaded as a module, and found
 ** afterwards without a lock. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,10 +430,16 @@ static int claim(kt__prog *p, const kt__call *calls, int n, pending *w) {
 
 /* $KTUNE_COMPILE_GROUP: the most instances per NVRTC program (1 to
 ** KT__GROUP_MAX; for measuring what grouping buys). */
-static int group_max(void) {
+static int group_max(const kt__prog *p) {
+  static atomic_int warned;
   const char *e = getenv("KTUNE_COMPILE_GROUP");
-  int g = e ? atoi(e) : 4;
-  return g >= 1 && g <= KT__GROUP_MAX ? g : 4;
+  char *end = NULL;
+  long g = e && *e ? strtol(e, &end, 10) : 4;
+  if (g >= 1 && g <= KT__GROUP_MAX && (!end || !*end)) return (int)g;
+  if (!atomic_exchange(&warned, 1))
+    kt__log(&p->env->log, KT_LOG_WARN, "KTUNE_COMPILE_GROUP=%s is not a number from 1 to %d: 4 is used", e,
+            KT__GROUP_MAX);
+  return 4;
 }
 
 void kt__variant_build_all(kt__prog *p, const kt__call *calls, int n, int threads) {
@@ -440,7 +447,7 @@ void kt__variant_build_all(kt__prog *p, const kt__call *calls, int n, int thread
   if (!w) return; /* each variant is built alone when first used */
   int m = claim(p, calls, n, w);
   if (threads < 1) threads = 1;
-  int group = (m + threads - 1) / threads, most = group_max();
+  int group = (m + threads - 1) / threads, most = group_max(p);
   if (group > most) group = most;
   if (group < 1) group = 1;
   batch b = {p, w, m, group};

@@ -77,8 +77,11 @@ kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c);
 ** derived-constant value). */
 kt_status kt__vlist_add_all(kt__prog *p, kt__vlist *l);
 /* Compile the listed variants in parallel, write each cubin to out_dir
-** when given, report each to fn; frees l. KT_OK when all compiled, else
-** the first failure's status (its message in kt_errmsg). */
-kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_variant_fn fn, void *user);
+** when given, report each to fn; frees l. progress (or NULL) hears
+** (kernel, "compiling", done, total) first with 0 done, then after each
+** variant, from the compiling threads. KT_OK when all compiled, else the
+** first failure's status (its message in kt_errmsg). */
+kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_variant_fn fn, void *user,
+                            kt_progress_fn progress, void *progress_user);
 
 #endif

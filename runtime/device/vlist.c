@@ -2,6 +2,7 @@
 ** every variant a spec's space allows, or those of given calls. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -159,6 +160,9 @@ typedef struct compiling {
   kt__vlist *l;
   kt_status *status;
   char (*errs)[KT_ERRMAX];
+  kt_progress_fn progress;
+  void *progress_user;
+  atomic_int done;
 } compiling;
 
 static void compile_one(void *user, int i) {
@@ -166,6 +170,8 @@ static void compile_one(void *user, int i) {
   void *fn;
   cp->status[i] = kt__variant_get(cp->p, &cp->l->calls[i], &fn);
   if (cp->status[i]) snprintf(cp->errs[i], KT_ERRMAX, "%s", kt__errmsg(cp->p->env->id));
+  int done = atomic_fetch_add(&cp->done, 1) + 1;
+  if (cp->progress) cp->progress(cp->progress_user, cp->p->spec->name, "compiling", done, cp->l->n, -1);
 }
 
 /* Write a cubin, then read it back: the file must hold the digest's bytes. */
@@ -255,13 +261,15 @@ static kt_status report(compiling *cp, const char *out_dir, kt_variant_fn fn, vo
   return out_dir ? write_manifest(cp->p, out_dir, list) : KT_OK;
 }
 
-kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_variant_fn fn, void *user) {
-  compiling cp = {p, l, NULL, NULL};
+kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_variant_fn fn, void *user,
+                            kt_progress_fn progress, void *progress_user) {
+  compiling cp = {.p = p, .l = l, .progress = progress, .progress_user = progress_user};
   kt_status st = KT_OK;
   if (l->n && (!(cp.status = kt__calloc((size_t)l->n, sizeof *cp.status)) ||
                !(cp.errs = kt__calloc((size_t)l->n, sizeof *cp.errs))))
     st = kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
   if (!st) {
+    if (progress) progress(progress_user, p->spec->name, "compiling", 0, l->n, -1);
     kt__parallel_for(l->n, kt__ncpus(), compile_one, &cp);
     st = report(&cp, out_dir, fn, user);
   }

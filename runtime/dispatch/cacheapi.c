@@ -8,9 +8,10 @@
 #include "dispatch/runtime.h"
 #include "cache/store.h"
 
-static kt_status need_store(kt_runtime *rt, const char *call) {
+/* The cache calls need a cache; without one they say why there is none. */
+static kt_status need_store(kt_runtime *rt) {
   if (!rt) return KT_ERR_INVALID;
-  if (!rt->env.store) return kt__err(rt->env.id, KT_ERR_CACHE, "%s: no cache: %s", call, rt->cache_error);
+  if (!rt->env.store) return kt__err(rt->env.id, KT_ERR_CACHE, "no cache: %s", rt->cache_error);
   return KT_OK;
 }
 
@@ -34,7 +35,7 @@ static int on_row(void *user, const kt__cfgrow *r, int from_system) {
 }
 
 kt_status kt_cache_list(kt_runtime *rt, const char *kernel, kt_cache_row_fn fn, void *user) {
-  kt_status st = need_store(rt, "kt_cache_list");
+  kt_status st = need_store(rt);
   if (st || !fn) return st ? st : KT_ERR_INVALID;
   list_ctx c = {fn, user};
   char err[KT_ERRMAX];
@@ -57,7 +58,7 @@ static int on_trial(void *user, const kt__trialrow *r) {
 }
 
 kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_fn fn, void *user) {
-  kt_status st = need_store(rt, "kt_cache_trials");
+  kt_status st = need_store(rt);
   if (st || !fn || !of) return st ? st : KT_ERR_INVALID;
   trial_ctx c = {fn, user};
   char err[KT_ERRMAX];
@@ -68,7 +69,7 @@ kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_f
 }
 
 kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
-  kt_status st = need_store(rt, "kt_cache_counts");
+  kt_status st = need_store(rt);
   if (st || !counts) return st ? st : KT_ERR_INVALID;
   char err[KT_ERRMAX];
   if ((st = kt__store_counts(rt->env.store, counts, err, sizeof err))) return kt__err(rt->env.id, st, "%s", err);
@@ -77,7 +78,7 @@ kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
 
 kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason, kt_quarantine_fn fn,
                                     void *user) {
-  kt_status st = need_store(rt, "kt_cache_quarantine_claim");
+  kt_status st = need_store(rt);
   if (st || !reason) return st ? st : KT_ERR_INVALID;
   char err[KT_ERRMAX];
   if ((st = kt__store_quarantine_claim(rt->env.store, pid, reason, fn, user, err, sizeof err)))
@@ -86,7 +87,7 @@ kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason
 }
 
 kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
-  kt_status st = need_store(rt, "kt_cache_export");
+  kt_status st = need_store(rt);
   if (st || !path) return st ? st : KT_ERR_INVALID;
   int to_stdout = !strcmp(path, "-");
   FILE *f = to_stdout ? stdout : fopen(path, "w");
@@ -101,22 +102,24 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
 }
 
 kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
-  kt_status st = need_store(rt, "kt_cache_import");
+  kt_status st = need_store(rt);
   if (st || !path || !counts) return st ? st : KT_ERR_INVALID;
   char *text, buf[64];
-  int e = kt__read_file(path, KT__IMPORT_MAX, &text, NULL);
+  int in = !strcmp(path, "-");
+  const char *name = in ? "standard input" : path;
+  int e = in ? kt__read_stdin(KT__IMPORT_MAX, &text, NULL) : kt__read_file(path, KT__IMPORT_MAX, &text, NULL);
   if (e)
     return kt__err(rt->env.id, e == ENOMEM ? KT_ERR_NOMEM : e < 0 ? KT_ERR_INVALID : KT_ERR_IO, "%s: cannot read: %s",
-                   path, kt__read_strerror(e, KT__IMPORT_MAX, buf, sizeof buf));
+                   name, kt__read_strerror(e, KT__IMPORT_MAX, buf, sizeof buf));
   char err[KT_ERRMAX];
-  st = kt__store_import(rt->env.store, path, text, counts, err, sizeof err);
+  st = kt__store_import(rt->env.store, name, text, counts, err, sizeof err);
   kt__free(text);
   return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }
 
 kt_status kt_cache_gc(kt_runtime *rt, kt_kernel *const *kernels, int n, long *configs_removed,
                       long *binaries_removed) {
-  kt_status st = need_store(rt, "kt_cache_gc");
+  kt_status st = need_store(rt);
   if (st || n < 0 || (n && !kernels) || !configs_removed || !binaries_removed)
     return st ? st : KT_ERR_INVALID;
   const char **names = kt__calloc((size_t)n + 1, sizeof *names);

@@ -10,7 +10,7 @@ kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir, kt_variant_fn
     kt__vlist_free(l);
     return st;
   }
-  return kt__vlist_compile(&k->p, l, out_dir, fn, user);
+  return kt__vlist_compile(&k->p, l, out_dir, fn, user, k->rt->tune.progress, k->rt->tune.progress_user);
 }
 
 /* Every config the constraints allow for the call c, into l. */
@@ -48,5 +48,5 @@ kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs, con
     kt__vlist_free(l);
     return st;
   }
-  return kt__vlist_compile(&k->p, l, out_dir, fn, user);
+  return kt__vlist_compile(&k->p, l, out_dir, fn, user, k->rt->tune.progress, k->rt->tune.progress_user);
 }

@@ -70,15 +70,8 @@ kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, siz
   if (!k || !config || !buf || !n) return KT_ERR_INVALID;
   int64_t cfg[KT_MAX_CFIELDS];
   buf[0] = 0;
-  if (config[strspn(config, " \t")] == '{') {
-    if (kt__config_from_json(k->p.spec, config, cfg))
-      return kt__err(k->rt->env.id, KT_ERR_INVALID,
-                     "%s: config %s: not an object of the spec's config fields, each once, with values in its space",
-                     k->p.spec->name, config);
-  } else {
-    kt_status st = kt__config_parse(&k->p, config, cfg);
-    if (st) return st;
-  }
+  kt_status st = kt__config_parse(&k->p, config, cfg);
+  if (st) return st;
   kt__config_json(k->p.spec, cfg, buf, n);
   return KT_OK;
 }
@@ -97,14 +90,16 @@ static int mentions(const char *text, const char *name) {
 typedef struct lint_ctx {
   kt_lint_fn fn;
   void *user;
-  int problems;
+  int problems, variants, failed;
 } lint_ctx;
 
 static void on_variant(void *user, const char *name, kt_status st, size_t bytes, double ms, const char *err) {
   lint_ctx *l = user;
   (void)bytes;
   (void)ms;
+  l->variants++;
   if (!st) return;
+  l->failed++;
   char msg[KT_ERRMAX + 600];
   snprintf(msg, sizeof msg, "variant %s does not compile: %s", name, err);
   l->problems++;
@@ -114,7 +109,7 @@ static void on_variant(void *user, const char *name, kt_status st, size_t bytes,
 kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems) {
   if (!k || !problems) return KT_ERR_INVALID;
   const kt__spec *s = k->p.spec;
-  lint_ctx l = {fn, user, 0};
+  lint_ctx l = {fn, user, 0, 0, 0};
   for (int i = 0; i < s->nparams; i++) {
     const kt__param *p = &s->params[i];
     if (p->type == KT__P_PTR || p->key == KT__KEY_IGNORE) continue;
@@ -142,6 +137,15 @@ kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems)
     if (fn) fn(user, msg);
   }
   kt_status st = kt_kernel_compile_all(k, NULL, on_variant, &l);
+  if (l.failed * 2 > l.variants) {
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "most of the space does not compile: %d of %d variants fail; constrain the template values so that "
+             "they are never listed",
+             l.failed, l.variants);
+    l.problems++;
+    if (fn) fn(user, msg);
+  }
   *problems = l.problems;
   return st == KT_ERR_COMPILE ? KT_OK : st;
 }

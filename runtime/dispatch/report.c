@@ -128,15 +128,67 @@ static kt_status prepare(kt_kernel *k, const kt_arg *args, int nargs, kt__call *
   return KT_OK;
 }
 
+static kt__report *report_new(kt_kernel *k) {
+  kt__report *r = kt__calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->pub = (kt_tune_report){.kernel = k->p.spec->name, .key = r->key, .config = r->config,
+                            .default_config = r->dflt, .time_us = -1, .default_us = -1};
+  return r;
+}
+
+static kt_tune_report *report_done(kt__report *r, double t0) {
+  r->pub.ncandidates = r->ncand;
+  r->pub.candidates = r->cand;
+  r->pub.seconds = (kt__now_ms() - t0) / 1e3;
+  return &r->pub;
+}
+
+/* The config the table or the cache has for the bound call c, into
+** r->config; the default when neither has one. */
+static void known_config(kt_kernel *k, kt__call *c, kt__report *r) {
+  int64_t key[KT_MAX_KEY], cfg[KT_MAX_CFIELDS];
+  const kt__env *env = &k->rt->env;
+  char json[512], err[KT_ERRMAX];
+  snprintf(r->config, sizeof r->config, "%s", r->dflt);
+  if (kt__call_key(&k->p, c, key)) return;
+  const kt__tuned *t = kt__tuned_find(k, key, kt__key_hash(k, key));
+  if (t) {
+    kt__config_json(k->p.spec, kt__tuned_choice(t)->cfg, r->config, sizeof r->config);
+  } else if (env->store && k->rt->mode != KT_MODE_OFF &&
+             !kt__store_get_config(env->store, k->p.spec->name, k->p.spec_hash, env->fingerprint, r->key, json,
+                                   sizeof json, NULL, err, sizeof err) &&
+             kt__config_valid(k, c, json, cfg)) {
+    kt__config_json(k->p.spec, cfg, r->config, sizeof r->config);
+  }
+}
+
+kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
+  if (!out) return KT_ERR_INVALID;
+  *out = NULL;
+  if (!k) return KT_ERR_INVALID;
+  double t0 = kt__now_ms();
+  kt__report *r = report_new(k);
+  if (!r) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
+  kt__call c;
+  int known = 0;
+  kt_status st = prepare(k, args, nargs, &c, r, &known);
+  if (st) {
+    kt_tune_report_free(&r->pub);
+    return st;
+  }
+  known_config(k, &c, r);
+  from_cache(k, r, known);
+  *out = report_done(r, t0);
+  return KT_OK;
+}
+
 kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
   if (!out) return KT_ERR_INVALID;
   *out = NULL;
   if (!k) return KT_ERR_INVALID;
   double t0 = kt__now_ms();
-  kt__report *r = kt__calloc(1, sizeof *r);
+  kt__report *r = report_new(k);
   if (!r) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
-  r->pub = (kt_tune_report){.kernel = k->p.spec->name, .key = r->key, .config = r->config,
-                            .default_config = r->dflt, .time_us = -1, .default_us = -1};
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__choice *hit = NULL;
@@ -149,9 +201,6 @@ kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_re
   }
   if (!st) kt__config_json(k->p.spec, cfg, r->config, sizeof r->config);
   if (!r->tuned) from_cache(k, r, known);
-  r->pub.ncandidates = r->ncand;
-  r->pub.candidates = r->cand;
-  r->pub.seconds = (kt__now_ms() - t0) / 1e3;
-  *out = &r->pub;
+  *out = report_done(r, t0);
   return st;
 }

@@ -62,7 +62,11 @@ static kt_status read_options(const kt_options *opts, kt_options *o) {
 static void apply_options(kt_runtime *rt, const kt_options *o) {
   rt->env.log.fn = o->log ? o->log : kt__log_stderr;
   rt->env.log.user = o->log_user;
-  rt->env.log.level = o->log_level >= 0 ? o->log_level : kt__log_level_from_env();
+  int level = o->log_level >= 0 ? o->log_level : kt__log_level_from_env();
+  rt->env.log.level = level >= 0 ? level : KT_LOG_WARN;
+  if (level < 0)
+    kt__log(&rt->env.log, KT_LOG_WARN, "KTUNE_LOG=%s is not a level (error, warn, info, debug): warn is used",
+            getenv("KTUNE_LOG"));
   rt->mode = o->mode ? o->mode : mode_from_env(&rt->env.log);
   rt->no_cache = o->no_cache;
   rt->stage_aliased = o->stage_aliased;
