@@ -7,6 +7,7 @@ MAJOR := $(shell sed -n 's/^\#define KT_VERSION_MAJOR \([0-9]*\)/\1/p' runtime/k
 B := build
 CUDA_HOME ?= /usr/local/cuda
 PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
 DESTDIR ?=
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -41,7 +42,7 @@ BENCH_SRC := tests/bench.c tests/bench_async.c tests/gpu_util.c tests/harness.c 
 
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test test-plain test-asan gpu-test gpu-sanitize bench demo install clean fuzz FORCE
+.PHONY: all deps test check test-plain test-asan gpu-test gpu-sanitize bench demo install uninstall clean fuzz FORCE
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
 
 deps:
@@ -89,14 +90,19 @@ $(B)/asan/ktune-test: $(call OBJ,$(B)/asan,$(TEST_SRC) $(LIB_SRC))
 $(B)/asan/ktune: $(call OBJ,$(B)/asan,$(CLI_SRC) $(LIB_SRC))
 	$(CC) $(SAN) $(LDFLAGS) $^ $(LIBS) -o $@
 
-# Written on every run, so that `make install PREFIX=...` records that PREFIX.
+# Written on every run, so that `make install PREFIX=... LIBDIR=...` records
+# them. Libs carries an rpath, so that a program linked against a prefix the
+# loader does not search (say $$HOME/.local) runs without LD_LIBRARY_PATH.
 $(B)/ktune.pc: FORCE
 	@mkdir -p $(B)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ktune\nDescription: autotuning GPU kernel runtime\nVersion: %s\nRequires.private: sqlite3 libcjson\nLibs: -L$${libdir} -lktune\nLibs.private: -ldl -lpthread -lm\nCflags: -I$${includedir}\n' \
-	  "$(PREFIX)" "$(VERSION)" > $@
+	@printf 'prefix=%s\nlibdir=%s\nincludedir=$${prefix}/include\n\nName: ktune\nDescription: autotuning GPU kernel runtime\nVersion: %s\nRequires.private: sqlite3 libcjson\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lktune\nLibs.private: -ldl -lpthread -lm\nCflags: -I$${includedir}\n' \
+	  "$(PREFIX)" "$(LIBDIR)" "$(VERSION)" > $@
 
 # Tests run from the project root so that they find kernels_src/ and tests/.
 test: all test-plain test-asan
+
+# The conventional name of the same.
+check: test
 
 test-plain: $(B)/ktune-test $(B)/ktune
 	KTUNE_BIN=$(B)/ktune $(B)/ktune-test
@@ -161,17 +167,26 @@ demo: all
 	$(B)/ktune demo kernels_src/rmsnorm.json
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/share/ktune/kernels
-	install -m 644 $(B)/libktune.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(B)/libktune.so $(DESTDIR)$(PREFIX)/lib/libktune.so.$(VERSION)
-	ln -sf libktune.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libktune.so.$(MAJOR)
-	ln -sf libktune.so.$(MAJOR) $(DESTDIR)$(PREFIX)/lib/libktune.so
+	install -m 644 $(B)/libktune.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(B)/libktune.so $(DESTDIR)$(LIBDIR)/libktune.so.$(VERSION)
+	ln -sf libktune.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR)
+	ln -sf libktune.so.$(MAJOR) $(DESTDIR)$(LIBDIR)/libktune.so
 	install -m 644 runtime/ktune.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(B)/ktune $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(B)/ktune.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(B)/ktune.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 644 kernels_src/*.json kernels_src/*.cu kernels_src/*.cuh $(DESTDIR)$(PREFIX)/share/ktune/kernels/
+
+# What install wrote, and nothing else (the share/ktune folder only when
+# it is left empty).
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libktune.a $(DESTDIR)$(LIBDIR)/libktune.so.$(VERSION) \
+	  $(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR) $(DESTDIR)$(LIBDIR)/libktune.so \
+	  $(DESTDIR)$(PREFIX)/include/ktune.h $(DESTDIR)$(PREFIX)/bin/ktune $(DESTDIR)$(LIBDIR)/pkgconfig/ktune.pc
+	cd kernels_src && for f in *.json *.cu *.cuh; do rm -f "$(DESTDIR)$(PREFIX)/share/ktune/kernels/$$f"; done
+	-rmdir $(DESTDIR)$(PREFIX)/share/ktune/kernels $(DESTDIR)$(PREFIX)/share/ktune 2>/dev/null
 
 clean:
 	rm -rf $(B)

@@ -463,19 +463,19 @@ static void cli_key_and_lint(void) {
                 "{\"D\":256,\"HAS_RES\":1,\"T\":\"bf16\",\"res\":16,\"w\":16,\"x\":16,\"y\":16}\n"
                 "{\"D\":256,\"HAS_RES\":1,\"T\":\"bf16\",\"res\":16,\"w\":16,\"x\":16,\"y\":16}\n"
                 "{\"D\":256,\"HAS_RES\":0,\"T\":\"bf16\",\"res\":0,\"w\":16,\"x\":2,\"y\":16}\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,T=bf16", bin), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,T=bf16", bin), 2);
   ASSERT_CONTAINS(out, "D is in the tuning key; give its value");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape D=1,T=bf16,Q=3", bin), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape D=1,T=bf16,Q=3", bin), 2);
   ASSERT_CONTAINS(out, "Q is not a param or type variable of rmsnorm_fwd");
   /* A value outside its param's type is refused, never wrapped. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=4294967552,T=bf16", bin), 1);
-  ASSERT_STR_EQ(out, "ktune key: shape \"N=1,D=4294967552,T=bf16\": D=4294967552 is not an i32 (a whole number from "
-                     "-2147483648 to 2147483647)\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key tests/specs/add_one.json --shape n=99999999999999999999", bin), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=4294967552,T=bf16", bin), 2);
+  ASSERT_STR_EQ(out, "ktune key: --shape N=1,D=4294967552,T=bf16: D=4294967552 is not an i32 (a whole number from "
+                     "-2147483648 to 2147483647)\nTry 'ktune key --help'.\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key tests/specs/add_one.json --shape n=99999999999999999999", bin), 2);
   ASSERT_CONTAINS(out, "n=99999999999999999999 is not an i64 (a whole number that fits in 64 bits)");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,eps=1e999", bin), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,eps=1e999", bin), 2);
   ASSERT_CONTAINS(out, "eps=1e999 is not a finite f32");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,x@abc", bin), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,x@abc", bin), 2);
   ASSERT_CONTAINS(out, "pointer x takes =null or @BYTES (an offset below 4096)");
   ASSERT_EQ(t_sh(out, sizeof out, "%s lint tests/specs/phantom.json", bin), 1);
   ASSERT_CONTAINS(out, "phantom key field: NB is in the tuning key (\"key\": \"exact\")");

@@ -1,9 +1,109 @@
-/* What the ktune subcommands share: the log sink, runtime options, usage
-** errors. */
+/* What the ktune subcommands share (cli.h). */
 #include "cli.h"
 
+#include <ctype.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* getopt_long's tables for c: long options, and the short ones. */
+static int tables(const cli_cmd *c, struct option *lo, char *shorts, size_t n) {
+  size_t u = (size_t)snprintf(shorts, n, ":h");
+  int k = 0;
+  for (const cli_opt *o = c->opts; o && o->name; o++, k++) {
+    int arg = o->value || o->list ? required_argument : no_argument;
+    lo[k] = (struct option){o->name, arg, NULL, 256 + k};
+    if (o->letter && u + 3 < n) {
+      shorts[u++] = (char)o->letter;
+      if (arg == required_argument) shorts[u++] = ':';
+      shorts[u] = 0;
+    }
+  }
+  lo[k++] = (struct option){"help", no_argument, NULL, 'h'};
+  lo[k] = (struct option){NULL, 0, NULL, 0};
+  return k;
+}
+
+/* The option getopt_long returned, by its code. */
+static const cli_opt *option_of(const cli_cmd *c, int code) {
+  int k = 0;
+  for (const cli_opt *o = c->opts; o && o->name; o++, k++)
+    if (code == 256 + k || (o->letter && code == o->letter)) return o;
+  return NULL;
+}
+
+static int take(const cli_cmd *c, const cli_opt *o, const char *value) {
+  if (o->flag) *o->flag = 1;
+  if (o->value) *o->value = value;
+  if (o->list) {
+    if (o->list->n == (int)(sizeof o->list->v / sizeof o->list->v[0]))
+      return cli_usage(c->name, "--%s is given too many times", o->name);
+    o->list->v[o->list->n++] = value;
+  }
+  return 0;
+}
+
+/* What getopt_long could not take, in words. */
+static int bad_option(const cli_cmd *c, int code, char **argv) {
+  const char *given = argv[optind - 1];
+  if (code == ':') return cli_usage(c->name, "option '%s' needs a value", given);
+  if (optopt && optopt < 256 && !strncmp(given, "-", 1) && given[1] != '-')
+    return cli_usage(c->name, "unknown option '-%c'", optopt);
+  return cli_usage(c->name, "unknown option '%s'", given);
+}
+
+int cli_parse(const cli_cmd *c, int argc, char **argv) {
+  struct option lo[64];
+  char shorts[128];
+  tables(c, lo, shorts, sizeof shorts);
+  optind = 0; /* glibc: start afresh */
+  opterr = 0;
+  int code, rc = 0;
+  while (!rc && (code = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+    const cli_opt *o = option_of(c, code);
+    if (code == 'h') {
+      fputs(c->help, stdout);
+      return -1;
+    }
+    rc = o ? take(c, o, optarg) : bad_option(c, code, argv);
+  }
+  for (int i = optind; !rc && i < argc; i++) {
+    if (!c->pos || c->pos->n == c->max_pos) return cli_usage(c->name, "unexpected argument '%s'", argv[i]);
+    c->pos->v[c->pos->n++] = argv[i];
+  }
+  if (!rc && c->pos && c->pos->n < c->min_pos) return cli_usage(c->name, "no %s given", c->pos_what);
+  return rc;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "ktune %s: ", cmd);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry 'ktune %s --help'.\n", cmd);
+  return EXIT_USAGE;
+}
+
+int cli_fail(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "ktune %s: ", cmd);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return EXIT_FAIL;
+}
+
+const char *cli_errmsg(const kt_runtime *rt) {
+  const char *m = kt_errmsg(rt);
+  if (strncmp(m, "kt_", 3)) return m;
+  const char *p = m + 3;
+  while (islower((unsigned char)*p) || *p == '_') p++;
+  return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
+}
 
 void cli_log(void *user, kt_log_level level, const char *msg) {
   static const char *names[] = {"error", "warn", "info", "debug"};
@@ -18,12 +118,43 @@ void cli_options(kt_options *o, const char *arch, int no_device) {
   o->no_device = no_device;
 }
 
-int cli_usage(const char *cmd, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "ktune %s: ", cmd);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nTry 'ktune %s --help'.\n", cmd);
-  return EXIT_USAGE;
+void cli_progress(void *user, const char *kernel, const char *key, int done, int total, double best_us) {
+  (void)user;
+  (void)best_us;
+  if (!isatty(2)) return;
+  if (done >= total) fprintf(stderr, "\r\033[K");
+  else fprintf(stderr, "\r\033[K%s: %s %d/%d", kernel, key, done, total);
+  fflush(stderr);
+}
+
+int cli_print_json(cJSON *v) {
+  char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+  cJSON_Delete(v);
+  if (!text) return cli_fail("json", "out of memory");
+  puts(text);
+  cJSON_free(text);
+  return EXIT_OK;
+}
+
+cJSON *cli_json_num(double v) { return v < 0 ? cJSON_CreateNull() : cJSON_CreateNumber(v); }
+
+/* Every variable ktune or its Python package reads. docs/cli.md has the
+** same table (a test holds them together). */
+static const struct {
+  const char *name, *what;
+} env_vars[] = {
+    {"KTUNE_CACHE", "the cache file (default $XDG_CACHE_HOME/ktune/ktune.db, else ~/.cache/ktune/ktune.db)"},
+    {"KTUNE_SYSTEM_CACHE", "a read-only cache consulted after the user's"},
+    {"KTUNE_MODE", "what a miss does: tune, async, cache-only or off (library default: tune)"},
+    {"KTUNE_LOG", "log level: error, warn, info or debug (default warn)"},
+    {"KTUNE_COMPILE_GROUP", "kernel instances per NVRTC program when tuning, 1 to 8 (default 4)"},
+    {"KTUNE_LIB", "Python package: the libktune.so to load"},
+    {"KTUNE_KERNELS", "Python package: the folder of the bundled kernels"},
+    {"KTUNE_WHEEL_LIB", "Python package build: a libktune.so to ship inside the wheel"},
+    {"CUDA_HOME", "the CUDA toolkit, for NVRTC's headers (default /usr/local/cuda)"},
+};
+
+void cli_print_env(FILE *f) {
+  for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++)
+    fprintf(f, "  %-20s %s\n", env_vars[i].name, env_vars[i].what);
 }

@@ -8,7 +8,7 @@
 #include "shape.h"
 
 static const char help[] =
-    "usage: ktune bench SPEC --shape SHAPE [--config CONFIG] [--cache PATH]\n"
+    "usage: ktune bench SPEC --shape SHAPE [--config CONFIG] [--json] [--cache PATH]\n"
     "\n"
     "Time a call on synthetic inputs (the spec's \"init\" generators): the given\n"
     "config, or else the cached one for the call's key (the default config\n"
@@ -16,67 +16,81 @@ static const char help[] =
     "median time and the spread (max - min) in microseconds.\n"
     "\n"
     "  --shape SHAPE    the call, as for ktune key: 'N=4096,D=2048,T=bf16'\n"
-    "  --config CONFIG  every tunable field: 'BLOCK=256,ROWS=1,VEC=8'\n"
+    "  --config CONFIG  every tunable field: 'BLOCK=256,ROWS=1,VEC=8' or JSON\n"
+    "  --json           one JSON object\n"
     "  --cache PATH     the cache file\n"
     "\n"
     "exit codes: 0 timed, 1 the call or the GPU failed, 2 usage\n";
 
-int cmd_bench(int argc, char **argv) {
-  const char *spec = NULL, *shape = NULL, *config = NULL, *cache = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(help, stdout);
-      return EXIT_OK;
-    } else if (!strcmp(a, "--shape") || !strcmp(a, "--config") || !strcmp(a, "--cache")) {
-      if (i + 1 == argc) return cli_usage("bench", "%s needs a value", a);
-      const char **dst = a[2] == 's' ? &shape : a[3] == 'o' ? &config : &cache;
-      *dst = argv[++i];
-    } else if (a[0] == '-') {
-      return cli_usage("bench", "unknown option '%s'", a);
-    } else if (spec) {
-      return cli_usage("bench", "one spec at a time");
-    } else {
-      spec = a;
-    }
+typedef struct bench {
+  cli_list spec;
+  const char *shape, *config, *cache;
+  int json;
+} bench;
+
+/* Time the call; *source says where the config came from. */
+static int run(const bench *b, kt_runtime *rt, kt_kernel *k, kt_inputs *in, const char **source) {
+  kt_tune_report *r = NULL;
+  double med, spread;
+  int n = kt_kernel_nparams(k);
+  char cfg[512];
+  if (b->config) {
+    snprintf(cfg, sizeof cfg, "%s", b->config);
+    *source = "given";
+  } else if (kt_kernel_lookup(k, kt_inputs_args(in), n, &r)) {
+    return cli_fail("bench", "%s", cli_errmsg(rt));
+  } else {
+    snprintf(cfg, sizeof cfg, "%s", r->config);
+    *source = r->outcome == KT_TUNE_NOT_TUNED ? "default" : "cached";
+    kt_tune_report_free(r);
   }
-  if (!spec) return cli_usage("bench", "no spec given");
-  if (!shape) return cli_usage("bench", "no --shape given");
+  if (kt_kernel_time(k, kt_inputs_args(in), n, cfg, &med, &spread)) return cli_fail("bench", "%s", cli_errmsg(rt));
+  if (b->json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kernel", kt_kernel_name(k));
+    cJSON_AddStringToObject(o, "shape", b->shape);
+    cJSON_AddItemToObject(o, "config", cfg[0] == '{' ? cJSON_Parse(cfg) : cJSON_CreateString(cfg));
+    cJSON_AddStringToObject(o, "source", *source);
+    cJSON_AddNumberToObject(o, "median_us", med);
+    cJSON_AddNumberToObject(o, "spread_us", spread);
+    return cli_print_json(o);
+  }
+  printf("%s %s: %s%s: %.2f us (spread %.2f us)\n", kt_kernel_name(k), b->shape, cfg,
+         !strcmp(*source, "given") ? "" : !strcmp(*source, "cached") ? " (cached)" : " (default: not in the cache)", med,
+         spread);
+  return EXIT_OK;
+}
+
+int cmd_bench(int argc, char **argv) {
+  bench b = {0};
+  const cli_opt opts[] = {{"shape", 0, &b.shape, NULL, NULL},
+                          {"config", 0, &b.config, NULL, NULL},
+                          {"cache", 0, &b.cache, NULL, NULL},
+                          {"json", 0, NULL, NULL, &b.json},
+                          {0}};
+  cli_cmd c = {"bench", help, opts, &b.spec, 1, 1, "spec"};
+  int rc = cli_parse(&c, argc, argv);
+  if (rc) return rc < 0 ? EXIT_OK : rc;
+  if (!b.shape) return cli_usage("bench", "no --shape given");
   kt_options o;
   cli_options(&o, NULL, 0);
-  o.cache_path = cache;
+  o.cache_path = b.cache;
   o.mode = KT_MODE_CACHE_ONLY;
   kt_runtime *rt;
   kt_kernel *k;
-  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, spec, &k)) {
-    fprintf(stderr, "ktune bench: %s\n", kt_errmsg(rt));
-    kt_runtime_close(rt);
-    return EXIT_FAIL;
-  }
   kt_arg args[64];
-  char err[1024], used[512];
-  kt_inputs *in = NULL;
-  int rc = EXIT_FAIL;
-  int n = kt_kernel_nparams(k);
-  if (shape_args(k, shape, args, err, sizeof err)) {
-    kt_runtime_close(rt);
-    return cli_usage("bench", "%s", err);
-  }
-  double med, spread;
-  kt_stats s = {.size = sizeof s};
-  if (kt_inputs_make(k, args, n, 1, &in)) {
-    fprintf(stderr, "ktune bench: %s\n", kt_errmsg(rt));
-  } else if (!config && kt_kernel_config_for(k, kt_inputs_args(in), n, used, sizeof used)) {
-    fprintf(stderr, "ktune bench: %s\n", kt_errmsg(rt));
-  } else if (kt_kernel_time(k, kt_inputs_args(in), n, config ? config : used, &med, &spread)) {
-    fprintf(stderr, "ktune bench: %s\n", kt_errmsg(rt));
+  char err[1024];
+  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, b.spec.v[0], &k)) {
+    rc = cli_fail("bench", "%s", cli_errmsg(rt));
+  } else if (shape_args(k, b.shape, args, err, sizeof err)) {
+    rc = cli_usage("bench", "--shape %s: %s", b.shape, err);
   } else {
-    kt_runtime_stats(rt, &s);
-    printf("%s %s: %s%s: %.2f us (spread %.2f us)\n", kt_kernel_name(k), shape, config ? config : used,
-           config ? "" : s.cache_loads ? " (cached)" : " (default: not in the cache)", med, spread);
-    rc = EXIT_OK;
+    kt_inputs *in = NULL;
+    const char *source;
+    rc = kt_inputs_make(k, args, kt_kernel_nparams(k), 1, &in) ? cli_fail("bench", "%s", cli_errmsg(rt))
+                                                                 : run(&b, rt, k, in, &source);
+    kt_inputs_free(in);
   }
-  kt_inputs_free(in);
   kt_runtime_close(rt);
   return rc;
 }

@@ -20,59 +20,29 @@ static const char export_help[] =
     "usage: ktune export [-o FILE] [--binaries] [--cache PATH]\n"
     "\n"
     "Write the configs (and with --binaries the compiled cubins, base64) as\n"
-    "JSON, to FILE or standard output.\n";
+    "JSON, to FILE or standard output (-o - or no -o).\n";
 static const char import_help[] =
-    "usage: ktune import FILE [--cache PATH]\n"
+    "usage: ktune import FILE [--json] [--cache PATH]\n"
     "\n"
-    "Merge an export into the cache: a config replaces the cached one only\n"
-    "when it is faster. Reports configs added, kept and replaced.\n";
+    "Merge an export into the cache (FILE - reads standard input), all or\n"
+    "nothing: a config replaces the cached one only when it is faster.\n"
+    "Reports configs added, kept and replaced, and binaries added.\n";
 static const char gc_help[] =
-    "usage: ktune gc [SPEC...] [--cache PATH]\n"
+    "usage: ktune gc [SPEC...] [--json] [--cache PATH]\n"
     "\n"
     "Remove configs of each SPEC's kernel whose spec hash is not the spec's\n"
     "current one (with their trials and quarantine entries), then compiled\n"
-    "binaries that no config refers to.\n";
+    "binaries that neither a config nor a named spec's current hash uses.\n";
 
 typedef struct args {
-  const char *cmd, *help;
-  const char *pos[256];
-  int npos;
+  cli_list pos;
   const char *cache, *out;
   int json, binaries;
 } args;
 
-/* Parse the options every cache command shares; returns -1 after printing
-** help, or an exit code > 0 on a usage error. */
-static int parse(args *a, int argc, char **argv, int max_pos, int allow_out, int allow_bin) {
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i];
-    if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-      fputs(a->help, stdout);
-      return -1;
-    } else if (!strcmp(s, "--cache")) {
-      if (++i == argc) return cli_usage(a->cmd, "--cache needs a path");
-      a->cache = argv[i];
-    } else if (!strcmp(s, "--json") && !allow_out) {
-      a->json = 1;
-    } else if (!strcmp(s, "-o") && allow_out) {
-      if (++i == argc) return cli_usage(a->cmd, "-o needs a file");
-      a->out = argv[i];
-    } else if (!strcmp(s, "--binaries") && allow_bin) {
-      a->binaries = 1;
-    } else if (s[0] == '-' && s[1]) {
-      return cli_usage(a->cmd, "unknown option '%s'", s);
-    } else if (a->npos == max_pos) {
-      return cli_usage(a->cmd, "unexpected argument '%s'", s);
-    } else {
-      a->pos[a->npos++] = s;
-    }
-  }
-  return 0;
-}
-
 /* The cache of a command: read-only for those that only read, so that
 ** they never create, change or convert a file. */
-static kt_runtime *open_cache(const args *a, int readonly) {
+static kt_runtime *open_cache(const char *cmd, const args *a, int readonly) {
   kt_options o;
   cli_options(&o, NULL, 1);
   o.cache_path = a->cache;
@@ -82,27 +52,64 @@ static kt_runtime *open_cache(const args *a, int readonly) {
   if (!st && kt_cache_path(rt)[0]) return rt;
   kt_runtime_info in = {0};
   if (!st) kt_runtime_get_info(rt, &in);
-  fprintf(stderr, "ktune %s: %s\n", a->cmd, st ? kt_errmsg(rt) : in.cache_error);
+  cli_fail(cmd, "%s", st ? cli_errmsg(rt) : in.cache_error);
   kt_runtime_close(rt);
   return NULL;
 }
 
-static void json_str(const char *s) {
-  putchar('"');
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') printf("\\%c", c);
-    else if (c < 0x20) printf("\\u%04x", c);
-    else putchar(c);
-  }
-  putchar('"');
+/* A canonical JSON text as a value (a string when it is not JSON). */
+static cJSON *json_value(const char *text) {
+  cJSON *v = cJSON_Parse(text);
+  return v ? v : cJSON_CreateString(text);
+}
+
+static cJSON *trial_json(const kt_trial_row *t) {
+  cJSON *o = cJSON_CreateObject();
+  int compiled = strcmp(t->status, "compile_error");
+  if (!o) return NULL;
+  cJSON_AddItemToObject(o, "config", json_value(t->config));
+  cJSON_AddStringToObject(o, "status", t->status);
+  cJSON_AddItemToObject(o, "median_us", cli_json_num(t->median_us));
+  cJSON_AddItemToObject(o, "spread_us", cli_json_num(t->spread_us));
+  cJSON_AddItemToObject(o, "registers", cli_json_num(compiled ? t->registers : -1));
+  cJSON_AddItemToObject(o, "smem_bytes", cli_json_num(compiled ? t->smem_bytes : -1));
+  cJSON_AddItemToObject(o, "spill_bytes", cli_json_num(compiled ? t->spill_bytes : -1));
+  cJSON_AddStringToObject(o, "detail", t->detail ? t->detail : "");
+  return o;
+}
+
+static int add_trial(void *user, const kt_trial_row *t) {
+  cJSON_AddItemToArray(user, trial_json(t));
+  return 0;
 }
 
 typedef struct listing {
-  int json, n;
   kt_runtime *rt;
-  int with_trials;
+  int trials;
+  cJSON *rows;   /* --json */
+  char **lines;  /* the table: its cells, 6 per row */
+  int n, cap;
 } listing;
+
+static cJSON *row_json(listing *l, const kt_cache_row *r) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "kernel", r->kernel);
+  cJSON_AddStringToObject(o, "spec_hash", r->spec_hash);
+  cJSON_AddStringToObject(o, "device", r->device);
+  cJSON_AddItemToObject(o, "key", json_value(r->key));
+  cJSON_AddItemToObject(o, "config", json_value(r->config));
+  cJSON_AddNumberToObject(o, "time_us", r->time_us);
+  cJSON_AddNumberToObject(o, "candidates", r->candidates);
+  cJSON_AddNumberToObject(o, "rejected", r->rejected);
+  cJSON_AddNumberToObject(o, "updated_at", (double)r->updated_at);
+  cJSON_AddStringToObject(o, "source", r->from_system ? "system" : "user");
+  if (l->trials) {
+    cJSON *t = cJSON_AddArrayToObject(o, "trials");
+    if (t) kt_cache_trials(l->rt, r, add_trial, t);
+  }
+  return o;
+}
 
 static void age(char *buf, size_t n, int64_t t) {
   long long s = (long long)(time(NULL) - t);
@@ -112,131 +119,166 @@ static void age(char *buf, size_t n, int64_t t) {
   else snprintf(buf, n, "%lldd", s / 86400);
 }
 
-static int on_trial(void *user, const kt_trial_row *t) {
-  listing *l = user;
-  if (l->json) {
-    printf("%s{\"config\":%s,\"status\":", l->n++ ? "," : "", t->config);
-    json_str(t->status);
-    printf(",\"median_us\":%.3f,\"spread_us\":%.3f,\"registers\":%d,\"smem_bytes\":%d,\"spill_bytes\":%d,\"detail\":",
-           t->median_us, t->spread_us, t->registers, t->smem_bytes, t->spill_bytes);
-    json_str(t->detail);
-    printf("}");
-  } else {
-    char med[32] = "-", spr[32] = "-";
-    if (t->median_us >= 0) snprintf(med, sizeof med, "%.2f", t->median_us);
-    if (t->spread_us >= 0) snprintf(spr, sizeof spr, "%.2f", t->spread_us);
-    printf("    %-40s %-13s %9s %8s %5d %7d %6d  %s\n", t->config, t->status, med, spr, t->registers,
-           t->smem_bytes, t->spill_bytes, t->detail ? t->detail : "");
+enum { NCOLS = 7 };
+static const char *const list_head[NCOLS] = {"kernel", "device", "key", "config", "time_us", "age", "source"};
+
+/* Keep one table row's cells (copies). */
+static int keep_cells(listing *l, const char *const *cells) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    char **q = realloc(l->lines, (size_t)cap * NCOLS * sizeof *q);
+    if (!q) return -1;
+    l->lines = q;
+    l->cap = cap;
   }
+  for (int c = 0; c < NCOLS; c++) l->lines[l->n * NCOLS + c] = strdup(cells[c]);
+  l->n++;
+  return 0;
+}
+
+/* The table, each column as wide as its widest cell. */
+static void print_table(const listing *l) {
+  size_t w[NCOLS];
+  for (int c = 0; c < NCOLS; c++) w[c] = strlen(list_head[c]);
+  for (int i = 0; i < l->n; i++)
+    for (int c = 0; c < NCOLS; c++) {
+      const char *s = l->lines[i * NCOLS + c];
+      if (s && strlen(s) > w[c]) w[c] = strlen(s);
+    }
+  for (int i = -1; i < l->n; i++) {
+    for (int c = 0; c < NCOLS; c++) {
+      const char *s = i < 0 ? list_head[c] : l->lines[i * NCOLS + c];
+      if (c + 1 == NCOLS) printf("%s\n", s ? s : "?");
+      else printf(c == 4 ? "%*s  " : "%-*s  ", (int)w[c], s ? s : "?");
+    }
+  }
+}
+
+static int print_trial(void *user, const kt_trial_row *t) {
+  char med[32] = "-", spr[32] = "-";
+  (void)user;
+  if (t->median_us >= 0) snprintf(med, sizeof med, "%.2f", t->median_us);
+  if (t->spread_us >= 0) snprintf(spr, sizeof spr, "%.2f", t->spread_us);
+  printf("    %-40s %-13s %9s %8s %5d %7d %6d  %s\n", t->config, t->status, med, spr, t->registers, t->smem_bytes,
+         t->spill_bytes, t->detail ? t->detail : "");
   return 0;
 }
 
 static int on_row(void *user, const kt_cache_row *r) {
   listing *l = user;
-  if (l->json) {
-    printf("%s\n {\"kernel\":", l->n++ ? "," : "");
-    json_str(r->kernel);
-    printf(",\"spec_hash\":");
-    json_str(r->spec_hash);
-    printf(",\"device\":");
-    json_str(r->device);
-    printf(",\"key\":%s,\"config\":%s,\"time_us\":%.3f,\"candidates\":%d,\"rejected\":%d,"
-           "\"updated_at\":%lld,\"source\":\"%s\"",
-           r->key, r->config, r->time_us, r->candidates, r->rejected, (long long)r->updated_at,
-           r->from_system ? "system" : "user");
-    if (l->with_trials) {
-      listing t = {1, 0, l->rt, 0};
-      printf(",\"trials\":[");
-      kt_cache_trials(l->rt, r, on_trial, &t);
-      printf("]");
-    }
-    printf("}");
+  if (l->rows) {
+    cJSON_AddItemToArray(l->rows, row_json(l, r));
     return 0;
   }
-  char a[16];
-  age(a, sizeof a, r->updated_at);
-  if (!l->n++ && !l->with_trials)
-    printf("%-16s %-34s %-30s %-30s %9s %5s %s\n", "kernel", "device", "key", "config", "time_us", "age",
-           "source");
-  printf("%-16s %-34s %-30s %-30s %9.2f %5s %s\n", r->kernel, r->device, r->key, r->config, r->time_us, a,
-         r->from_system ? "system" : "user");
-  if (l->with_trials) {
-    printf("    %-40s %-13s %9s %8s %5s %7s %6s  %s\n", "candidate", "status", "median_us", "spread", "regs",
-           "smem", "spill", "detail");
-    listing t = {0, 0, l->rt, 0};
-    kt_cache_trials(l->rt, r, on_trial, &t);
+  if (l->trials) {
+    printf("%s  %s  %s\n  config %s: %.2f us\n", r->kernel, r->device, r->key, r->config, r->time_us);
+    printf("    %-40s %-13s %9s %8s %5s %7s %6s  %s\n", "candidate", "status", "median_us", "spread", "regs", "smem",
+           "spill", "detail");
+    kt_cache_trials(l->rt, r, print_trial, l);
     printf("    %d candidates, %d rejected\n\n", r->candidates, r->rejected);
+    l->n++;
+    return 0;
   }
-  return 0;
+  char t[32], a[16];
+  snprintf(t, sizeof t, "%.2f", r->time_us);
+  age(a, sizeof a, r->updated_at);
+  const char *cells[NCOLS] = {r->kernel, r->device, r->key, r->config, t, a, r->from_system ? "system" : "user"};
+  return keep_cells(l, cells);
 }
 
 static int listing_cmd(int argc, char **argv, const char *cmd, const char *help, int trials) {
-  args a = {.cmd = cmd, .help = help};
-  int rc = parse(&a, argc, argv, 1, 0, 0);
+  args a = {0};
+  const cli_opt opts[] = {{"json", 0, NULL, NULL, &a.json}, {"cache", 0, &a.cache, NULL, NULL}, {0}};
+  cli_cmd c = {cmd, help, opts, &a.pos, trials, 1, "kernel"};
+  int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
-  if (trials && !a.npos) return cli_usage(cmd, "name the kernel to show");
-  kt_runtime *rt = open_cache(&a, 1);
+  kt_runtime *rt = open_cache(cmd, &a, 1);
   if (!rt) return EXIT_FAIL;
-  listing l = {a.json, 0, rt, trials};
-  if (a.json) printf("[");
-  kt_status st = kt_cache_list(rt, a.npos ? a.pos[0] : NULL, on_row, &l);
-  if (a.json) printf("\n]\n");
-  else if (!l.n) printf("no configs cached%s%s in %s\n", a.npos ? " for " : "", a.npos ? a.pos[0] : "", kt_cache_path(rt));
-  if (st) fprintf(stderr, "ktune %s: %s\n", cmd, kt_errmsg(rt));
+  listing l = {rt, trials, a.json ? cJSON_CreateArray() : NULL, NULL, 0, 0};
+  kt_status st = kt_cache_list(rt, a.pos.n ? a.pos.v[0] : NULL, on_row, &l);
+  if (st) cli_fail(cmd, "%s", cli_errmsg(rt));
+  else if (a.json) rc = cli_print_json(l.rows), l.rows = NULL;
+  else if (!l.n) printf("no configs cached%s%s in %s\n", a.pos.n ? " for " : "", a.pos.n ? a.pos.v[0] : "", kt_cache_path(rt));
+  else if (!trials) print_table(&l);
+  cJSON_Delete(l.rows);
+  for (int i = 0; !trials && i < l.n * NCOLS; i++) free(l.lines[i]);
+  free(l.lines);
   kt_runtime_close(rt);
-  return st ? EXIT_FAIL : EXIT_OK;
+  return st || rc ? EXIT_FAIL : EXIT_OK;
 }
 
 int cmd_list(int argc, char **argv) { return listing_cmd(argc, argv, "list", list_help, 0); }
 int cmd_show(int argc, char **argv) { return listing_cmd(argc, argv, "show", show_help, 1); }
 
 int cmd_export(int argc, char **argv) {
-  args a = {.cmd = "export", .help = export_help};
-  int rc = parse(&a, argc, argv, 0, 1, 1);
+  args a = {0};
+  const cli_opt opts[] = {{"output", 'o', &a.out, NULL, NULL},
+                          {"binaries", 0, NULL, NULL, &a.binaries},
+                          {"cache", 0, &a.cache, NULL, NULL},
+                          {0}};
+  cli_cmd c = {"export", export_help, opts, &a.pos, 0, 0, ""};
+  int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
-  kt_runtime *rt = open_cache(&a, 1);
+  kt_runtime *rt = open_cache("export", &a, 1);
   if (!rt) return EXIT_FAIL;
   kt_status st = kt_cache_export(rt, a.out ? a.out : "-", a.binaries);
-  if (st) fprintf(stderr, "ktune export: %s\n", kt_errmsg(rt));
-  else if (a.out) fprintf(stderr, "ktune export: wrote %s\n", a.out);
+  if (st) cli_fail("export", "%s", cli_errmsg(rt));
+  else if (a.out && strcmp(a.out, "-")) fprintf(stderr, "ktune export: wrote %s\n", a.out);
   kt_runtime_close(rt);
   return st ? EXIT_FAIL : EXIT_OK;
 }
 
 int cmd_import(int argc, char **argv) {
-  args a = {.cmd = "import", .help = import_help};
-  int rc = parse(&a, argc, argv, 1, 1, 0);
+  args a = {0};
+  const cli_opt opts[] = {{"json", 0, NULL, NULL, &a.json}, {"cache", 0, &a.cache, NULL, NULL}, {0}};
+  cli_cmd c = {"import", import_help, opts, &a.pos, 1, 1, "file to import (- for standard input)"};
+  int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
-  if (a.out) return cli_usage("import", "unknown option '-o'");
-  if (!a.npos) return cli_usage("import", "name the file to import");
-  kt_runtime *rt = open_cache(&a, 0);
+  kt_runtime *rt = open_cache("import", &a, 0);
   if (!rt) return EXIT_FAIL;
-  long c[4];
-  kt_status st = kt_cache_import(rt, a.pos[0], c);
-  if (st) fprintf(stderr, "ktune import: %s\n", kt_errmsg(rt));
-  else printf("%ld added, %ld kept, %ld replaced, %ld binaries added\n", c[0], c[1], c[2], c[3]);
+  long n[4];
+  kt_status st = kt_cache_import(rt, a.pos.v[0], n);
+  if (st) {
+    cli_fail("import", "%s", cli_errmsg(rt));
+  } else if (a.json) {
+    cJSON *o = cJSON_CreateObject();
+    static const char *names[4] = {"added", "kept", "replaced", "binaries_added"};
+    for (int i = 0; o && i < 4; i++) cJSON_AddNumberToObject(o, names[i], n[i]);
+    rc = cli_print_json(o);
+  } else {
+    printf("%ld added, %ld kept, %ld replaced, %ld binaries added\n", n[0], n[1], n[2], n[3]);
+  }
   kt_runtime_close(rt);
-  return st ? EXIT_FAIL : EXIT_OK;
+  return st || rc ? EXIT_FAIL : EXIT_OK;
 }
 
 int cmd_gc(int argc, char **argv) {
-  args a = {.cmd = "gc", .help = gc_help};
-  int rc = parse(&a, argc, argv, 256, 1, 0);
+  args a = {0};
+  const cli_opt opts[] = {{"json", 0, NULL, NULL, &a.json}, {"cache", 0, &a.cache, NULL, NULL}, {0}};
+  cli_cmd c = {"gc", gc_help, opts, &a.pos, 0, 256, "spec"};
+  int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
-  if (a.out) return cli_usage("gc", "unknown option '-o'");
-  kt_runtime *rt = open_cache(&a, 0);
+  kt_runtime *rt = open_cache("gc", &a, 0);
   if (!rt) return EXIT_FAIL;
   kt_kernel *ks[256];
-  for (int i = 0; i < a.npos; i++)
-    if (kt_kernel_load(rt, a.pos[i], &ks[i])) {
-      fprintf(stderr, "ktune gc: %s\n", kt_errmsg(rt));
+  for (int i = 0; i < a.pos.n; i++)
+    if (kt_kernel_load(rt, a.pos.v[i], &ks[i])) {
+      cli_fail("gc", "%s", cli_errmsg(rt));
       kt_runtime_close(rt);
       return EXIT_FAIL;
     }
   long cfgs, bins;
-  kt_status st = kt_cache_gc(rt, ks, a.npos, &cfgs, &bins);
-  if (st) fprintf(stderr, "ktune gc: %s\n", kt_errmsg(rt));
-  else printf("%ld stale configs removed, %ld unreferenced binaries removed\n", cfgs, bins);
+  kt_status st = kt_cache_gc(rt, ks, a.pos.n, &cfgs, &bins);
+  if (st) {
+    cli_fail("gc", "%s", cli_errmsg(rt));
+  } else if (a.json) {
+    cJSON *o = cJSON_CreateObject();
+    if (o) cJSON_AddNumberToObject(o, "configs_removed", cfgs);
+    if (o) cJSON_AddNumberToObject(o, "binaries_removed", bins);
+    rc = cli_print_json(o);
+  } else {
+    printf("%ld stale configs removed, %ld unreferenced binaries removed\n", cfgs, bins);
+  }
   kt_runtime_close(rt);
-  return st ? EXIT_FAIL : EXIT_OK;
+  return st || rc ? EXIT_FAIL : EXIT_OK;
 }

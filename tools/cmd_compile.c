@@ -44,83 +44,79 @@ static void on_variant(void *user, const char *name, kt_status st, size_t bytes,
   fflush(stdout);
 }
 
-int cmd_compile(int argc, char **argv) {
-  const char *arch = NULL, *out = NULL, *cache = NULL;
-  const char *specs[256], *shapes[64];
-  int nspecs = 0, nshapes = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(help, stdout);
-      return EXIT_OK;
-    } else if (!strcmp(argv[i], "--arch")) {
-      if (++i == argc) return cli_usage("compile", "--arch needs a value such as sm_90");
-      arch = argv[i];
-    } else if (!strcmp(argv[i], "--shape")) {
-      if (++i == argc) return cli_usage("compile", "--shape needs a value such as 'N=4096,D=2048,T=bf16'");
-      if (nshapes == 64) return cli_usage("compile", "at most 64 shapes");
-      shapes[nshapes++] = argv[i];
-    } else if (!strcmp(argv[i], "-o")) {
-      if (++i == argc) return cli_usage("compile", "-o needs a directory");
-      out = argv[i];
-    } else if (!strcmp(argv[i], "--cache")) {
-      if (++i == argc) return cli_usage("compile", "--cache needs a path");
-      cache = argv[i];
-    } else if (argv[i][0] == '-') {
-      return cli_usage("compile", "unknown option '%s'", argv[i]);
-    } else if (nspecs == 256) {
-      return cli_usage("compile", "at most 256 specs");
-    } else {
-      specs[nspecs++] = argv[i];
+/* The count up front on stderr (a space may hold thousands of variants),
+** then the terminal's progress line. */
+static void progress(void *user, const char *kernel, const char *key, int done, int total, double best_us) {
+  if (!done) fprintf(stderr, "%s: %d variant%s to compile\n", kernel, total, total == 1 ? "" : "s");
+  cli_progress(user, kernel, key, done, total, best_us);
+}
+
+typedef struct opts {
+  cli_list specs, shapes;
+  const char *arch, *out, *cache;
+} opts;
+
+/* Every variant of k, or those the shapes can use; *bad counts what did
+** not even start (a bad shape, a spec without a space to walk). */
+static void compile_spec(kt_runtime *rt, kt_kernel *k, const char *spec, const opts *a, tally *t, int *bad) {
+  if (!a->shapes.n) {
+    if (kt_kernel_compile_all(k, a->out, on_variant, t) == KT_ERR_INVALID) {
+      cli_fail("compile", "%s", cli_errmsg(rt));
+      (*bad)++;
+    }
+    return;
+  }
+  for (int j = 0; j < a->shapes.n; j++) {
+    kt_arg args[64];
+    char err[512];
+    if (shape_args(k, a->shapes.v[j], args, err, sizeof err)) {
+      cli_fail("compile", "%s: --shape %s: %s", spec, a->shapes.v[j], err);
+      (*bad)++;
+      continue;
+    }
+    kt_status st = kt_kernel_compile_for(k, args, kt_kernel_nparams(k), a->out, on_variant, t);
+    if (st && st != KT_ERR_COMPILE) {
+      cli_fail("compile", "%s: --shape %s: %s", spec, a->shapes.v[j], cli_errmsg(rt));
+      (*bad)++;
     }
   }
-  if (!nspecs) return cli_usage("compile", "no spec given");
-  if (out && mkdir(out, 0777) && errno != EEXIST) {
-    fprintf(stderr, "ktune compile: cannot create %s: %s\n", out, strerror(errno));
-    return EXIT_FAIL;
-  }
+}
+
+int cmd_compile(int argc, char **argv) {
+  opts a = {0};
+  const cli_opt options[] = {{"arch", 0, &a.arch, NULL, NULL},
+                             {"output", 'o', &a.out, NULL, NULL},
+                             {"shape", 0, NULL, &a.shapes, NULL},
+                             {"cache", 0, &a.cache, NULL, NULL},
+                             {0}};
+  cli_cmd c = {"compile", help, options, &a.specs, 1, 256, "spec"};
+  int rc = cli_parse(&c, argc, argv);
+  if (rc) return rc < 0 ? EXIT_OK : rc;
+  if (a.out && mkdir(a.out, 0777) && errno != EEXIST)
+    return cli_fail("compile", "cannot create %s: %s", a.out, strerror(errno));
   kt_options o;
-  cli_options(&o, arch, arch != NULL);
-  o.cache_path = cache;
+  cli_options(&o, a.arch, a.arch != NULL);
+  o.cache_path = a.cache;
+  o.progress = progress;
   kt_runtime *rt;
   if (kt_runtime_open(&rt, &o)) {
-    fprintf(stderr, "ktune compile: %s%s\n", kt_errmsg(rt),
-            arch ? "" : " (give --arch to compile without a GPU)");
+    rc = cli_fail("compile", "%s%s", cli_errmsg(rt), a.arch ? "" : " (give --arch to compile without a GPU)");
     kt_runtime_close(rt);
-    return EXIT_FAIL;
+    return rc;
   }
   tally t = {0, 0};
-  int bad_specs = 0;
-  for (int i = 0; i < nspecs; i++) {
+  int bad = 0;
+  for (int i = 0; i < a.specs.n; i++) {
     kt_kernel *k;
-    if (kt_kernel_load(rt, specs[i], &k)) {
-      fprintf(stderr, "ktune compile: %s\n", kt_errmsg(rt));
-      bad_specs++;
-      continue;
-    }
-    if (!nshapes) {
-      if (kt_kernel_compile_all(k, out, on_variant, &t) == KT_ERR_INVALID) {
-        fprintf(stderr, "ktune compile: %s\n", kt_errmsg(rt));
-        bad_specs++;
-      }
-      continue;
-    }
-    for (int j = 0; j < nshapes; j++) {
-      kt_arg args[64];
-      char err[512];
-      if (shape_args(k, shapes[j], args, err, sizeof err)) {
-        fprintf(stderr, "ktune compile: %s: --shape %s: %s\n", specs[i], shapes[j], err);
-        bad_specs++;
-        continue;
-      }
-      kt_status st = kt_kernel_compile_for(k, args, kt_kernel_nparams(k), out, on_variant, &t);
-      if (st && st != KT_ERR_COMPILE) {
-        fprintf(stderr, "ktune compile: %s: --shape %s: %s\n", specs[i], shapes[j], kt_errmsg(rt));
-        bad_specs++;
-      }
+    if (kt_kernel_load(rt, a.specs.v[i], &k)) {
+      cli_fail("compile", "%s", cli_errmsg(rt));
+      bad++;
+    } else {
+      compile_spec(rt, k, a.specs.v[i], &a, &t, &bad);
     }
   }
   printf("%d variants compiled for %s, %d failed%s\n", t.ok, kt_runtime_arch(rt), t.failed,
-         bad_specs ? ", and a spec did not load" : "");
+         bad ? ", and a spec did not load" : "");
   kt_runtime_close(rt);
-  return t.failed || bad_specs ? EXIT_FAIL : EXIT_OK;
+  return t.failed || bad ? EXIT_FAIL : EXIT_OK;
 }

@@ -7,111 +7,129 @@
 #include "shape.h"
 
 static const char key_help[] =
-    "usage: ktune key SPEC --shape 'N=24000,D=256,T=bf16' [--shape ...]\n"
+    "usage: ktune key SPEC --shape 'N=24000,D=256,T=bf16' [--shape ...] [--json]\n"
     "\n"
     "Print the canonical tuning key of each call, as the cache stores it.\n"
     "Pointers are non-null and 16-byte aligned unless the shape says\n"
     "NAME=null or NAME@BYTES (an address offset by BYTES). Type variables\n"
-    "take NAME=dtype (or dtype=...). Params the key ignores may be left out.\n";
+    "take NAME=dtype (or dtype=...). Params the key ignores may be left out.\n"
+    "exit codes: 0 keys printed, 1 the spec did not load, 2 usage (a bad shape)\n";
 
 static const char lint_help[] =
-    "usage: ktune lint SPEC... [--arch sm_XY]\n"
+    "usage: ktune lint SPEC... [--arch sm_XY] [--json]\n"
     "\n"
     "Report phantom key fields (scalars in the tuning key that neither the\n"
-    "kernel nor the spec reads) and variants that do not compile.\n"
-    "exit codes: 0 no problem, 1 problems found, 2 usage\n";
+    "kernel nor the spec reads), variants that do not compile, and spaces that\n"
+    "mostly do not compile. Every variant is compiled for the arch (sm_90 by\n"
+    "default); a terminal shows the progress.\n"
+    "exit codes: 0 no problem, 1 problems found or a spec did not load, 2 usage\n";
+
+static kt_runtime *offline(const char *cmd, const char *arch) {
+  kt_options o;
+  cli_options(&o, arch, 1);
+  o.no_cache = 1;
+  o.progress = cli_progress;
+  kt_runtime *rt;
+  if (kt_runtime_open(&rt, &o)) {
+    cli_fail(cmd, "%s", cli_errmsg(rt));
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
 
 int cmd_key(int argc, char **argv) {
-  const char *spec = NULL, *shapes[64];
-  int nshapes = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(key_help, stdout);
-      return EXIT_OK;
-    } else if (!strcmp(argv[i], "--shape")) {
-      if (++i == argc) return cli_usage("key", "--shape needs a value such as 'N=24000,D=256'");
-      if (nshapes == 64) return cli_usage("key", "at most 64 shapes");
-      shapes[nshapes++] = argv[i];
-    } else if (argv[i][0] == '-') {
-      return cli_usage("key", "unknown option '%s'", argv[i]);
-    } else if (spec) {
-      return cli_usage("key", "one spec at a time");
-    } else {
-      spec = argv[i];
-    }
-  }
-  if (!spec) return cli_usage("key", "no spec given");
-  if (!nshapes) return cli_usage("key", "give at least one --shape");
-  kt_options o;
-  cli_options(&o, NULL, 1);
-  o.no_cache = 1;
-  kt_runtime *rt;
+  cli_list spec = {0}, shapes = {0};
+  int json = 0;
+  const cli_opt opts[] = {{"shape", 0, NULL, &shapes, NULL}, {"json", 0, NULL, NULL, &json}, {0}};
+  cli_cmd c = {"key", key_help, opts, &spec, 1, 1, "spec"};
+  int rc = cli_parse(&c, argc, argv);
+  if (rc) return rc < 0 ? EXIT_OK : rc;
+  if (!shapes.n) return cli_usage("key", "give at least one --shape");
+  kt_runtime *rt = offline("key", NULL);
   kt_kernel *k;
-  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, spec, &k)) {
-    fprintf(stderr, "ktune key: %s\n", kt_errmsg(rt));
+  if (!rt) return EXIT_FAIL;
+  if (kt_kernel_load(rt, spec.v[0], &k)) {
+    cli_fail("key", "%s", cli_errmsg(rt));
     kt_runtime_close(rt);
     return EXIT_FAIL;
   }
-  int rc = EXIT_OK;
-  for (int i = 0; i < nshapes; i++) {
+  cJSON *out = json ? cJSON_CreateArray() : NULL;
+  for (int i = 0; i < shapes.n && !rc; i++) {
     kt_arg args[64];
     char err[1024], key[2048];
-    if (shape_args(k, shapes[i], args, err, sizeof err)) {
-      fprintf(stderr, "ktune key: %s\n", err);
-      rc = EXIT_FAIL;
-    } else if (kt_kernel_key(k, args, kt_kernel_nparams(k), key, sizeof key)) {
-      fprintf(stderr, "ktune key: %s\n", kt_errmsg(rt));
-      rc = EXIT_FAIL;
-    } else {
-      printf("%s\n", key);
+    if (shape_args(k, shapes.v[i], args, err, sizeof err)) rc = cli_usage("key", "--shape %s: %s", shapes.v[i], err);
+    else if (kt_kernel_key(k, args, kt_kernel_nparams(k), key, sizeof key))
+      rc = cli_usage("key", "--shape %s: %s", shapes.v[i], cli_errmsg(rt));
+    else if (!out) printf("%s\n", key);
+    else {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "shape", shapes.v[i]);
+      cJSON_AddItemToObject(o, "key", cJSON_Parse(key));
+      cJSON_AddItemToArray(out, o);
     }
   }
+  if (out && !rc) rc = cli_print_json(out);
+  else cJSON_Delete(out);
   kt_runtime_close(rt);
   return rc;
 }
 
+typedef struct lint_out {
+  const char *spec;
+  cJSON *problems;  /* --json */
+} lint_out;
+
 static void on_problem(void *user, const char *msg) {
-  printf("%s: %s\n", (const char *)user, msg);
+  lint_out *l = user;
+  if (l->problems) cJSON_AddItemToArray(l->problems, cJSON_CreateString(msg));
+  else printf("%s: %s\n", l->spec, msg);
+}
+
+/* One spec: its problems, or why it did not load (-1). */
+static int lint_one(kt_runtime *rt, const char *spec, cJSON *out) {
+  kt_kernel *k;
+  int problems = 0;
+  cJSON *o = out ? cJSON_CreateObject() : NULL;
+  lint_out l = {spec, o ? cJSON_CreateArray() : NULL};
+  int bad = kt_kernel_load(rt, spec, &k) || kt_kernel_lint(k, on_problem, &l, &problems);
+  if (bad && !o) cli_fail("lint", "%s", cli_errmsg(rt));
+  if (o) {
+    cJSON_AddStringToObject(o, "spec", spec);
+    cJSON_AddItemToObject(o, "problems", l.problems);
+    cJSON_AddItemToObject(o, "error", bad ? cJSON_CreateString(cli_errmsg(rt)) : cJSON_CreateNull());
+    cJSON_AddItemToArray(out, o);
+  }
+  return bad ? -1 : problems;
 }
 
 int cmd_lint(int argc, char **argv) {
-  const char *arch = "sm_90", *specs[256];
-  int nspecs = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(lint_help, stdout);
-      return EXIT_OK;
-    } else if (!strcmp(argv[i], "--arch")) {
-      if (++i == argc) return cli_usage("lint", "--arch needs a value such as sm_90");
-      arch = argv[i];
-    } else if (argv[i][0] == '-') {
-      return cli_usage("lint", "unknown option '%s'", argv[i]);
-    } else if (nspecs < 256) {
-      specs[nspecs++] = argv[i];
-    }
-  }
-  if (!nspecs) return cli_usage("lint", "no spec given");
-  kt_options o;
-  cli_options(&o, arch, 1);
-  o.no_cache = 1;
-  kt_runtime *rt;
-  if (kt_runtime_open(&rt, &o)) {
-    fprintf(stderr, "ktune lint: %s\n", kt_errmsg(rt));
-    kt_runtime_close(rt);
-    return EXIT_FAIL;
-  }
+  cli_list specs = {0};
+  const char *arch = "sm_90";
+  int json = 0;
+  const cli_opt opts[] = {{"arch", 0, &arch, NULL, NULL}, {"json", 0, NULL, NULL, &json}, {0}};
+  cli_cmd c = {"lint", lint_help, opts, &specs, 1, 256, "spec"};
+  int rc = cli_parse(&c, argc, argv);
+  if (rc) return rc < 0 ? EXIT_OK : rc;
+  kt_runtime *rt = offline("lint", arch);
+  if (!rt) return EXIT_FAIL;
   int total = 0, failed = 0;
-  for (int i = 0; i < nspecs; i++) {
-    kt_kernel *k;
-    int problems = 0;
-    if (kt_kernel_load(rt, specs[i], &k) || kt_kernel_lint(k, on_problem, (void *)specs[i], &problems)) {
-      fprintf(stderr, "ktune lint: %s\n", kt_errmsg(rt));
-      failed = 1;
-      continue;
-    }
-    total += problems;
+  cJSON *out = json ? cJSON_CreateObject() : NULL, *list = out ? cJSON_AddArrayToObject(out, "specs") : NULL;
+  for (int i = 0; i < specs.n; i++) {
+    int n = lint_one(rt, specs.v[i], list);
+    if (n < 0) failed++;
+    else total += n;
   }
-  printf("%d problem%s in %d spec%s\n", total, total == 1 ? "" : "s", nspecs, nspecs == 1 ? "" : "s");
+  if (out) {
+    cJSON_AddNumberToObject(out, "problems", total);
+    cJSON_AddNumberToObject(out, "not_loaded", failed);
+    cli_print_json(out);
+  } else if (failed) {
+    printf("%d problem%s in %d spec%s; %d spec%s did not load\n", total, total == 1 ? "" : "s", specs.n - failed,
+           specs.n - failed == 1 ? "" : "s", failed, failed == 1 ? "" : "s");
+  } else {
+    printf("%d problem%s in %d spec%s\n", total, total == 1 ? "" : "s", specs.n, specs.n == 1 ? "" : "s");
+  }
   kt_runtime_close(rt);
   return failed || total ? EXIT_FAIL : EXIT_OK;
 }

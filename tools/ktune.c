@@ -1,5 +1,5 @@
+/* ktune: the command line of the library (docs/cli.md). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -23,47 +23,49 @@ static const char usage_text[] =
     "  lint SPEC...    phantom key fields and variants that do not compile\n"
     "  demo [SPEC]     run the bundled RMSNorm on GPU 0: config, time, GB/s\n"
     "  info            versions, GPUs and their fingerprints, the cache\n"
-    "  list [KERNEL]   the cached configs as a table (--json for scripts)\n"
+    "  list [KERNEL]   the cached configs as a table\n"
     "  show KERNEL     cached configs of a kernel with every candidate measured\n"
     "  export [-o FILE] [--binaries]\n"
     "                  write the cache as JSON (cubins too with --binaries)\n"
-    "  import FILE     merge an export: the faster config of a key wins\n"
+    "  import FILE     merge an export (- reads standard input): the faster\n"
+    "                  config of a key wins\n"
     "  gc [SPEC...]    drop configs of stale specs and unreferenced binaries\n"
     "\n"
-    "options:\n"
+    "options of every command: --help; --cache PATH where a cache is used;\n"
+    "--json for output scripts read (list, show, info, key, lint, bench, tune,\n"
+    "import, gc). Options take --name=value or --name value.\n"
     "  --help          this text; `ktune COMMAND --help` for one command\n"
     "  --version       library version\n"
     "\n"
-    "environment: KTUNE_CACHE (cache file), KTUNE_SYSTEM_CACHE (read-only\n"
-    "  cache consulted after it), KTUNE_LOG=error|warn|info|debug, CUDA_HOME\n"
-    "exit codes: 0 success, 1 a command failed, 2 usage error\n";
+    "exit codes: 0 success, 1 the command failed, 2 usage error\n"
+    "\n"
+    "environment:\n";
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"compile", cmd_compile}, {"tune", cmd_tune}, {"bench", cmd_bench},   {"key", cmd_key},
+    {"lint", cmd_lint},       {"demo", cmd_demo}, {"info", cmd_info},     {"list", cmd_list},
+    {"show", cmd_show},       {"export", cmd_export}, {"import", cmd_import}, {"gc", cmd_gc},
+};
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(usage_text, stderr);
-    return EXIT_USAGE;
-  }
-  const char *cmd = argv[1];
-  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-    fputs(usage_text, stdout);
-    return EXIT_OK;
+  const char *cmd = argc > 1 ? argv[1] : NULL;
+  if (!cmd || !strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    FILE *f = cmd ? stdout : stderr;
+    fputs(usage_text, f);
+    cli_print_env(f);
+    return cmd ? EXIT_OK : EXIT_USAGE;
   }
   if (!strcmp(cmd, "--version")) {
     printf("ktune %s\n", kt_libversion());
     return EXIT_OK;
   }
-  if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
-  if (!strcmp(cmd, "demo")) return cmd_demo(argc - 1, argv + 1);
-  if (!strcmp(cmd, "list")) return cmd_list(argc - 1, argv + 1);
-  if (!strcmp(cmd, "show")) return cmd_show(argc - 1, argv + 1);
-  if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
-  if (!strcmp(cmd, "import")) return cmd_import(argc - 1, argv + 1);
-  if (!strcmp(cmd, "gc")) return cmd_gc(argc - 1, argv + 1);
-  if (!strcmp(cmd, "key")) return cmd_key(argc - 1, argv + 1);
-  if (!strcmp(cmd, "lint")) return cmd_lint(argc - 1, argv + 1);
-  if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
-  if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
-  if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
   fprintf(stderr, "ktune: unknown command '%s'\nTry 'ktune --help'.\n", cmd);
   return EXIT_USAGE;
 }

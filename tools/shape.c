@@ -21,7 +21,7 @@ static int parse(const char *shape, item *it, int max, char *err, size_t errlen)
     const char *eq = memchr(p, '=', len), *at = memchr(p, '@', len);
     const char *sep = eq ? eq : at;
     if (!sep || sep == p || n == max || (size_t)(sep - p) >= sizeof it->name || len - (size_t)(sep - p) > sizeof it->value) {
-      snprintf(err, errlen, "shape \"%s\": expected NAME=VALUE or NAME@BYTES items separated by commas", shape);
+      snprintf(err, errlen, "expected NAME=VALUE or NAME@BYTES items separated by commas");
       return -1;
     }
     snprintf(it[n].name, sizeof it[n].name, "%.*s", (int)(sep - p), p);
@@ -32,6 +32,15 @@ static int parse(const char *shape, item *it, int max, char *err, size_t errlen)
     if (*p == ',') p++;
   }
   return n;
+}
+
+/* "f32, f16, bf16, ...": every dtype's name. */
+static const char *dtype_list(void) {
+  static char list[256];
+  size_t u = 0;
+  for (int t = 1; kt_dtype_name((kt_dtype)t) && u < sizeof list; t++)
+    u += (size_t)snprintf(list + u, sizeof list - u, "%s%s", t > 1 ? ", " : "", kt_dtype_name((kt_dtype)t));
+  return list;
 }
 
 static item *find(item *it, int n, const char *name) {
@@ -76,8 +85,12 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
       if (kt_dtype_parse(p.dtype, &dt)) {
         item *tv = find(it, n, p.dtype);
         if (!tv) tv = find(it, n, "dtype");
-        if (!tv || kt_dtype_parse(tv->value, &dt)) {
-          snprintf(err, errlen, "shape \"%s\": give the dtype of %s as %s=bf16 (or dtype=...)", shape, p.name, p.dtype);
+        if (tv && kt_dtype_parse(tv->value, &dt)) {
+          snprintf(err, errlen, "%s=%s: %s is not a dtype (%s)", tv->name, tv->value, tv->value, dtype_list());
+          return -1;
+        }
+        if (!tv) {
+          snprintf(err, errlen, "give the dtype of %s as %s=bf16 (or dtype=...)", p.name, p.dtype);
           return -1;
         }
       }
@@ -89,14 +102,14 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
                  strtoull(v->value + 1, &end, 10) < 4096 && !*end) {
         addr += strtoull(v->value + 1, NULL, 10);
       } else if (v) {
-        snprintf(err, errlen, "shape \"%s\": pointer %s takes =null or @BYTES (an offset below 4096)", shape, p.name);
+        snprintf(err, errlen, "pointer %s takes =null or @BYTES (an offset below 4096)", p.name);
         return -1;
       }
       args[i] = kt_arg_ptr(addr, dt);
       continue;
     }
     if (!v && strcmp(p.key, "ignore")) {
-      snprintf(err, errlen, "shape \"%s\": %s is in the tuning key; give its value", shape, p.name);
+      snprintf(err, errlen, "%s is in the tuning key; give its value", p.name);
       return -1;
     }
     /* Unnamed scalars take the spec's init when it is a number. */
@@ -107,14 +120,13 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
       static const char *const want[] = {[KT_ARG_I32] = "an i32 (a whole number from -2147483648 to 2147483647)",
                                          [KT_ARG_I64] = "an i64 (a whole number that fits in 64 bits)",
                                          [KT_ARG_F32] = "a finite f32"};
-      snprintf(err, errlen, "shape \"%s\": %s=%s is not %s", shape, p.name, val, want[p.kind]);
+      snprintf(err, errlen, "%s=%s is not %s", p.name, val, want[p.kind]);
       return -1;
     }
   }
   for (int i = 0; i < n; i++)
     if (!it[i].used && strcmp(it[i].name, "dtype")) {
-      snprintf(err, errlen, "shape \"%s\": %s is not a param or type variable of %s", shape, it[i].name,
-               kt_kernel_name(k));
+      snprintf(err, errlen, "%s is not a param or type variable of %s", it[i].name, kt_kernel_name(k));
       return -1;
     }
   return 0;

@@ -15,6 +15,22 @@ double tunejob_now(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static const char *const status_names[] = {
+#define JOB_NAME(name, text) text,
+    JOB_STATUS_MAP(JOB_NAME)
+#undef JOB_NAME
+};
+
+const char *job_status_name(job_status s) {
+  return (int)s >= 0 && (size_t)s < sizeof status_names / sizeof status_names[0] ? status_names[s] : "error";
+}
+
+int job_status_parse(const char *name) {
+  for (size_t i = 0; i < sizeof status_names / sizeof status_names[0]; i++)
+    if (!strcmp(status_names[i], name)) return (int)i;
+  return -1;
+}
+
 /* The config that faulted, from the report, for the quarantine summary. */
 static void faulted(const kt_tune_report *r, job *j) {
   for (int i = 0; r && i < r->ncandidates; i++)
@@ -22,59 +38,69 @@ static void faulted(const kt_tune_report *r, job *j) {
       snprintf(j->fault, sizeof j->fault, "%s", r->candidates[i].config);
 }
 
-/* The job status of an outcome: tuned and cached count as done. */
-static const char *outcome_word(kt_tune_outcome o) {
-  static const char *words[] = {[KT_TUNE_CACHED] = "cached",     [KT_TUNE_KNOWN] = "cached",
-                                [KT_TUNE_TUNED] = "tuned",       [KT_TUNE_TUNED_LOCAL] = "tuned",
-                                [KT_TUNE_UNSTABLE] = "unstable", [KT_TUNE_NO_VALID] = "rejected",
-                                [KT_TUNE_NOT_TUNED] = "not tuned"};
-  return (int)o >= 0 && (int)o < (int)(sizeof words / sizeof words[0]) ? words[o] : "error";
+/* The job status of an outcome. */
+static job_status outcome_status(kt_tune_outcome o) {
+  static const job_status st[] = {[KT_TUNE_CACHED] = JOB_CACHED,     [KT_TUNE_KNOWN] = JOB_CACHED,
+                                  [KT_TUNE_TUNED] = JOB_TUNED,       [KT_TUNE_TUNED_LOCAL] = JOB_TUNED,
+                                  [KT_TUNE_UNSTABLE] = JOB_UNSTABLE, [KT_TUNE_NO_VALID] = JOB_REJECTED,
+                                  [KT_TUNE_NOT_TUNED] = JOB_ERROR};
+  return (int)o >= 0 && (size_t)o < sizeof st / sizeof st[0] ? st[o] : JOB_ERROR;
 }
 
-/* The job's result fields from a report of the key. */
-static void from_report(kt_kernel *k, const kt_arg *args, const kt_tune_report *r, job *j) {
-  int n = kt_kernel_nparams(k);
-  kt_kernel_default_for(k, args, n, j->dflt, sizeof j->dflt);
-  kt_kernel_config_for(k, args, n, j->config, sizeof j->config);
-  snprintf(j->status, sizeof j->status, "%s", outcome_word(r->outcome));
-  j->time_us = r->time_us > 0 ? r->time_us : 0;
-  j->default_us = r->default_us > 0 ? r->default_us : 0;
-  j->tried = r->tried;
-  j->rejected = r->rejected;
+/* The job's result fields from a report of its key. */
+static void from_report(const kt_tune_report *r, job *j) {
   static const char *why[] = {[KT_TUNE_TUNED_LOCAL] = "some rejections happened only on these inputs: not stored",
                               [KT_TUNE_UNSTABLE] = "the default config does not reproduce its own results: not tuned",
                               [KT_TUNE_NO_VALID] = "every candidate was rejected: the default is used",
                               [KT_TUNE_NOT_TUNED] = "not tuned"};
-  if ((int)r->outcome < (int)(sizeof why / sizeof why[0]) && why[r->outcome])
+  j->status = outcome_status(r->outcome);
+  snprintf(j->config, sizeof j->config, "%s", r->config);
+  snprintf(j->dflt, sizeof j->dflt, "%s", r->default_config);
+  j->time_us = r->time_us;
+  j->default_us = r->default_us;
+  j->tried = r->tried;
+  j->rejected = r->rejected;
+  if ((size_t)r->outcome < sizeof why / sizeof why[0] && why[r->outcome])
     snprintf(j->message, sizeof j->message, "%s", why[r->outcome]);
   else if (r->outcome == KT_TUNE_TUNED && r->time_us < 0)
     snprintf(j->message, sizeof j->message, "no cache row (is the cache writable?)");
 }
 
-void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed) {
+/* A key the cache has needs no inputs, no GPU work and no tuning. */
+static int cached(kt_kernel *k, const kt_arg *shape, job *j) {
+  kt_tune_report *r = NULL;
+  int hit = !kt_kernel_lookup(k, shape, kt_kernel_nparams(k), &r) && r->outcome == KT_TUNE_CACHED;
+  if (hit) from_report(r, j);
+  kt_tune_report_free(r);
+  return hit;
+}
+
+void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force) {
   double t0 = tunejob_now();
   kt_arg shape[64];
   char err[1024];
   kt_inputs *in = NULL;
   kt_tune_report *rep = NULL;
   j->config[0] = j->dflt[0] = j->message[0] = j->fault[0] = 0;
-  j->time_us = j->default_us = 0;
+  j->time_us = j->default_us = -1;
   j->tried = j->rejected = 0;
-  snprintf(j->status, sizeof j->status, "error");
+  j->status = JOB_ERROR;
   int n = kt_kernel_nparams(k);
-  if (shape_args(k, j->shape, shape, err, sizeof err) ||
-      (kt_inputs_make(k, shape, n, seed, &in) && snprintf(err, sizeof err, "%s", kt_errmsg(rt)))) {
+  if (shape_args(k, j->shape, shape, err, sizeof err)) {
     snprintf(j->message, sizeof j->message, "%s", err);
-    j->secs = tunejob_now() - t0;
-    return;
-  }
-  kt_status st = kt_kernel_tune(k, kt_inputs_args(in), n, &rep);
-  if (st) {
-    snprintf(j->status, sizeof j->status, "%s", st == KT_ERR_DEVICE_FAULT ? "fault" : "error");
-    snprintf(j->message, sizeof j->message, "%s: %s", kt_status_name(st), kt_errmsg(rt));
-    faulted(rep, j);
+  } else if (!force && cached(k, shape, j)) {
+    /* done: nothing made, nothing launched */
+  } else if (kt_inputs_make(k, shape, n, seed, &in)) {
+    snprintf(j->message, sizeof j->message, "%s", cli_errmsg(rt));
   } else {
-    from_report(k, kt_inputs_args(in), rep, j);
+    kt_status st = kt_kernel_tune(k, kt_inputs_args(in), n, &rep);
+    if (st) {
+      j->status = st == KT_ERR_DEVICE_FAULT ? JOB_FAULT : JOB_ERROR;
+      snprintf(j->message, sizeof j->message, "%s", cli_errmsg(rt));
+      faulted(rep, j);
+    } else {
+      from_report(rep, j);
+    }
   }
   kt_tune_report_free(rep);
   kt_inputs_free(in);
@@ -118,20 +144,20 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
     if (line[0] == 'Q' || sscanf(line, "J %d", &idx) != 1) break;
     job *j = &o->jobs[idx];
     if (st) {
-      snprintf(j->status, sizeof j->status, "error");
-      snprintf(j->message, sizeof j->message, "device %d: %s", device, kt_errmsg(rt));
+      j->status = JOB_ERROR;
+      snprintf(j->message, sizeof j->message, "device %d: %s", device, cli_errmsg(rt));
       j->config[0] = 0;
     } else {
-      tunejob_run(rt, ks[j->spec], j, (uint64_t)idx + 1);
+      tunejob_run(rt, ks[j->spec], j, (uint64_t)idx + 1, o->force);
     }
     clean(j->message);
     char res[4096];
-    int len = snprintf(res, sizeof res, "R %s\t%s\t%s\t%.4f\t%.4f\t%d\t%d\t%.3f\t%s\t%s\n", j->status,
+    int len = snprintf(res, sizeof res, "R %s\t%s\t%s\t%.4f\t%.4f\t%d\t%d\t%.3f\t%s\t%s\n", job_status_name(j->status),
                        j->config[0] ? j->config : "-", j->dflt[0] ? j->dflt : "-", j->time_us, j->default_us,
                        j->tried, j->rejected, j->secs, j->fault[0] ? j->fault : "-", j->message);
     if (len >= (int)sizeof res) len = (int)sizeof res - 1, res[len - 1] = '\n';
     if (write(out, res, (size_t)len) != len) break;
-    if (!strcmp(j->status, "fault")) {
+    if (j->status == JOB_FAULT) {
       rc = 3;
       break;
     }
@@ -157,12 +183,13 @@ void tunejob_decode(job *j, const char *fields) {
     *t = 0;
     p = t + 1;
   }
-  if (n < 10) {
-    snprintf(j->status, sizeof j->status, "error");
+  int status = n == 10 ? job_status_parse(f[0]) : -1;
+  if (status < 0) {
+    j->status = JOB_ERROR;
     snprintf(j->message, sizeof j->message, "worker sent a malformed result");
     return;
   }
-  snprintf(j->status, sizeof j->status, "%s", f[0]);
+  j->status = (job_status)status;
   snprintf(j->config, sizeof j->config, "%s", strcmp(f[1], "-") ? f[1] : "");
   snprintf(j->dflt, sizeof j->dflt, "%s", strcmp(f[2], "-") ? f[2] : "");
   j->time_us = atof(f[3]);

@@ -1,5 +1,5 @@
 /* One (spec, shape) tuning of ktune tune, and the worker process that runs
-** such jobs for the parent (cmd_tune.c) over a pair of pipes:
+** such jobs for the parent (tunepool.c) over a pair of pipes:
 **   parent -> worker  "J <job>\n" (run it), "Q\n" (quit)
 **   worker -> parent  "P <done> <total> <best_us>\n" after each trial,
 **                     "R <fields>\n" with the result (tunejob_decode). */
@@ -7,6 +7,29 @@
 #define KT_TUNEJOB_H
 
 #include "ktune.h"
+
+/* What became of a job; the worker protocol carries the name. */
+#define JOB_STATUS_MAP(X)                                                     \
+  X(PENDING, "pending")      /* not run yet */                                \
+  X(TUNED, "tuned")          /* tuned now */                                  \
+  X(CACHED, "cached")        /* the cache had it */                           \
+  X(UNSTABLE, "unstable")    /* the default does not reproduce: not tuned */  \
+  X(REJECTED, "rejected")    /* every candidate rejected */                   \
+  X(FAULT, "fault")          /* a candidate faulted: quarantined */           \
+  X(ERROR, "error")          /* the job could not run (the message says) */   \
+  X(NOT_RUN, "not run")      /* the run stopped before it */
+
+typedef enum job_status {
+#define JOB_ENUM(name, text) JOB_##name,
+  JOB_STATUS_MAP(JOB_ENUM)
+#undef JOB_ENUM
+} job_status;
+
+const char *job_status_name(job_status s);
+/* The status named, or -1. */
+int job_status_parse(const char *name);
+/* Tuned and cached jobs are done; the others count as failed. */
+static inline int job_ok(job_status s) { return s == JOB_TUNED || s == JOB_CACHED; }
 
 typedef struct topts {
   const char *specs[256];
@@ -20,27 +43,30 @@ typedef struct topts {
   struct job *jobs;      /* for workers: the parent's job list */
 } topts;
 
+typedef enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state;
+
 typedef struct job {
   int spec;
   char shape[1024];
   char key[1024];
   int same_as;           /* an earlier job with this spec and key, or -1 */
-  int state;             /* 0 pending, 1 running, 2 done */
+  job_state state;       /* with workers */
   int restarts;
   double t_start;
   /* the result */
-  char status[16];       /* tuned, cached, fault, error, not run */
-  char config[256], dflt[256];
-  double time_us, default_us, secs;
+  job_status status;
+  char config[512], dflt[512]; /* canonical JSON */
+  double time_us, default_us, secs; /* -1: not measured */
   int tried, rejected;
-  char fault[256];       /* the config that faulted, as JSON, or "" */
+  char fault[512];       /* the config that faulted, as JSON, or "" */
   char message[1024];
 } job;
 
 /* Seconds on a monotonic clock. */
 double tunejob_now(void);
-/* Tune (or find cached) one job on rt; fills the result fields. */
-void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed);
+/* Tune (or find cached: without making inputs, unless force) one job on
+** rt; fills the result fields. */
+void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force);
 /* A worker's main: a runtime on device, jobs read from in, lines written
 ** to out. Returns the exit status (3 after a fault: the context is lost). */
 int tunejob_worker(const topts *o, int device, int in, int out);

@@ -16,8 +16,9 @@ import os
 import threading
 
 from . import _capi
+from ._version import __version__
 
-__all__ = ["KtuneError", "Runtime", "Kernel", "runtime", "wait_tuning", "null", "kernels_dir"]
+__all__ = ["KtuneError", "Runtime", "Kernel", "runtime", "wait_tuning", "null", "kernels_dir", "__version__"]
 
 _lib = None
 _lib_lock = threading.Lock()
@@ -39,17 +40,33 @@ class KtuneError(RuntimeError):
         self.status = status
 
 
-def kernels_dir():
-    """Where bundled specs are found: $KTUNE_KERNELS, else the source tree's
-    kernels_src/, else an installed share/ktune/kernels."""
+def kernels_candidates():
+    """Where the bundled specs are looked for, in order, as (place, folder):
+    $KTUNE_KERNELS, the package's own copy, the source tree's kernels_src/,
+    the installed prefix's share/ktune/kernels (next to the library found)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    places = []
     env = os.environ.get("KTUNE_KERNELS")
     if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    tree = os.path.normpath(os.path.join(here, "..", "..", "..", "kernels_src"))
-    if os.path.isdir(tree):
-        return tree
-    return "/usr/local/share/ktune/kernels"
+        places.append(("$KTUNE_KERNELS", env))
+    places.append(("the package", os.path.join(here, "kernels")))
+    places.append(("the source tree", os.path.normpath(os.path.join(here, "..", "..", "..", "kernels_src"))))
+    libdir = _capi._installed_libdir()
+    if libdir:
+        places.append(("ktune.pc's prefix", os.path.normpath(os.path.join(libdir, "..", "share", "ktune", "kernels"))))
+    return places
+
+
+def kernels_dir():
+    """The folder of the bundled specs (see kernels_candidates); KtuneError
+    naming every place tried when none has them."""
+    tried = []
+    for place, d in kernels_candidates():
+        if os.path.isfile(os.path.join(d, "rmsnorm.json")):
+            return d
+        tried.append("%s (%s)" % (place, d))
+    raise KtuneError("KT_ERR_IO", "the bundled kernels are not found; tried: " + "; ".join(tried) +
+                     ". Install them (make install) or set KTUNE_KERNELS.")
 
 
 class _Null:

@@ -2,7 +2,10 @@
 package uses. Kept beside the header's order; a field added there is added
 here."""
 import ctypes
+import ctypes.util
+import functools
 import os
+import subprocess
 
 KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 = 1, 2, 3, 4
 DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "i32": 5, "i64": 6, "u8": 7, "i8": 8, "i16": 9, "u32": 10}
@@ -47,19 +50,76 @@ class Stats(ctypes.Structure):
                 ("async_pending", ctypes.c_uint64)]
 
 
-def _find_library():
+class RuntimeInfo(ctypes.Structure):
+    _fields_ = [("device_name", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("fingerprint", ctypes.c_char_p),
+                ("num_sms", ctypes.c_int), ("l2_bytes", ctypes.c_int), ("smem_per_block_optin", ctypes.c_int),
+                ("driver_version", ctypes.c_int), ("nvrtc_version", ctypes.c_int), ("cache_path", ctypes.c_char_p),
+                ("cache_error", ctypes.c_char_p)]
+
+
+class CacheRow(ctypes.Structure):
+    _fields_ = [("kernel", ctypes.c_char_p), ("spec_hash", ctypes.c_char_p), ("device", ctypes.c_char_p),
+                ("key", ctypes.c_char_p), ("config", ctypes.c_char_p), ("time_us", ctypes.c_double),
+                ("candidates", ctypes.c_int), ("rejected", ctypes.c_int), ("nvrtc_version", ctypes.c_char_p),
+                ("driver_version", ctypes.c_char_p), ("created_at", ctypes.c_int64), ("updated_at", ctypes.c_int64),
+                ("from_system", ctypes.c_int)]
+
+
+CACHE_ROW_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(CacheRow))
+
+
+def _here():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_libdir():
+    """The libdir of an installed ktune: pkg-config's word for ktune.pc,
+    else None."""
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "ktune"], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    d = out.stdout.strip()
+    return d if out.returncode == 0 and d else None
+
+
+def library_candidates():
+    """Where libktune is looked for, in order, as (place, path or name):
+    $KTUNE_LIB, a library shipped inside the package, the installed prefix
+    (ktune.pc, then the loader's cache), the source tree's build/."""
+    places = []
     env = os.environ.get("KTUNE_LIB")
     if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "..", "..", "..", "build", "libktune.so"), "libktune.so.0", "libktune.so"):
-        if os.sep not in cand or os.path.exists(cand):
-            return cand
-    return "libktune.so"
+        places.append(("$KTUNE_LIB", env))
+    places.append(("the package", os.path.join(_here(), "lib", "libktune.so.0")))
+    libdir = _installed_libdir()
+    if libdir:
+        places.append(("ktune.pc's libdir", os.path.join(libdir, "libktune.so.0")))
+    found = ctypes.util.find_library("ktune")
+    if found:
+        places.append(("the loader's cache", found))
+    places.append(("the source tree", os.path.normpath(os.path.join(_here(), "..", "..", "..", "build", "libktune.so"))))
+    return places
+
+
+def _open_library():
+    tried = []
+    for place, path in library_candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append("%s (%s: no such file)" % (place, path))
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s: %s)" % (place, path, e))
+    raise OSError("libktune not found; tried: " + "; ".join(tried) +
+                  ". Build it (make), install it (make install), or set KTUNE_LIB to its path.")
 
 
 def load():
-    lib = ctypes.CDLL(_find_library())
+    lib = _open_library()
     P, I, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
     sig = {
         "kt_options_init": (I, [ctypes.POINTER(Options)]),
@@ -77,6 +137,10 @@ def load():
         "kt_runtime_stats": (I, [P, ctypes.POINTER(Stats)]),
         "kt_device_count": (I, [ctypes.POINTER(I)]),
         "kt_runtime_wait_tuning": (I, [P, ctypes.c_double]),
+        "kt_libversion": (S, []),
+        "kt_runtime_get_info": (I, [P, ctypes.POINTER(RuntimeInfo)]),
+        "kt_cache_list": (I, [P, S, CACHE_ROW_FN, P]),
+        "kt_cache_counts": (I, [P, ctypes.POINTER(ctypes.c_long * 4)]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)

@@ -18,7 +18,8 @@ import torch
 
 from . import KtuneError, null, runtime
 
-__all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "masked_softmax"]
+__all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_rows", "masked_softmax", "norm_fwd",
+           "norm_bwd"]
 
 _kernels = {}
 _sms = {}
