@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 #include "tune/devcompare.h"
 #include "harness.h"
 #include "ktune.h"

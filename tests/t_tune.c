@@ -9,7 +9,7 @@
 #include "harness.h"
 #include "spec/key.h"
 #include "ktune.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 #include "spec/spec.h"
 #include "cache/store.h"
 

@@ -42,7 +42,7 @@ static const char help[] =
     "Without --isolate a config that faults ends the run, named and quarantined.\n"
     "exit codes: 0 every key tuned or cached, 1 a key failed, 2 usage\n";
 
-static int add_job(run *r, int spec, const char *shape) {
+static int add_job(tune_run *r, int spec, const char *shape) {
   if (r->njobs == r->cap) {
     int cap = r->cap ? 2 * r->cap : 16;
     job *nj = realloc(r->jobs, (size_t)cap * sizeof *nj);
@@ -62,7 +62,7 @@ static int add_job(run *r, int spec, const char *shape) {
 static int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_t kn, char *err,
                            size_t errlen);
 
-static int load_shapes(run *r, const char *path) {
+static int load_shapes(tune_run *r, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
     cli_fail("tune", "%s: %s", path, strerror(errno));
@@ -174,7 +174,7 @@ typedef struct targs {
 } targs;
 
 /* The options' values, checked; a usage error's exit code, or 0. */
-static int check_options(run *r, const targs *a) {
+static int check_options(tune_run *r, const targs *a) {
   static const struct {
     const char *name;
     kt_strategy s;
@@ -202,7 +202,7 @@ static int check_options(run *r, const targs *a) {
   return 0;
 }
 
-static int parse_args(run *r, targs *a, int argc, char **argv) {
+static int parse_args(tune_run *r, targs *a, int argc, char **argv) {
   const cli_opt opts[] = {{"shape", 0, NULL, &a->shapes, NULL},   {"shapes", 0, &a->shapes_file, NULL, NULL},
                           {"force", 0, NULL, NULL, &r->o.force},   {"isolate", 0, NULL, NULL, &r->o.isolate},
                           {"json", 0, NULL, NULL, &r->o.json},     {"plain", 0, NULL, NULL, &r->o.plain},
@@ -220,7 +220,7 @@ static int parse_args(run *r, targs *a, int argc, char **argv) {
 /* Each job's key, before any GPU work, by a runtime without a device;
 ** jobs with the key of an earlier one are marked. A usage error's exit
 ** code, or 0. */
-static int keys(run *r, kt_runtime *meta, kt_kernel **ks) {
+static int keys(tune_run *r, kt_runtime *meta, kt_kernel **ks) {
   for (int i = 0; i < r->njobs; i++) {
     job *j = &r->jobs[i];
     kt_arg args[64];
@@ -236,7 +236,7 @@ static int keys(run *r, kt_runtime *meta, kt_kernel **ks) {
 }
 
 /* The specs loaded (names kept), the jobs listed and keyed. */
-static int plan(run *r, const targs *a) {
+static int plan(tune_run *r, const targs *a) {
   kt_options mo;
   cli_options(&mo, "sm_90", 1);
   mo.no_cache = 1;
@@ -257,7 +257,7 @@ static int plan(run *r, const targs *a) {
 }
 
 int cmd_tune(int argc, char **argv) {
-  run r;
+  tune_run r;
   targs a;
   memset(&r, 0, sizeof r);
   memset(&a, 0, sizeof a);

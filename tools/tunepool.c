@@ -14,7 +14,7 @@
 #include "cli.h"
 #include "tunerun.h"
 
-int run_inprocess(run *r) {
+int run_inprocess(tune_run *r) {
   kt_options o;
   cli_options(&o, NULL, 0);
   o.device = r->o.ndev > 0 ? r->o.devices[0] : 0;
@@ -68,7 +68,7 @@ typedef struct worker {
   size_t len;
 } worker;
 
-static int worker_start(run *r, worker *w) {
+static int worker_start(tune_run *r, worker *w) {
   int down[2], up[2];
   if (pipe(down) || pipe(up)) return -1;
   fflush(NULL);
@@ -86,7 +86,7 @@ static int worker_start(run *r, worker *w) {
   return 0;
 }
 
-static void requeue(run *r, worker *w, const char *why) {
+static void requeue(tune_run *r, worker *w, const char *why) {
   job *j = &r->jobs[w->job];
   if (++j->restarts >= 10) {
     j->status = JOB_ERROR;
@@ -100,7 +100,7 @@ static void requeue(run *r, worker *w, const char *why) {
 }
 
 typedef struct claimctx {
-  run *r;
+  tune_run *r;
   const char *reason;
 } claimctx;
 
@@ -113,7 +113,7 @@ static void on_claim(void *user, const char *kernel, const char *key, const char
 
 /* The worker died (or was killed) in a trial: its config is quarantined
 ** with the reason, and its job goes back to the queue. */
-static void worker_lost(run *r, worker *w, kt_runtime *meta, const char *reason) {
+static void worker_lost(tune_run *r, worker *w, kt_runtime *meta, const char *reason) {
   close(w->to);
   close(w->from);
   int status = 0;
@@ -131,7 +131,7 @@ static void worker_lost(run *r, worker *w, kt_runtime *meta, const char *reason)
   w->pid = 0;
 }
 
-static void handle_line(run *r, worker *w, char *line) {
+static void handle_line(tune_run *r, worker *w, char *line) {
   w->last = tunejob_now();
   if (w->job < 0) return;
   job *j = &r->jobs[w->job];
@@ -156,7 +156,7 @@ static void handle_line(run *r, worker *w, char *line) {
 }
 
 /* --devices all: counting devices loads the driver, so a child counts. */
-static int count_devices(run *r) {
+static int count_devices(tune_run *r) {
   int fd[2], n = 0;
   if (pipe(fd)) return -1;
   pid_t pid = fork();
@@ -178,14 +178,14 @@ static int count_devices(run *r) {
 }
 
 /* Whether any job is still queued or running. */
-static int jobs_left(const run *r) {
+static int jobs_left(const tune_run *r) {
   for (int i = 0; i < r->njobs; i++)
     if (r->jobs[i].same_as < 0 && r->jobs[i].state != JOB_DONE) return 1;
   return 0;
 }
 
 /* Give an idle worker the next queued job. */
-static void assign(run *r, worker *w) {
+static void assign(tune_run *r, worker *w) {
   for (int i = 0; i < r->njobs && w->job < 0; i++) {
     job *j = &r->jobs[i];
     if (j->same_as >= 0 || j->state != JOB_QUEUED) continue;
@@ -200,7 +200,7 @@ static void assign(run *r, worker *w) {
 }
 
 /* What a worker has written, line by line; a closed pipe is a lost worker. */
-static void drain(run *r, worker *w, kt_runtime *meta) {
+static void drain(tune_run *r, worker *w, kt_runtime *meta) {
   ssize_t got = read(w->from, w->buf + w->len, sizeof w->buf - 1 - w->len);
   if (got <= 0) {
     worker_lost(r, w, meta, NULL);
@@ -221,7 +221,7 @@ static void drain(run *r, worker *w, kt_runtime *meta) {
 
 /* A worker silent past the trial timeout (five times that before its
 ** first trial, which includes compiling) hangs: killed, quarantined. */
-static void check_hang(run *r, worker *w, kt_runtime *meta) {
+static void check_hang(tune_run *r, worker *w, kt_runtime *meta) {
   double limit = w->progressed ? r->o.trial_timeout : 5 * r->o.trial_timeout;
   if (!w->pid || w->job < 0 || tunejob_now() - w->last <= limit) return;
   char why[128];
@@ -230,7 +230,7 @@ static void check_hang(run *r, worker *w, kt_runtime *meta) {
   worker_lost(r, w, meta, why);
 }
 
-static int serve(run *r, worker *w, int ndev, kt_runtime *meta) {
+static int serve(tune_run *r, worker *w, int ndev, kt_runtime *meta) {
   while (jobs_left(r)) {
     for (int d = 0; d < ndev; d++) {
       if (!w[d].pid && worker_start(r, &w[d])) {
@@ -250,7 +250,7 @@ static int serve(run *r, worker *w, int ndev, kt_runtime *meta) {
   return 0;
 }
 
-int run_workers(run *r) {
+int run_workers(tune_run *r) {
   if (r->o.ndev < 0 && count_devices(r)) return -1;
   int ndev = r->o.ndev;
   /* A runtime without a device, for the quarantine rows of dead workers. */

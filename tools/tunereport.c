@@ -6,7 +6,7 @@
 #include "cli.h"
 #include "tunerun.h"
 
-void run_progress_line(run *r, const job *j, int done, int total, double best_us) {
+void run_progress_line(tune_run *r, const job *j, int done, int total, double best_us) {
   if (!r->tty || r->o.json || r->o.plain) return;
   double el = tunejob_now() - j->t_start;
   int width = 24, fill = total > 0 ? done * width / total : 0;
@@ -21,12 +21,12 @@ void run_progress_line(run *r, const job *j, int done, int total, double best_us
 }
 
 void run_on_progress(void *user, const char *kernel, const char *key, int done, int total, double best_us) {
-  run *r = user;
+  tune_run *r = user;
   (void)kernel, (void)key;
   if (r->current >= 0) run_progress_line(r, &r->jobs[r->current], done, total, best_us);
 }
 
-static cJSON *json_of(const run *r, const job *j) {
+static cJSON *json_of(const tune_run *r, const job *j) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "kernel", r->o.names[j->spec]);
   cJSON_AddStringToObject(o, "shape", j->shape);
@@ -45,7 +45,7 @@ static cJSON *json_of(const run *r, const job *j) {
   return o;
 }
 
-void run_report(run *r, const job *j) {
+void run_report(tune_run *r, const job *j) {
   if (r->tty && !r->o.json && !r->o.plain) fprintf(stderr, "\r\033[K");
   const char *name = r->o.names[j->spec];
   if (r->o.json) {
@@ -64,18 +64,18 @@ void run_report(run *r, const job *j) {
   fflush(stdout);
 }
 
-void run_note_quarantine(run *r, const char *what) {
+void run_note_quarantine(tune_run *r, const char *what) {
   if (r->nq < 32) snprintf(r->qevents[r->nq++], sizeof r->qevents[0], "%s", what);
 }
 
-void run_note_fault(run *r, const job *j) {
+void run_note_fault(tune_run *r, const job *j) {
   char what[1200];
   if (j->fault[0]) snprintf(what, sizeof what, "%s %s: %s: fault", r->o.names[j->spec], j->key, j->fault);
   else snprintf(what, sizeof what, "%s %s: fault: %s", r->o.names[j->spec], j->key, j->message);
   run_note_quarantine(r, what);
 }
 
-static void table(const run *r) {
+static void table(const tune_run *r) {
   printf("\n| kernel | shape | status | config | µs | default µs | speed-up | tried / rejected |\n");
   printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |\n");
   for (int i = 0; i < r->njobs; i++) {
@@ -95,7 +95,7 @@ static void table(const run *r) {
   }
 }
 
-int run_summary(run *r) {
+int run_summary(tune_run *r) {
   int n[4] = {0}; /* tuned, cached, same key, failed */
   for (int i = 0; i < r->njobs; i++) {
     const job *j = &r->jobs[i];

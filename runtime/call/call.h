@@ -31,6 +31,10 @@ kt_status kt__call_fallback(kt__prog *p, kt__call *c, int64_t *cfg);
 /* Evaluate the param-only derived constants and build the tuning key
 ** (p->keydef.n values). */
 kt_status kt__call_key(kt__prog *p, kt__call *c, int64_t *key);
+/* Whether json is a config of the space that satisfies every constraint
+** for c (a cached row may come from another version or machine); cfg gets
+** it. */
+int kt__call_config_valid(kt__prog *p, const kt__call *c, const char *json, int64_t *cfg);
 /* Parse "BLOCK=256,VEC=4" (every field once, values in the space). */
 kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg);
 /* Parse, set and check a config given as text (KT_ERR_CONSTRAINT names

@@ -18,7 +18,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "cache/store.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 #include "tune/inputs.h"
 
 #define QUEUE_MAX 256
@@ -147,7 +147,7 @@ static int stored(job *j, int64_t *cfg) {
   return env->store &&
          !kt__store_get_config(env->store, p->spec->name, p->spec_hash, env->fingerprint, j->json, json, sizeof json,
                                NULL, err, sizeof err) &&
-         kt__config_valid(j->k, &j->c, json, cfg);
+         kt__call_config_valid(&j->k->p, &j->c, json, cfg);
 }
 
 /* Tune the job's key on stream ws; *best is the winner (or the default,

@@ -5,7 +5,7 @@
 
 #include "base/alloc.h"
 #include "base/fileio.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 #include "cache/store.h"
 
 /* The cache calls need a cache; without one they say why there is none. */

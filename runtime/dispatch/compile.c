@@ -1,5 +1,5 @@
 /* Compiling ahead of use (ktune compile, ktune lint). */
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir, kt_variant_fn fn, void *user) {
   if (!k) return KT_ERR_INVALID;

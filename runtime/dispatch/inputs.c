@@ -1,6 +1,6 @@
 /* Synthetic inputs for a call (kt_inputs_make): the tune layer's inputs
 ** behind an opaque handle. */
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 #include "tune/inputs.h"
 
 #include "base/alloc.h"

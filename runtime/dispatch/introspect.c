@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cache/codec.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 int kt_kernel_nparams(const kt_kernel *k) { return k ? k->p.spec->nparams : 0; }
 

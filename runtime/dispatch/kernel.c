@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 /* Whether an expression's value follows from the tuning key and the config
 ** alone: then a config tuned for the key satisfies it on every call with

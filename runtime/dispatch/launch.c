@@ -6,7 +6,7 @@
 
 
 #include "call/alias.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 /* The launches of the last few table hits of this thread, by kernel. A call
 ** whose signature (each arg's kind and dtype, each pointer's null-ness and

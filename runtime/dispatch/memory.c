@@ -1,4 +1,4 @@
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 static kt_status need_device(kt_runtime *rt, const char *call, char *err, size_t errlen) {
   if (!rt) return KT_ERR_INVALID;

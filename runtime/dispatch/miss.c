@@ -9,7 +9,7 @@
 #include "base/clock.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
-#include "dispatch/runtime.h"
+#include "dispatch/report.h"
 #include "spec/key.h"
 
 /* A lease outlives any reasonable tuning; a longer one may be taken over,
@@ -30,13 +30,6 @@ typedef struct miss {
   int have_stored, capturing;
   kt__report *rep;             /* told what a tuning came to, or NULL */
 } miss;
-
-int kt__config_valid(kt_kernel *k, const kt__call *c, const char *json, int64_t *cfg) {
-  int bad = 0;
-  kt__call probe = *c;
-  return !kt__config_from_json(k->p.spec, json, cfg) && !kt__call_config(&k->p, &probe, cfg) &&
-         !kt__call_check(&k->p, &probe, &bad) && bad < 0;
-}
 
 /* A stored config whose variant cannot be made (its cubin damaged and no
 ** NVRTC to compile it again) is skipped with a warning naming the row.
@@ -69,7 +62,7 @@ static void look_in_cache(miss *m) {
   if (!st && rt->tune.retune && rt->mode == KT_MODE_TUNE) {
     kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: cached config %s is tuned again (retune)", name, m->json, json);
   } else if (!st) {
-    m->have_stored = kt__config_valid(m->k, m->c, json, m->stored);
+    m->have_stored = kt__call_config_valid(&m->k->p, m->c, json, m->stored);
     if (!m->have_stored)
       kt__log(&rt->env.log, KT_LOG_WARN,
               "%s %s: cached config %s is not in the spec's space or violates a constraint; ignored", name, m->json,
@@ -108,7 +101,8 @@ static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
       kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: process %ld is tuning this key; waiting for its result",
               p->spec->name, m->json, holder);
     usleep(LEASE_POLL_US);
-    if (!store_get(m, json, sizeof json, err, sizeof err) && kt__config_valid(m->k, m->c, json, m->stored)) return 1;
+    if (!store_get(m, json, sizeof json, err, sizeof err) && kt__call_config_valid(&m->k->p, m->c, json, m->stored))
+      return 1;
     if (kt__now_ms() > deadline) {
       kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: process %ld has held the tuning lease for %d s; tuning here too",
               p->spec->name, m->json, holder, LEASE_S);

@@ -1,25 +1,15 @@
-/* kt_kernel_tune: a call's key settled as kt_launch would settle it, and
-** what happened said as data (kt_tune_report): from the tuner when this
-** call tuned, else from the cache's rows for the key. */
+/* What kt_kernel_tune and kt_kernel_lookup return (kt_tune_report), made
+** from the tuner when a call tuned, else from the cache's rows. */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "cache/store.h"
-#include "dispatch/runtime.h"
+#include "dispatch/report.h"
 #include "spec/key.h"
 
 
-struct kt__report {
-  kt_tune_report pub;        /* first: what the caller holds */
-  int tuned;                 /* filled by a tuning of this call */
-  char key[1024], config[512], dflt[512];
-  kt_candidate *cand;
-  int ncand, cap;
-  char **strings;            /* each candidate's config and detail */
-  int nstrings;
-};
 
 void kt_tune_report_free(kt_tune_report *pub) {
   kt__report *r = (kt__report *)pub;
@@ -87,9 +77,7 @@ static int count_trial(void *user, const kt__trialrow *t) {
   return 0;
 }
 
-/* Not tuned by this call: the cache's row and trials for the key, when the
-** config in use is the stored one. known: the table had the key before. */
-static void from_cache(kt_kernel *k, kt__report *r, int known) {
+void kt__report_from_cache(kt_kernel *k, kt__report *r, int known) {
   const kt__env *env = &k->rt->env;
   const kt__prog *p = &k->p;
   char json[512], err[KT_ERRMAX];
@@ -110,25 +98,7 @@ static void from_cache(kt_kernel *k, kt__report *r, int known) {
     if (!strcmp(r->cand[i].config, r->dflt)) r->pub.default_us = r->cand[i].median_us;
 }
 
-/* Bind and check the call, then its key and default as the report names
-** them; *known: the table has the key already. */
-static kt_status prepare(kt_kernel *k, const kt_arg *args, int nargs, kt__call *c, kt__report *r, int *known) {
-  int64_t key[KT_MAX_KEY], dflt[KT_MAX_CFIELDS];
-  kt__range rg[KT_MAX_PARAMS];
-  int nr;
-  kt_status st;
-  if ((st = kt__call_bind(&k->p, args, nargs, c)) || (st = kt__call_alias(&k->p, c, args, rg, &nr)) ||
-      (st = kt__call_key(&k->p, c, key)))
-    return st;
-  kt__key_json(&k->p.keydef, key, r->key, sizeof r->key);
-  *known = kt__tuned_find(k, key, kt__key_hash(k, key)) != NULL;
-  kt__call probe = *c;
-  if ((st = kt__call_fallback(&k->p, &probe, dflt))) return st;
-  kt__config_json(k->p.spec, dflt, r->dflt, sizeof r->dflt);
-  return KT_OK;
-}
-
-static kt__report *report_new(kt_kernel *k) {
+kt__report *kt__report_new(kt_kernel *k) {
   kt__report *r = kt__calloc(1, sizeof *r);
   if (!r) return NULL;
   r->pub = (kt_tune_report){.kernel = k->p.spec->name, .key = r->key, .config = r->config,
@@ -136,71 +106,10 @@ static kt__report *report_new(kt_kernel *k) {
   return r;
 }
 
-static kt_tune_report *report_done(kt__report *r, double t0) {
+kt_tune_report *kt__report_done(kt__report *r, double t0) {
   r->pub.ncandidates = r->ncand;
   r->pub.candidates = r->cand;
   r->pub.seconds = (kt__now_ms() - t0) / 1e3;
   return &r->pub;
 }
 
-/* The config the table or the cache has for the bound call c, into
-** r->config; the default when neither has one. */
-static void known_config(kt_kernel *k, kt__call *c, kt__report *r) {
-  int64_t key[KT_MAX_KEY], cfg[KT_MAX_CFIELDS];
-  const kt__env *env = &k->rt->env;
-  char json[512], err[KT_ERRMAX];
-  snprintf(r->config, sizeof r->config, "%s", r->dflt);
-  if (kt__call_key(&k->p, c, key)) return;
-  const kt__tuned *t = kt__tuned_find(k, key, kt__key_hash(k, key));
-  if (t) {
-    kt__config_json(k->p.spec, kt__tuned_choice(t)->cfg, r->config, sizeof r->config);
-  } else if (env->store && k->rt->mode != KT_MODE_OFF &&
-             !kt__store_get_config(env->store, k->p.spec->name, k->p.spec_hash, env->fingerprint, r->key, json,
-                                   sizeof json, NULL, err, sizeof err) &&
-             kt__config_valid(k, c, json, cfg)) {
-    kt__config_json(k->p.spec, cfg, r->config, sizeof r->config);
-  }
-}
-
-kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
-  if (!out) return KT_ERR_INVALID;
-  *out = NULL;
-  if (!k) return KT_ERR_INVALID;
-  double t0 = kt__now_ms();
-  kt__report *r = report_new(k);
-  if (!r) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
-  kt__call c;
-  int known = 0;
-  kt_status st = prepare(k, args, nargs, &c, r, &known);
-  if (st) {
-    kt_tune_report_free(&r->pub);
-    return st;
-  }
-  known_config(k, &c, r);
-  from_cache(k, r, known);
-  *out = report_done(r, t0);
-  return KT_OK;
-}
-
-kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
-  if (!out) return KT_ERR_INVALID;
-  *out = NULL;
-  if (!k) return KT_ERR_INVALID;
-  double t0 = kt__now_ms();
-  kt__report *r = report_new(k);
-  if (!r) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
-  kt__call c;
-  int64_t cfg[KT_MAX_CFIELDS];
-  const kt__choice *hit = NULL;
-  int known = 0;
-  kt_status st = prepare(k, args, nargs, &c, r, &known);
-  if (!st) st = kt__call_plan(k, &c, NULL, args, cfg, &hit, r);
-  if (st && !(st == KT_ERR_DEVICE_FAULT && r->tuned)) {
-    kt_tune_report_free(&r->pub);
-    return st;
-  }
-  if (!st) kt__config_json(k->p.spec, cfg, r->config, sizeof r->config);
-  if (!r->tuned) from_cache(k, r, known);
-  *out = report_done(r, t0);
-  return st;
-}

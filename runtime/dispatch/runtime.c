@@ -7,7 +7,7 @@
 #include "base/alloc.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 kt_status kt_options_init(kt_options *o) {
   if (!o) return KT_ERR_INVALID;

@@ -5,7 +5,7 @@
 ** caller's stream. An inout arg's temporary starts as a copy of it. */
 #include <string.h>
 
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 kt_status kt__stage_begin(kt_kernel *k, const kt__call *c, const kt_arg *args, kt_stream stream, kt__staging *sg) {
   kt__env *env = &k->rt->env;

@@ -10,7 +10,7 @@
 
 #include "cache/codec.h"
 #include "cache/store.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 #include "spec/key.h"
 
 typedef struct nearest {
@@ -67,7 +67,8 @@ static int on_row(void *user, const kt__cfgrow *r, int from_system) {
   if (strcmp(r->spec_hash, p->spec_hash) || strcmp(r->device, env->fingerprint)) return 0;
   double d = distance(&p->keydef, ne->key, r->key);
   int64_t cfg[KT_MAX_CFIELDS];
-  if (d < 0 || (ne->best >= 0 && d >= ne->best) || !kt__config_valid(ne->k, ne->c, r->config, cfg)) return 0;
+  if (d < 0 || (ne->best >= 0 && d >= ne->best) || !kt__call_config_valid(&ne->k->p, ne->c, r->config, cfg))
+    return 0;
   ne->best = d;
   memcpy(ne->cfg, cfg, sizeof cfg);
   snprintf(ne->from, sizeof ne->from, "%s", r->key);

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 
 typedef struct keyref {
   const int64_t *v;

@@ -1,5 +1,5 @@
 /* Timing a call with the tuner's timer (ktune bench, embedders). */
-#include "dispatch/runtime.h"
+#include "dispatch/handles.h"
 #include "tune/timer.h"
 
 kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char *config, double *median_us,

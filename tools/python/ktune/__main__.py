@@ -75,13 +75,13 @@ def list_configs(args):
     L, h = _runtime()
     rows = []
 
-    def on_row(user, r):
+    def keep_row(user, r):
         r = r.contents
         rows.append({"kernel": r.kernel.decode(), "device": r.device.decode(), "key": r.key.decode(),
                      "config": r.config.decode(), "time_us": r.time_us})
         return 0
 
-    cb = _capi.CACHE_ROW_FN(on_row)
+    cb = _capi.CACHE_ROW_FN(keep_row)
     st = L.kt_cache_list(h, names[0].encode() if names else None, cb, None)
     if st:
         print("ktune list: %s" % L.kt_errmsg(h).decode(), file=sys.stderr)

@@ -1,8 +1,8 @@
 /* The public handles and what dispatch keeps beside the layers below: the
 ** tuned table of each kernel (key -> config, read without a lock), the miss
 ** policy, staging of aliased calls, and per-thread launch plans. */
-#ifndef KT_RUNTIME_H
-#define KT_RUNTIME_H
+#ifndef KT_HANDLES_H
+#define KT_HANDLES_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -89,10 +89,7 @@ static inline const kt__choice *kt__tuned_choice(const kt__tuned *e) {
 }
 void kt__tuned_free(void *entry);
 
-/* report.c: what kt_kernel_tune returns; a miss that tunes fills it from
-** the tuner (writable: whether the cache took its rows). */
-typedef struct kt__report kt__report;
-void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable);
+typedef struct kt__report kt__report; /* report.h */
 
 /* miss.c: the config for c's key when the table has none: from the cache,
 ** by tuning, or the fallback, as the mode and the stream allow. Serialised
@@ -101,11 +98,6 @@ void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable);
 ** (NULL: nobody asked). */
 kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream, const kt_arg *args,
                    const kt__tuned **out, int64_t *cfg, kt__report *rep);
-
-/* miss.c: whether json is a config of k's space that satisfies every
-** constraint for the call c (cached rows may come from another version or
-** machine); cfg gets it. */
-int kt__config_valid(kt_kernel *k, const kt__call *c, const char *json, int64_t *cfg);
 
 /* standin.c: async mode's stand-in for c's key: the cached winner of the
 ** nearest key of the spec (1), else the fallback (0); from says which. */
