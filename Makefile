@@ -42,7 +42,7 @@ BENCH_SRC := tests/bench.c tests/bench_async.c tests/gpu_util.c tests/harness.c 
 
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test check test-plain test-asan gpu-test gpu-sanitize bench demo install uninstall clean fuzz FORCE
+.PHONY: all deps test check test-plain test-asan gpu-test gpu-test-multi gpu-sanitize bench demo install uninstall clean fuzz FORCE
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
 
 deps:
@@ -117,6 +117,10 @@ gpu-test: all $(B)/ktune-gpu-test
 	  d=$$(mktemp -d) && KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$$d/ktune.db python3 tests/python/test_ops.py; \
 	  rc=$$?; rm -rf $$d; exit $$rc; \
 	else echo "tests/python: torch does not import here; the PyTorch tests are skipped"; fi
+
+# Two GPUs: ranks agreeing under torchrun, record then pre-warm, --devices all.
+gpu-test-multi: all
+	sh tests/multigpu.sh $(B)
 
 # The small GPU cases under compute-sanitizer: out-of-bounds and misaligned
 # accesses (memcheck) and shared-memory races (racecheck). Default configs

@@ -285,6 +285,36 @@ typedef enum kt_mode {
                              for later launches (docs/tuning.md) */
 } kt_mode;
 
+/* How the ranks of a job agree on tunings, through the distributed engine
+** the job already runs (torch.distributed's store, jax.distributed's
+** key-value client, MPI): see docs/embedding.md. On a miss, one rank, the
+** key's owner (a hash of the kernel, spec, device fingerprint and key,
+** modulo size), settles the key as it would alone (its cache, else a
+** tuning) and publishes the config and, when it has one, the cubin; every
+** other rank waits for that and launches the same config, its cubin loaded
+** when the owner sent one. An owner whose tuning fails publishes why. A
+** rank that waits longer than timeout_s, or whose publish or fetch fails,
+** uses its cached config or the default, with a warning; it never hangs.
+** In blocking modes the ranks must miss keys in the same order (as
+** data-parallel ranks do) or they wait for each other until timeout_s; in
+** async mode the waiting happens on the background tuner. publish and fetch
+** may be called from any thread, including async mode's tuner. The bytes
+** come from ranks of the same job and are trusted as the process's own. */
+typedef struct kt_coordinator {
+  int rank;            /* this process's rank, 0 <= rank < size */
+  int size;            /* ranks in the job; 0 or 1: no coordination */
+  double timeout_s;    /* the longest a rank waits for an owner; 0: 300 */
+  void *user;          /* passed to publish and fetch */
+  /* Make len bytes visible to every rank under name (one name per key; a
+  ** runtime publishes a name once). 0: done; nonzero: failed. */
+  int (*publish)(void *user, const char *name, const void *bytes, size_t len);
+  /* Wait up to timeout_ms for name. 0: found, its full length in *len and
+  ** its first min(*len, cap) bytes in buf (the runtime calls again with a
+  ** larger buffer when *len > cap); 1: not published within timeout_ms;
+  ** anything else: failed. */
+  int (*fetch)(void *user, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms);
+} kt_coordinator;
+
 /* Options for kt_runtime_open(). Initialise with kt_options_init() so that
 ** fields added later get their defaults. */
 typedef struct kt_options {
@@ -341,6 +371,12 @@ typedef struct kt_options {
                              call's inputs for its background tuning; a call
                              with more is tuned on inputs made from the spec's
                              "init" instead. 0: 512 MiB */
+  kt_coordinator coord;   /* ranks that agree on tunings; size 0: none.
+                             Copied; user must outlive the runtime */
+  const char *record_path; /* append one --shapes line (JSON) per key missed
+                             that the cache does not have, once per key per
+                             process, for ktune tune --shapes; NULL:
+                             $KTUNE_RECORD, else none. Copied */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */
@@ -413,6 +449,11 @@ typedef struct kt_stats {
   uint64_t async_done;   /* of them, tuned and their stand-in replaced */
   uint64_t async_failed; /* of them, not tuned (the log says why) */
   uint64_t async_pending;/* queued or running now */
+  uint64_t published;    /* keys this rank settled and published to the
+                            others (kt_options.coord) */
+  uint64_t followed;     /* keys whose config came from their owner */
+  uint64_t coord_failed; /* keys whose owner did not answer in time, or
+                            whose exchange failed (the log says why) */
 } kt_stats;
 
 /* Fill *out (see kt_stats), up to out->size bytes: a caller built against

@@ -14,9 +14,9 @@ import subprocess
 import sys
 import tempfile
 
-# Flags of other programs that the docs quote (NVRTC, compute-sanitizer, pip).
+# Flags of other programs that the docs quote (NVRTC, compute-sanitizer, pip, torchrun).
 FOREIGN = {"--pch", "--use_fast_math", "--gpu-architecture", "--tool", "--racecheck-report", "--error-exitcode",
-           "--no-index", "--no-build-isolation", "--system-site-packages", "--cflags", "--libs"}
+           "--no-index", "--no-build-isolation", "--system-site-packages", "--cflags", "--libs", "--nproc-per-node"}
 COMMANDS = ["compile", "tune", "bench", "key", "lint", "demo", "info", "list", "show", "export", "import", "gc"]
 
 
@@ -30,6 +30,9 @@ def docs():
 
 def check_flags(binary, texts, bad):
     helps = run([binary, "--help"]) + "".join(run([binary, c, "--help"]) for c in COMMANDS)
+    # python -m ktune.prewarm's options too (argparse prints them without torch).
+    env = dict(os.environ, PYTHONPATH=os.path.join("tools", "python"))
+    helps += run([sys.executable, "-m", "ktune.prewarm", "--help"], env=env)
     known = set(re.findall(r"--[a-z][a-z0-9_-]*", helps))
     for path, text in texts.items():
         for flag in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", text))):

@@ -147,6 +147,7 @@ static const struct {
     {"KTUNE_SYSTEM_CACHE", "a read-only cache consulted after the user's"},
     {"KTUNE_MODE", "what a miss does: tune, async, cache-only or off (library default: tune)"},
     {"KTUNE_LOG", "log level: error, warn, info or debug (default warn)"},
+    {"KTUNE_RECORD", "a file to append one --shapes line to per key the cache lacks (ktune tune --shapes)"},
     {"KTUNE_COMPILE_GROUP", "kernel instances per NVRTC program when tuning, 1 to 8 (default 4)"},
     {"KTUNE_LIB", "Python package: the libktune.so to load"},
     {"KTUNE_KERNELS", "Python package: the folder of the bundled kernels"},

@@ -58,10 +58,6 @@ static int add_job(tune_run *r, int spec, const char *shape) {
   return 0;
 }
 
-/* A JSON line of a shapes file as a shape string; kernel gets "kernel". */
-static int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_t kn, char *err,
-                           size_t errlen);
-
 static int load_shapes(tune_run *r, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -95,61 +91,6 @@ static int load_shapes(tune_run *r, const char *path) {
   fclose(f);
   if (!lineno) cli_fail("tune", "%s: no shapes", path);
   return lineno ? rc : -1;
-}
-
-static int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_t kn, char *err,
-                           size_t errlen) {
-  cJSON *j = cJSON_Parse(line);
-  kernel[0] = shape[0] = 0;
-  if (!j || !cJSON_IsObject(j)) {
-    snprintf(err, errlen, "expected a JSON object per line");
-    cJSON_Delete(j);
-    return -1;
-  }
-  size_t used = 0;
-  int rc = 0;
-  for (const cJSON *it = j->child; it && !rc; it = it->next) {
-    const char *name = it->string;
-    size_t len = strlen(name);
-    if (!strcmp(name, "kernel")) {
-      if (!cJSON_IsString(it)) {
-        snprintf(err, errlen, "\"kernel\" must be a string");
-        rc = -1;
-      } else {
-        snprintf(kernel, kn, "%s", it->valuestring);
-      }
-      continue;
-    }
-    char item[256];
-    if (len && name[len - 1] == '@') {
-      if (!cJSON_IsNumber(it)) {
-        snprintf(err, errlen, "\"%s\" must be a byte offset", name);
-        rc = -1;
-        break;
-      }
-      snprintf(item, sizeof item, "%.*s@%lld", (int)(len - 1), name, (long long)it->valuedouble);
-    } else if (cJSON_IsNull(it)) {
-      snprintf(item, sizeof item, "%s=null", name);
-    } else if (cJSON_IsString(it)) {
-      snprintf(item, sizeof item, "%s=%s", name, it->valuestring);
-    } else if (cJSON_IsNumber(it)) {
-      if (it->valuedouble == (double)(long long)it->valuedouble)
-        snprintf(item, sizeof item, "%s=%lld", name, (long long)it->valuedouble);
-      else
-        snprintf(item, sizeof item, "%s=%.9g", name, it->valuedouble);
-    } else {
-      snprintf(err, errlen, "\"%s\": expected a number, a dtype string or null", name);
-      rc = -1;
-      break;
-    }
-    used += (size_t)snprintf(shape + used, used < n ? n - used : 0, "%s%s", used ? "," : "", item);
-  }
-  cJSON_Delete(j);
-  if (!rc && used >= n) {
-    snprintf(err, errlen, "shape too long");
-    rc = -1;
-  }
-  return rc;
 }
 
 static int parse_devices(topts *o, const char *s) {

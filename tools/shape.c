@@ -1,5 +1,6 @@
 #include "shape.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -130,4 +131,59 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
       return -1;
     }
   return 0;
+}
+
+int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_t kn, char *err,
+                    size_t errlen) {
+  cJSON *j = cJSON_Parse(line);
+  kernel[0] = shape[0] = 0;
+  if (!j || !cJSON_IsObject(j)) {
+    snprintf(err, errlen, "expected a JSON object per line");
+    cJSON_Delete(j);
+    return -1;
+  }
+  size_t used = 0;
+  int rc = 0;
+  for (const cJSON *it = j->child; it && !rc; it = it->next) {
+    const char *name = it->string;
+    size_t len = strlen(name);
+    if (!strcmp(name, "kernel")) {
+      if (!cJSON_IsString(it)) {
+        snprintf(err, errlen, "\"kernel\" must be a string");
+        rc = -1;
+      } else {
+        snprintf(kernel, kn, "%s", it->valuestring);
+      }
+      continue;
+    }
+    char item[256];
+    if (len && name[len - 1] == '@') {
+      if (!cJSON_IsNumber(it)) {
+        snprintf(err, errlen, "\"%s\" must be a byte offset", name);
+        rc = -1;
+        break;
+      }
+      snprintf(item, sizeof item, "%.*s@%lld", (int)(len - 1), name, (long long)it->valuedouble);
+    } else if (cJSON_IsNull(it)) {
+      snprintf(item, sizeof item, "%s=null", name);
+    } else if (cJSON_IsString(it)) {
+      snprintf(item, sizeof item, "%s=%s", name, it->valuestring);
+    } else if (cJSON_IsNumber(it)) {
+      if (it->valuedouble == (double)(long long)it->valuedouble)
+        snprintf(item, sizeof item, "%s=%lld", name, (long long)it->valuedouble);
+      else
+        snprintf(item, sizeof item, "%s=%.9g", name, it->valuedouble);
+    } else {
+      snprintf(err, errlen, "\"%s\": expected a number, a dtype string or null", name);
+      rc = -1;
+      break;
+    }
+    used += (size_t)snprintf(shape + used, used < n ? n - used : 0, "%s%s", used ? "," : "", item);
+  }
+  cJSON_Delete(j);
+  if (!rc && used >= n) {
+    snprintf(err, errlen, "shape too long");
+    rc = -1;
+  }
+  return rc;
 }

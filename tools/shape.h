@@ -11,4 +11,10 @@
 /* Fills args (nparams of them); returns 0, or -1 with the reason in err. */
 int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t errlen);
 
+/* A line of a --shapes file (a JSON object: {"kernel": "layernorm_fwd",
+** "N": 4096, "T": "bf16", "res": null, "x@": 2}) as a shape string in shape
+** (n bytes); kernel (kn bytes) gets "kernel", or "" when the line has none.
+** Returns 0, or -1 with the reason in err. */
+int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_t kn, char *err, size_t errlen);
+
 #endif

@@ -17,6 +17,7 @@ typedef struct kt__counters {
   atomic_uint_fast64_t misses, tunings, trials, compiles, cache_loads, binary_loads, fallbacks;
   atomic_uint_fast64_t tune_us, compile_us;
   atomic_uint_fast64_t standins, async_queued, async_done, async_failed;
+  atomic_uint_fast64_t published, followed, coord_failed;
 } kt__counters;
 
 typedef struct kt__env {

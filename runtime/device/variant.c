@@ -27,6 +27,7 @@ typedef struct kt__variant {
   char *errmsg;
   void *cubin;
   size_t cubin_size;
+  char *lowered;          /* the entry's mangled name in cubin */
   void *module, *func;
   kt__funcattrs attrs;
   double compile_ms;
@@ -36,6 +37,7 @@ static void variant_free(void *p) {
   kt__variant *v = p;
   kt__dev_module_unload(v->module);
   kt__free(v->cubin);
+  kt__free(v->lowered);
   kt__free(v->errmsg);
   kt__free(v);
 }
@@ -231,11 +233,14 @@ static void describe(const kt__prog *p, const kt__call *c, kt__variant *v, pendi
            (unsigned long long)XXH3_64bits_withSeed(v->vals, sizeof v->vals, p->variant_seed ^ KT_NVRTC_ABI));
 }
 
-/* A cubin in hand (from the cache or NVRTC): loaded when there is a device. */
+/* A cubin in hand (from the cache, NVRTC or another rank): loaded when
+** there is a device. Its entry name is kept for kt__variant_binary (a
+** variant without it is still launched; it is only never sent). */
 static kt_status finish(kt__prog *p, const pending *w, const char *lowered, char *err, size_t errlen) {
   char msg[KT_ERRMAX];
   kt_status st = p->env->have_device ? load_module(p, w->v, lowered, msg, sizeof msg) : KT_OK;
   if (st) snprintf(err, errlen, "%s: %s", w->vname, msg);
+  else if (!w->v->lowered) w->v->lowered = kt__strdup(lowered);
   return st;
 }
 
@@ -351,6 +356,56 @@ int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, 
   *cubin = v->cubin;
   *size = v->cubin_size;
   return 0;
+}
+
+int kt__variant_binary(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, const char **lowered) {
+  double ms;
+  const kt__variant *v;
+  int64_t vals[KT_MAX_TARGS];
+  if (kt__variant_cubin(p, c, cubin, size, &ms)) return -1;
+  kt__variant_vals(p, c, vals);
+  v = find(&p->vt, vals_hash(p, vals), vals);
+  *lowered = v->lowered;
+  return v->lowered && *size ? 0 : -1;
+}
+
+/* Build v from a cubin another rank sent; when it cannot be loaded, the
+** variant is built as if nothing had been sent. */
+static void adopt(kt__prog *p, const kt__call *c, kt__variant *v, const void *cubin, size_t size,
+                  const char *lowered) {
+  pending w;
+  char err[KT_ERRMAX];
+  describe(p, c, v, &w);
+  kt_status st = KT_ERR_NOMEM;
+  if ((v->cubin = kt__malloc(size))) {
+    memcpy(v->cubin, cubin, size);
+    v->cubin_size = size;
+    st = finish(p, &w, lowered, err, sizeof err);
+  }
+  if (!st) {
+    publish(p, v, KT_OK, "");
+    return;
+  }
+  kt__log(&p->env->log, KT_LOG_WARN, "%s: the cubin another rank sent is not used (%s); it is built here",
+          w.vname, st == KT_ERR_NOMEM ? "out of memory" : err);
+  kt__dev_module_unload(v->module);
+  kt__free(v->cubin);
+  kt__free(v->lowered);
+  v->module = v->func = v->cubin = v->lowered = NULL;
+  v->cubin_size = 0;
+  build_and_publish(p, c, v);
+}
+
+kt_status kt__variant_adopt(kt__prog *p, const kt__call *c, const void *cubin, size_t size, const char *lowered) {
+  int64_t vals[KT_MAX_TARGS];
+  int mine = 0;
+  kt__variant_vals(p, c, vals);
+  uint64_t h = vals_hash(p, vals);
+  if (find(&p->vt, h, vals)) return KT_OK;
+  kt__variant *v = entry_for(p, h, vals, &mine);
+  if (!v) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
+  if (mine) adopt(p, c, v, cubin, size, lowered);
+  return KT_OK;
 }
 
 /* Building many at once (kt__variant_build_all): the variants this thread

@@ -66,6 +66,16 @@ void kt__variant_name(const kt__prog *p, const kt__call *c, char sep, char *out,
 ** is freed. */
 int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms);
 
+/* The same with the entry's mangled name, for sending the variant to
+** another rank; -1 also when either is unknown. Borrowed likewise. */
+int kt__variant_binary(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, const char **lowered);
+/* Make c's variant from a cubin and its entry name that another rank sent,
+** unless it is built or being built here already. A cubin that does not
+** load is dropped with a warning and the variant built as usual. KT_OK, or
+** KT_ERR_NOMEM. Never stored in the cache: only what this process compiled
+** or the cache checked is. */
+kt_status kt__variant_adopt(kt__prog *p, const kt__call *c, const void *cubin, size_t size, const char *lowered);
+
 /* A list of distinct variants to compile ahead of use (ktune compile). */
 typedef struct kt__vlist kt__vlist;
 kt__vlist *kt__vlist_new(void);

@@ -24,6 +24,7 @@
 #define QUEUE_MAX 256
 #define LEASE_S 600
 #define LEASE_RETRY_MS 250.0
+#define FOLLOW_POLL_MS 50
 
 typedef struct job {
   kt_kernel *k;
@@ -32,6 +33,7 @@ typedef struct job {
   char json[1024];
   kt_arg args[KT_MAX_PARAMS];   /* the call on the copies (or as placed) */
   kt__dptr copy[KT_MAX_PARAMS]; /* what to free */
+  kt__job_role role;
   int synthetic;                /* inputs made from "init" when run */
   void *ready;                  /* after the copies, on the caller's stream */
   double since, not_before;     /* ms: queued; another process's lease */
@@ -89,16 +91,17 @@ static int copy_inputs(job *j, kt_stream stream, const kt_arg *args, size_t limi
 
 /* The job for a missed key: its call, and its inputs copied or placed. */
 static job *job_new(kt_kernel *k, const kt__call *c, const char *json, const kt__tuned *entry, kt_stream stream,
-                    const kt_arg *args) {
+                    const kt_arg *args, kt__job_role role) {
   job *j = kt__calloc(1, sizeof *j);
   if (!j) return NULL;
   j->k = k;
   j->entry = entry;
   j->c = *c;
+  j->role = role;
   snprintf(j->json, sizeof j->json, "%s", json);
   memcpy(j->args, args, (size_t)k->p.spec->nparams * sizeof *args);
   j->since = kt__now_ms();
-  if (copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
+  if (role != KT__JOB_FOLLOW && copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
     for (int i = 0; i < KT_MAX_PARAMS; i++) kt__dev_free(j->copy[i]);
     kt__dev_event_destroy(j->ready);
     memset(j->copy, 0, sizeof j->copy);
@@ -177,15 +180,42 @@ static kt_status tune(job *j, kt_stream ws, int64_t *best) {
   return st == KT_ERR_NO_CONFIG ? KT_OK : st;
 }
 
+/* A job of another rank's key: its owner's config replaces the stand-in
+** once it comes; past the coordinator's timeout the stand-in stays. */
+static int follow(job *j) {
+  kt_runtime *rt = j->k->rt;
+  int64_t cfg[KT_MAX_CFIELDS];
+  char why[KT_ERRMAX];
+  int rc = kt__coord_fetch(j->k, &j->c, j->json, FOLLOW_POLL_MS, cfg, why, sizeof why);
+  if (rc == 1 && kt__now_ms() - j->since < rt->coord.timeout_s * 1e3 && !atomic_load(&rt->closing)) return 1;
+  if (!rc) {
+    install(j, cfg);
+    atomic_fetch_add_explicit(&rt->env.n.followed, 1, memory_order_relaxed);
+  } else {
+    kt__log(&rt->env.log, KT_LOG_WARN, "async: %s %s: %s; its stand-in stays", j->k->p.spec->name, j->json, why);
+    atomic_fetch_add_explicit(&rt->env.n.coord_failed, 1, memory_order_relaxed);
+  }
+  atomic_fetch_add_explicit(rc ? &rt->env.n.async_failed : &rt->env.n.async_done, 1, memory_order_relaxed);
+  return 0;
+}
+
+/* The key is settled: launches use cfg from now on, and the owner of a
+** key tells the other ranks. */
+static void settled(job *j, const int64_t *cfg) {
+  install(j, cfg);
+  if (j->role == KT__JOB_TUNE_PUBLISH) kt__coord_publish(j->k, &j->c, j->json, cfg, NULL);
+  atomic_fetch_add_explicit(&j->k->rt->env.n.async_done, 1, memory_order_relaxed);
+}
+
 /* One job: 0 when done (tuned, found, or given up), 1 to look again later. */
 static int run_job(job *j, kt_stream ws) {
   kt_runtime *rt = j->k->rt;
   int64_t cfg[KT_MAX_CFIELDS];
   char host[256] = "", err[KT_ERRMAX];
   int held = 0;
+  if (j->role == KT__JOB_FOLLOW) return follow(j);
   if (stored(j, cfg)) {
-    install(j, cfg);
-    atomic_fetch_add_explicit(&rt->env.n.async_done, 1, memory_order_relaxed);
+    settled(j, cfg);
     return 0;
   }
   if (!take_lease(j, &held, host, sizeof host)) return 1;
@@ -193,11 +223,17 @@ static int run_job(job *j, kt_stream ws) {
   if (held && kt__store_lease_release(rt->env.store, j->k->p.spec->name, j->k->p.spec_hash, rt->env.fingerprint,
                                       j->json, host, (long)getpid(), err, sizeof err))
     kt__log(&rt->env.log, KT_LOG_WARN, "%s", err);
-  if (!st) install(j, cfg);
-  else if (st != KT_ERR_CANCELLED)
+  if (!st) {
+    settled(j, cfg);
+    return 0;
+  }
+  if (st != KT_ERR_CANCELLED) {
     kt__log(&rt->env.log, st == KT_ERR_DEVICE_FAULT ? KT_LOG_ERROR : KT_LOG_WARN,
             "async: %s %s: not tuned (%s); its stand-in stays", j->k->p.spec->name, j->json, kt__errmsg(rt->env.id));
-  atomic_fetch_add_explicit(st ? &rt->env.n.async_failed : &rt->env.n.async_done, 1, memory_order_relaxed);
+    /* The others would wait for the owner until their timeout. */
+    if (j->role == KT__JOB_TUNE_PUBLISH) kt__coord_publish(j->k, &j->c, j->json, NULL, kt__errmsg(rt->env.id));
+  }
+  atomic_fetch_add_explicit(&rt->env.n.async_failed, 1, memory_order_relaxed);
   return 0;
 }
 
@@ -333,7 +369,7 @@ static kt__async *tuner_of(kt_runtime *rt) {
 }
 
 kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, const kt__tuned *entry, kt_stream stream,
-                           const kt_arg *args) {
+                           const kt_arg *args, kt__job_role role) {
   kt_runtime *rt = k->rt;
   pthread_mutex_lock(&rt->lock);
   kt__async *a = tuner_of(rt);
@@ -347,7 +383,7 @@ kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, co
   if (full)
     return kt__err(rt->env.id, KT_ERR_NOMEM, "%s %s: %d keys are waiting for the background tuner already",
                    k->p.spec->name, json, QUEUE_MAX);
-  job *j = job_new(k, c, json, entry, stream, args);
+  job *j = job_new(k, c, json, entry, stream, args, role);
   if (!j) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s %s: out of memory", k->p.spec->name, json);
   pthread_mutex_lock(&a->lock);
   if (a->stop) {

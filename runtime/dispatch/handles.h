@@ -27,6 +27,8 @@ struct kt_runtime {
   atomic_int closing;     /* kt_runtime_close has begun: tunings stop */
   size_t async_copy_limit;
   struct kt__async *async; /* async mode's background tuner, once started */
+  kt_coordinator coord;   /* size > 1: ranks agree on tunings (coord.c) */
+  char *record_path;      /* where missed keys are recorded, or NULL */
 };
 
 struct kt_kernel {
@@ -104,13 +106,34 @@ kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt
 int kt__standin(kt_kernel *k, const kt__call *c, const int64_t *key, const int64_t *fallback, int64_t *cfg,
                 char *from, size_t n);
 
-/* async.c: queue a background tuning of entry's key (json) for the call c
-** of args, whose inputs are copied on stream now. kt_runtime_wait_tuning
-** waits for it; kt__async_stop (kt_runtime_close) cancels what is left. */
+/* async.c: queue background work on entry's key (json) for the call c of
+** args: a tuning (its inputs copied on stream now), one whose winner is
+** then published to the other ranks (the key's owner), or the wait for the
+** owner's config (the others). kt_runtime_wait_tuning waits for it;
+** kt__async_stop (kt_runtime_close) cancels what is left. */
+typedef enum kt__job_role { KT__JOB_TUNE, KT__JOB_TUNE_PUBLISH, KT__JOB_FOLLOW } kt__job_role;
 kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, const kt__tuned *entry, kt_stream stream,
-                           const kt_arg *args);
+                           const kt_arg *args, kt__job_role role);
 uint64_t kt__async_pending(kt_runtime *rt);
 void kt__async_stop(kt_runtime *rt);
+
+/* coord.c: ranks agreeing on keys (kt_options.coord, size > 1). */
+static inline int kt__coord_on(const kt_runtime *rt) { return rt->coord.size > 1; }
+/* Whether this rank is the owner of the key (json): the one that settles it. */
+int kt__coord_owns(const kt_kernel *k, const char *json);
+/* The owner tells the others what it settled for c's key: cfg (with its
+** variant's cubin when built here), or, with cfg NULL, why it has none.
+** A failure is logged and counted. */
+void kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const int64_t *cfg, const char *why);
+/* Wait up to wait_ms for what the owner published: 0 with cfg (valid for
+** c; its cubin adopted when one came), 1 when nothing came in time, -1 when
+** the owner had no config or the exchange failed; why says what. */
+int kt__coord_fetch(kt_kernel *k, const kt__call *c, const char *json, int wait_ms, int64_t *cfg, char *why,
+                    size_t n);
+
+/* record.c: append the call of args as a --shapes line to the runtime's
+** record file, once per line per process. */
+void kt__record(kt_kernel *k, const kt_arg *args);
 
 /* launch.c: the config of a call (tuned table, miss path, fallback), set
 ** into c and checked; *hit is the table's choice it came from, or NULL.

@@ -28,6 +28,8 @@ typedef struct miss {
   int64_t fallback[KT_MAX_CFIELDS];
   int64_t stored[KT_MAX_CFIELDS];
   int have_stored, capturing;
+  int owner;                   /* publishes what it settles (coord.c) */
+  int queued;                  /* async: the background tuner settles it */
   kt__report *rep;             /* told what a tuning came to, or NULL */
 } miss;
 
@@ -182,16 +184,57 @@ static kt_status async_miss(miss *m, kt_stream stream, const kt_arg *args, const
   if (st) return st;
   kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: launched with %s while it is tuned in the background", k->p.spec->name,
           m->json, from);
-  if ((st = kt__async_submit(k, m->c, m->json, *out, stream, args))) {
+  if ((st = kt__async_submit(k, m->c, m->json, *out, stream, args, m->owner ? KT__JOB_TUNE_PUBLISH : KT__JOB_TUNE))) {
     kt__log(&rt->env.log, KT_LOG_WARN, "%s; the stand-in serves the key in this process", kt__errmsg(rt->env.id));
     atomic_fetch_add_explicit(&rt->env.n.async_failed, 1, memory_order_relaxed);
   }
+  m->queued = !st;
   return KT_OK;
+}
+
+static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg);
+
+/* Another rank owns the key: launch what it settled. In async mode the
+** call goes on at once with the cached config or the default as a
+** stand-in, and the background tuner waits for the owner's. */
+static kt_status follow(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out) {
+  kt_runtime *rt = m->rt;
+  kt_kernel *k = m->k;
+  const int64_t *own = m->have_stored ? m->stored : m->fallback;
+  char why[KT_ERRMAX];
+  int64_t got[KT_MAX_CFIELDS];
+  kt_status st;
+  if (rt->mode == KT_MODE_ASYNC && rt->env.have_device) {
+    if ((st = kt__tuned_insert(k, m->c, m->key, m->h, own, 1, out))) return st;
+    atomic_fetch_add_explicit(&rt->env.n.standins, 1, memory_order_relaxed);
+    if ((st = kt__async_submit(k, m->c, m->json, *out, stream, args, KT__JOB_FOLLOW))) {
+      kt__log(&rt->env.log, KT_LOG_WARN, "%s; this rank keeps its own config for the key", kt__errmsg(rt->env.id));
+      atomic_fetch_add_explicit(&rt->env.n.coord_failed, 1, memory_order_relaxed);
+    }
+    return KT_OK;
+  }
+  if (!kt__coord_fetch(k, m->c, m->json, (int)(rt->coord.timeout_s * 1e3), got, why, sizeof why)) {
+    atomic_fetch_add_explicit(&rt->env.n.followed, 1, memory_order_relaxed);
+    return kt__tuned_insert(k, m->c, m->key, m->h, got, 0, out);
+  }
+  kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: %s; the %s config is used", k->p.spec->name, m->json, why,
+          m->have_stored ? "cached" : "default");
+  atomic_fetch_add_explicit(&rt->env.n.coord_failed, 1, memory_order_relaxed);
+  if (!m->have_stored) atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
+  return kt__tuned_insert(k, m->c, m->key, m->h, own, 0, out);
+}
+
+/* The owner tells the other ranks what it settled (unless the background
+** tuner will, or a capture kept it from settling anything). */
+static void tell_ranks(miss *m, kt_status st, const kt__tuned *out, const int64_t *cfg) {
+  if (m->queued || m->capturing) return;
+  if (st) kt__coord_publish(m->k, m->c, m->json, NULL, kt__errmsg(m->rt->env.id));
+  else kt__coord_publish(m->k, m->c, m->json, out ? kt__tuned_choice(out)->cfg : cfg, NULL);
 }
 
 /* With the kernel's tune lock held: the cache, then a tuning when the mode
 ** and the stream allow one (in async mode, queued; a report asked for is a
-** tuning now). */
+** tuning now). With ranks, the key's owner does this and tells the others. */
 static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg) {
   kt_runtime *rt = m->rt;
   kt_kernel *k = m->k;
@@ -203,6 +246,22 @@ static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt_
     return kt__err(rt->env.id, st, "%s: %s", k->p.spec->name, err);
   if (rt->env.have_device && kt__dev_is_capturing(stream, &m->capturing, err, sizeof err)) m->capturing = 0;
   look_in_cache(m);
+  if (!m->have_stored && rt->record_path) kt__record(k, args);
+  if (!kt__coord_on(rt) || m->capturing || rt->mode == KT_MODE_OFF) return settle(m, stream, args, out, cfg);
+  if (!kt__coord_owns(k, m->json)) return follow(m, stream, args, out);
+  m->owner = 1;
+  st = settle(m, stream, args, out, cfg);
+  tell_ranks(m, st, *out, cfg);
+  return st;
+}
+
+/* The key settled by this process alone: the cache's config, else a
+** tuning when the mode and the stream allow one. */
+static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg) {
+  kt_runtime *rt = m->rt;
+  kt_kernel *k = m->k;
+  char err[KT_ERRMAX];
+  kt_status st;
   int async = rt->mode == KT_MODE_ASYNC && !m->rep;
   if (async && !m->have_stored && rt->env.have_device) return async_miss(m, stream, args, out, cfg);
   int tunes = rt->mode == KT_MODE_TUNE || (rt->mode == KT_MODE_ASYNC && m->rep);

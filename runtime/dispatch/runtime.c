@@ -56,6 +56,12 @@ static kt_status read_options(const kt_options *opts, kt_options *o) {
   if (o->strategy < KT_STRATEGY_AUTO || o->strategy > KT_STRATEGY_LOCAL || !(o->budget_s >= 0))
     return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: strategy %d or budget %g is out of range", (int)o->strategy,
                    o->budget_s);
+  const kt_coordinator *c = &o->coord;
+  if (c->size > 1 && (c->rank < 0 || c->rank >= c->size || !c->publish || !c->fetch || !(c->timeout_s >= 0)))
+    return kt__err(0, KT_ERR_INVALID,
+                   "kt_runtime_open: coord: rank %d of size %d, timeout %g s%s: a rank from 0 to size-1, a timeout "
+                   ">= 0 and both publish and fetch are needed",
+                   c->rank, c->size, c->timeout_s, !c->publish || !c->fetch ? ", a callback missing" : "");
   return KT_OK;
 }
 
@@ -74,6 +80,8 @@ static void apply_options(kt_runtime *rt, const kt_options *o) {
   rt->no_pdl = o->no_pdl;
   rt->tune = (kt__tuneopts){o->strategy, o->budget_s, o->retune, o->progress, o->progress_user, &rt->closing};
   rt->async_copy_limit = o->async_copy_limit ? o->async_copy_limit : (size_t)512 << 20;
+  if (o->coord.size > 1) rt->coord = o->coord;
+  if (rt->coord.size > 1 && rt->coord.timeout_s == 0) rt->coord.timeout_s = 300;
 }
 
 /* The cache's results are kt_status codes; it does not include ktune.h. */
@@ -137,7 +145,9 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   *out = rt;
   const char *home = o.cuda_home ? o.cuda_home : getenv("CUDA_HOME");
   const char *sys = o.system_cache_path ? o.system_cache_path : getenv("KTUNE_SYSTEM_CACHE");
+  const char *rec = o.record_path ? o.record_path : getenv("KTUNE_RECORD");
   if (!(rt->env.cuda_home = kt__strdup(home && *home ? home : "/usr/local/cuda")) ||
+      (rec && *rec && !(rt->record_path = kt__strdup(rec))) ||
       (o.cache_path && !(rt->cache_path = kt__strdup(o.cache_path))) ||
       (sys && *sys && !(rt->system_cache_path = kt__strdup(sys))))
     return kt__err(rt->env.id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
@@ -162,6 +172,7 @@ kt_status kt_runtime_close(kt_runtime *rt) {
   kt__free(rt->env.cuda_home);
   kt__free(rt->cache_path);
   kt__free(rt->system_cache_path);
+  kt__free(rt->record_path);
   kt__free(rt);
   return KT_OK;
 }
@@ -199,6 +210,9 @@ static void fill_stats(kt_runtime *rt, kt_stats *out) {
   out->async_done = atomic_load(&n->async_done);
   out->async_failed = atomic_load(&n->async_failed);
   out->async_pending = kt__async_pending(rt);
+  out->published = atomic_load(&n->published);
+  out->followed = atomic_load(&n->followed);
+  out->coord_failed = atomic_load(&n->coord_failed);
 }
 
 kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {

@@ -211,6 +211,9 @@ class Runtime:
         if log_level is not None:
             o.log_level = {"error": 0, "warn": 1, "info": 2, "debug": 3}[log_level]
         self._log_cb = None
+        self._coord = _coordinator
+        if self._coord is not None:
+            o.coord = self._coord.c_struct()
         if log is not None:
             names = {0: "error", 1: "warn", 2: "info", 3: "debug"}
             self._log_cb = _capi.LOG_FN(lambda user, lvl, msg: log(names.get(lvl, lvl), msg.decode()))
@@ -282,6 +285,18 @@ class Runtime:
 
 _runtimes = {}
 _rt_lock = threading.Lock()
+_coordinator = None  # set by ktune.distributed before the first runtime
+
+
+def _set_coordinator(c):
+    """ktune.distributed's hook: runtimes opened from now on coordinate
+    through c; KtuneError when one is open already (it would not)."""
+    global _coordinator
+    with _rt_lock:
+        if _runtimes:
+            raise KtuneError("KT_ERR_INVALID", "ktune.distributed: enable() must come before the first ktune call "
+                             "of the process (a runtime is open already, on device %s)" % sorted(_runtimes)[0])
+        _coordinator = c
 
 
 def wait_tuning(timeout=None):

@@ -22,6 +22,16 @@ class Arg(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int), ("dtype", ctypes.c_int), ("v", ArgValue)]
 
 
+PUBLISH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+FETCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                            ctypes.POINTER(ctypes.c_size_t), ctypes.c_int)
+
+
+class Coordinator(ctypes.Structure):
+    _fields_ = [("rank", ctypes.c_int), ("size", ctypes.c_int), ("timeout_s", ctypes.c_double),
+                ("user", ctypes.c_void_p), ("publish", PUBLISH_FN), ("fetch", FETCH_FN)]
+
+
 class Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("device", ctypes.c_int), ("no_device", ctypes.c_int),
                 ("arch", ctypes.c_char_p), ("cuda_home", ctypes.c_char_p), ("cache_path", ctypes.c_char_p),
@@ -31,7 +41,7 @@ class Options(ctypes.Structure):
                 ("miss_runs_default", ctypes.c_int), ("progress", ctypes.c_void_p),
                 ("progress_user", ctypes.c_void_p), ("retune", ctypes.c_int), ("strategy", ctypes.c_int),
                 ("budget_s", ctypes.c_double), ("no_pdl", ctypes.c_int), ("cache_readonly", ctypes.c_int),
-                ("async_copy_limit", ctypes.c_size_t)]
+                ("async_copy_limit", ctypes.c_size_t), ("coord", Coordinator), ("record_path", ctypes.c_char_p)]
 
 
 class ParamInfo(ctypes.Structure):
@@ -47,7 +57,8 @@ class Stats(ctypes.Structure):
                 ("compiles", ctypes.c_uint64), ("compile_ms", ctypes.c_double), ("cache_loads", ctypes.c_uint64),
                 ("binary_loads", ctypes.c_uint64), ("fallbacks", ctypes.c_uint64), ("standins", ctypes.c_uint64),
                 ("async_queued", ctypes.c_uint64), ("async_done", ctypes.c_uint64), ("async_failed", ctypes.c_uint64),
-                ("async_pending", ctypes.c_uint64)]
+                ("async_pending", ctypes.c_uint64), ("published", ctypes.c_uint64), ("followed", ctypes.c_uint64),
+                ("coord_failed", ctypes.c_uint64)]
 
 
 class RuntimeInfo(ctypes.Structure):

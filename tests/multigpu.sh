@@ -1,0 +1,76 @@
+#!/bin/sh
+# Two-GPU tests (make gpu-test-multi): ranks agreeing under torchrun, a rank
+# killed mid-tuning, the record -> pre-warm -> cache-only loop, ktune tune
+# --devices all against --devices 0, and the sharded pre-warm. Skips below
+# two GPUs or without torch. Ends with "N passed, N failed, N skipped".
+B=${1:-build}
+ROOT=$(pwd)
+export KTUNE_LIB="$ROOT/$B/libktune.so" PYTHONPATH="$ROOT/tools/python${PYTHONPATH:+:$PYTHONPATH}"
+KT="$ROOT/$B/ktune"
+pass=0 fail=0 skip=0
+ok() { pass=$((pass + 1)); echo "  ok: $1"; }
+bad() { fail=$((fail + 1)); echo "  FAILED: $1"; }
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${ngpu:-0}" -lt 2 ] || ! python3 -c 'import torch' 2>/dev/null; then
+  echo "  skipped: the multi-GPU tests need two GPUs and torch (found ${ngpu:-0} GPUs)"
+  echo "0 passed, 0 failed, 1 skipped"
+  exit 0
+fi
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+run() { # name, command...: passes when the command's last line says 1 passed
+  name=$1; shift
+  "$@" >"$d/out" 2>&1
+  cat "$d/out" | grep -v '^\s*$' | tail -n 12
+  if grep -q '^1 passed, 0 failed' "$d/out"; then ok "$name"; else bad "$name"; fi
+}
+run "two ranks: each key tuned once, identical configs" \
+  torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" agree
+run "two ranks in async mode: each key tuned once, identical configs" \
+  torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" async
+run "a rank killed while it owns a tuning" \
+  torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" kill
+
+# Record, pre-warm on both GPUs, run again cache-only: every key a hit.
+cat >"$d/job.py" <<'EOF'
+import sys, torch, ktune
+from ktune import ops
+for D in (768, 1000, 2304):
+    x = torch.randn(300, D, device="cuda", dtype=torch.bfloat16)
+    ops.rms_norm(x, torch.ones(D, device="cuda", dtype=torch.bfloat16))
+    ops.layer_norm(x, torch.ones(D, device="cuda", dtype=torch.bfloat16))
+torch.cuda.synchronize()
+s = ktune.runtime().stats()
+print("misses %d cache_loads %d fallbacks %d tunings %d" % (s["misses"], s["cache_loads"], s["fallbacks"], s["tunings"]))
+EOF
+KTUNE_CACHE="$d/rec.db" KTUNE_MODE=cache-only KTUNE_RECORD="$d/calls.jsonl" python3 "$d/job.py" >"$d/first" 2>&1
+cat "$d/first"; echo "  recorded lines: $(wc -l <"$d/calls.jsonl")"; head -2 "$d/calls.jsonl"
+"$KT" tune kernels_src/layernorm_fwd.json --shapes "$d/calls.jsonl" --devices all --cache "$d/rec.db" --plain | tail -n 2
+KTUNE_CACHE="$d/rec.db" KTUNE_MODE=cache-only python3 "$d/job.py" >"$d/second" 2>&1
+cat "$d/second"
+lines=$(wc -l <"$d/calls.jsonl")
+if [ "$lines" = 6 ] && grep -q 'misses 6 cache_loads 6 fallbacks 0' "$d/second"; then
+  ok "KTUNE_RECORD: 6 keys recorded once, pre-warmed, then all cached"
+else bad "KTUNE_RECORD round trip"; fi
+
+# Twelve shapes on GPU 0 alone, then on both.
+: >"$d/twelve.jsonl"
+for D in 640 896 1152 1408 1664 1920 2176 2432 2688 2944 3200 3456; do
+  echo "{\"kernel\": \"layernorm_fwd\", \"N\": 4096, \"D\": $D, \"G\": 1, \"T\": \"bf16\", \"W\": \"bf16\", \"rms\": 1, \"b\": null, \"mean\": null, \"res\": null, \"res_out\": null}" >>"$d/twelve.jsonl"
+done
+for devs in 0 all; do
+  t0=$(date +%s%N)
+  "$KT" tune kernels_src/layernorm_fwd.json --shapes "$d/twelve.jsonl" --devices $devs --cache "$d/t$devs.db" --plain >"$d/t$devs" 2>&1
+  rc=$?
+  t1=$(date +%s%N)
+  echo "  ktune tune 12 shapes --devices $devs: $(( (t1 - t0) / 1000000 )) ms (exit $rc); $(tail -n 1 "$d/t$devs")"
+  [ $rc = 0 ] && ok "ktune tune --devices $devs" || bad "ktune tune --devices $devs"
+done
+
+# Sharded pre-warm: both ranks tune half, rank 0 merges.
+torchrun --nproc-per-node=2 -m ktune.prewarm --shapes "$d/twelve.jsonl" --out "$d/fleet.db" >"$d/pw" 2>&1
+grep -E 'rank|prewarm|added' "$d/pw" | head -n 8
+rows=$(python3 -c "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(\"SELECT count(*) FROM configs WHERE kernel = 'layernorm_fwd'\").fetchone()[0])" "$d/fleet.db" 2>&1)
+[ "$rows" = 12 ] && ok "sharded pre-warm: 12 keys merged" || bad "sharded pre-warm merged $rows keys, want 12"
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail = 0 ]

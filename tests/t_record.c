@@ -1,0 +1,111 @@
+/* Recording missed keys (kt_options.record_path, $KTUNE_RECORD): one
+** --shapes line per key the cache does not have, once per process, that
+** the CLI's reader turns back into a call of the same key. */
+#include <stdlib.h>
+
+#include "../tools/shape.h"
+#include "harness.h"
+#include "ktune.h"
+
+#define GB (1ull << 30)
+/* layernorm_fwd: y x res res_out w b mean rstd N D G eps rms */
+#define LN(x, res, w, b, mean, n, d, eps)                                                                            \
+  {kt_arg_ptr(1 * GB, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(res, KT_BF16), kt_arg_ptr(res ? 4 * GB : 0, KT_BF16), \
+   kt_arg_ptr(w, KT_F32), kt_arg_ptr(b, KT_F32), kt_arg_ptr(mean, KT_F32), kt_arg_ptr(mean ? 7 * GB : 0, KT_F32),  \
+   kt_arg_i32(n), kt_arg_i32(d), kt_arg_i32(1), kt_arg_f32(eps), kt_arg_i32(0)}
+
+static kt_runtime *recording(const char *path) {
+  kt_options o;
+  t_offline_options(&o);
+  o.no_cache = 1;
+  o.record_path = path;
+  kt_runtime *rt = NULL;
+  if (kt_runtime_open(&rt, &o)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+/* Three keys missed (one twice, one through two runtimes of the process):
+** three lines, in the CLI's words, and each read back by the --shapes
+** reader into a call with the key of the call recorded. */
+static void missed_keys_are_recorded_once_and_read_back(void) {
+  char path[512], text[4096];
+  snprintf(path, sizeof path, "%s/calls.jsonl", t_tmpdir());
+  kt_runtime *rt = recording(path), *rt2 = recording(path);
+  ASSERT_TRUE(rt && rt2);
+  kt_kernel *k, *k2;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt2, "kernels_src/layernorm_fwd.json", &k2), KT_OK);
+  kt_arg calls[3][13] = {LN(2 * GB, 0, 5 * GB, 6 * GB, 0, 4096, 2048, 1e-5f),
+                         LN(2 * GB + 2, 3 * GB, 5 * GB, 0, 6 * GB, 77, 1000, 0.1f),
+                         LN(2 * GB + 16, 0, 0, 0, 0, 1, 96, 1e-6f)};
+  char cfg[128];
+  for (int i = 0; i < 3; i++) ASSERT_STATUS(kt_kernel_config_for(k, calls[i], 13, cfg, sizeof cfg), KT_OK);
+  calls[0][8] = kt_arg_i32(8192); /* N is not in the key: no new line */
+  ASSERT_STATUS(kt_kernel_config_for(k, calls[0], 13, cfg, sizeof cfg), KT_OK);
+  ASSERT_STATUS(kt_kernel_config_for(k2, calls[1], 13, cfg, sizeof cfg), KT_OK);
+  kt_runtime_close(rt2);
+  FILE *f = fopen(path, "r");
+  ASSERT_TRUE(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  ASSERT_STR_EQ(text,
+                "{\"kernel\":\"layernorm_fwd\",\"T\":\"bf16\",\"res\":null,\"res_out\":null,\"W\":\"f32\",\"mean\":null,"
+                "\"rstd\":null,\"N\":4096,\"D\":2048,\"G\":1,\"eps\":1e-05,\"rms\":0}\n"
+                "{\"kernel\":\"layernorm_fwd\",\"T\":\"bf16\",\"x@\":2,\"W\":\"f32\",\"b\":null,\"N\":77,\"D\":1000,"
+                "\"G\":1,\"eps\":0.1,\"rms\":0}\n"
+                "{\"kernel\":\"layernorm_fwd\",\"T\":\"bf16\",\"x@\":16,\"res\":null,\"res_out\":null,\"W\":\"f32\","
+                "\"w\":null,\"b\":null,\"mean\":null,\"rstd\":null,\"N\":1,\"D\":96,\"G\":1,\"eps\":1e-06,"
+                "\"rms\":0}\n");
+  char *line = text;
+  for (int i = 0; i < 3; i++) {
+    char *nl = strchr(line, '\n'), shape[1024], kernel[64], err[512], want[512], got[512];
+    *nl = 0;
+    kt_arg back[13];
+    ASSERT_EQ(shape_from_json(line, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err), 0);
+    ASSERT_STR_EQ(kernel, "layernorm_fwd");
+    ASSERT_EQ(shape_args(k, shape, back, err, sizeof err), 0);
+    ASSERT_STATUS(kt_kernel_key(k, calls[i], 13, want, sizeof want), KT_OK);
+    ASSERT_STATUS(kt_kernel_key(k, back, 13, got, sizeof got), KT_OK);
+    ASSERT_STR_EQ(got, want);
+    ASSERT_EQ(back[11].v.f32 == calls[i][11].v.f32, 1);
+    line = nl + 1;
+  }
+  kt_runtime_close(rt);
+}
+
+static char logged[1024];
+static void log_into(void *user, kt_log_level level, const char *msg) {
+  (void)user;
+  (void)level;
+  snprintf(logged, sizeof logged, "%s", msg);
+}
+
+/* A record file that cannot be written is a warning, not a failed call. */
+static void an_unwritable_record_is_a_warning(void) {
+  kt_options o;
+  t_offline_options(&o);
+  o.no_cache = 1;
+  o.record_path = "/nonexistent-dir/calls.jsonl";
+  o.log_level = KT_LOG_WARN;
+  o.log = log_into;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k), KT_OK);
+  kt_arg a[13] = LN(2 * GB, 0, 5 * GB, 6 * GB, 0, 4096, 4096, 1e-5f);
+  char cfg[128];
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 13, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(logged, "KTUNE_RECORD /nonexistent-dir/calls.jsonl: a missed key of layernorm_fwd is not recorded: "
+                        "No such file or directory");
+  kt_runtime_close(rt);
+}
+
+const kt_test t_record_tests[] = {
+    {"record_missed_keys_are_recorded_once_and_read_back", missed_keys_are_recorded_once_and_read_back},
+    {"record_an_unwritable_record_is_a_warning", an_unwritable_record_is_a_warning},
+    {NULL, NULL},
+};

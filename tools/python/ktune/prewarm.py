@@ -1,0 +1,102 @@
+"""Sharded pre-warm: the (spec, shape) lines of a --shapes file split over
+the ranks of a job, each rank tuning its share on its own GPU into a cache
+of its own, and rank 0 merging every rank's export into one cache (the
+faster config of a key wins) to ship as KTUNE_SYSTEM_CACHE:
+
+    torchrun --nproc-per-node=8 -m ktune.prewarm --shapes calls.jsonl --out fleet.db
+
+Without torchrun it runs as one rank. Each rank runs the ktune binary
+(`ktune tune`, `export`, `import`); the exports travel through
+torch.distributed (gloo), so the ranks need no shared file system.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from . import kernels_dir
+
+
+def _binary():
+    from .__main__ import _binary as find
+    path, tried = find()
+    if not path:
+        sys.exit("ktune.prewarm: the ktune binary is not found (looked in %s)" % ", ".join(tried))
+    return path
+
+
+def _lines(path):
+    with open(path) as f:
+        return [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _specs(lines, given):
+    if given:
+        return given
+    names = sorted({json.loads(ln).get("kernel") for ln in lines} - {None})
+    d = kernels_dir()
+    return [os.path.join(d, n + ".json") for n in names]
+
+
+def _run(argv):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sys.stdout.write(r.stdout)
+    return r.returncode
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ktune.prewarm", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", required=True, help="a --shapes file (KTUNE_RECORD writes one)")
+    ap.add_argument("--out", required=True, help="the merged cache rank 0 writes")
+    ap.add_argument("--spec", action="append", default=[], help="a spec (default: the bundled specs the lines name)")
+    ap.add_argument("--isolate", action="store_true", help="passed to ktune tune")
+    a = ap.parse_args(argv)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    dist = None
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+    lines = _lines(a.shapes)
+    mine = lines[rank::world]
+    ktune = _binary()
+    tmp = tempfile.mkdtemp(prefix="ktune-prewarm-")
+    db, exp = os.path.join(tmp, "rank.db"), os.path.join(tmp, "rank.json")
+    rc = 0
+    if mine:
+        shard = os.path.join(tmp, "shapes.jsonl")
+        with open(shard, "w") as f:
+            f.write("\n".join(mine) + "\n")
+        argv = [ktune, "tune"] + _specs(mine, a.spec) + ["--shapes", shard, "--devices", str(local), "--cache", db,
+                                                         "--plain"] + (["--isolate"] if a.isolate else [])
+        print("rank %d: %d of %d shapes on GPU %d" % (rank, len(mine), len(lines), local), flush=True)
+        rc = _run(argv)
+        rc = rc or _run([ktune, "export", "--binaries", "-o", exp, "--cache", db])
+    text = open(exp).read() if mine and not rc else None
+    parts = [None] * world
+    if dist:
+        dist.gather_object(text, parts if rank == 0 else None, dst=0)
+    else:
+        parts = [text]
+    # Ranks without shapes send nothing; any other rank that sent nothing failed.
+    failed = 0
+    if rank == 0:
+        failed = sum(1 for i, p in enumerate(parts) if p is None and lines[i::world])
+        for i, p in enumerate(parts):
+            if p is None:
+                continue
+            part = os.path.join(tmp, "part%d.json" % i)
+            with open(part, "w") as f:
+                f.write(p)
+            rc = _run([ktune, "import", part, "--cache", a.out]) or rc
+        print("ktune.prewarm: %d shapes over %d ranks merged into %s%s" % (
+            len(lines), world, a.out, "; %d ranks failed" % failed if failed else ""), flush=True)
+    if dist:
+        dist.destroy_process_group()
+    return 1 if rc or failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
