@@ -42,7 +42,7 @@ BENCH_SRC := tests/bench.c tests/bench_async.c tests/gpu_util.c tests/harness.c 
 
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test check test-plain test-asan gpu-test gpu-test-multi gpu-sanitize bench demo install uninstall clean fuzz FORCE
+.PHONY: all deps test check test-plain test-asan gpu-test gpu-test-multi gpu-sanitize jax bench demo install uninstall clean fuzz FORCE
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
 
 deps:
@@ -117,6 +117,25 @@ gpu-test: all $(B)/ktune-gpu-test
 	  d=$$(mktemp -d) && KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$$d/ktune.db python3 tests/python/test_ops.py; \
 	  rc=$$?; rm -rf $$d; exit $$rc; \
 	else echo "tests/python: torch does not import here; the PyTorch tests are skipped"; fi
+	@if python3 -c 'import jax' 2>/dev/null; then \
+	  $(MAKE) --no-print-directory jax && d=$$(mktemp -d) && export KTUNE_LIB=$(CURDIR)/$(B)/libktune.so \
+	  PYTHONPATH=$(CURDIR)/tools/python KTUNE_CACHE=$$d/ktune.db XLA_PYTHON_CLIENT_PREALLOCATE=false && \
+	  python3 tests/python/test_jax.py && \
+	  KTUNE_MODE=tune python3 tests/python/test_jax.py inplace && python3 tests/python/test_jax.py cmdbuf; \
+	  rc=$$?; rm -rf $$d; exit $$rc; \
+	else echo "tests/python/test_jax.py: jax does not import here; the JAX tests are skipped"; fi
+
+# The XLA FFI handler of ktune.jax, in C against jaxlib's C API header;
+# where jax does not import, says so and builds nothing. It links the
+# shared library, so that JAX, PyTorch and C users of one process share
+# one runtime per device.
+JAX_INC = $(shell python3 -c 'import jax.ffi; print(jax.ffi.include_dir())' 2>/dev/null)
+jax: all
+	@if [ -z "$(JAX_INC)" ]; then echo "make jax: jax does not import here; the XLA FFI handler is not built"; \
+	else $(CC) $(CFLAGS) -std=c11 $(WARN) -fPIC -shared -fvisibility=hidden $(PUBLIC_INC) -I$(JAX_INC) \
+	  tools/jax/ffi.c -L$(B) -l:libktune.so -Wl,-rpath,'$$ORIGIN' -o $(B)/libktune_jax.so && \
+	  ln -sf libktune.so $(B)/libktune.so.$(MAJOR) && \
+	  echo "make jax: $(B)/libktune_jax.so"; fi
 
 # Two GPUs: ranks agreeing under torchrun, record then pre-warm, --devices all.
 gpu-test-multi: all

@@ -150,6 +150,7 @@ static const struct {
     {"KTUNE_RECORD", "a file to append one --shapes line to per key the cache lacks (ktune tune --shapes)"},
     {"KTUNE_COMPILE_GROUP", "kernel instances per NVRTC program when tuning, 1 to 8 (default 4)"},
     {"KTUNE_LIB", "Python package: the libktune.so to load"},
+    {"KTUNE_JAX_LIB", "Python package: the libktune_jax.so (XLA FFI handler) to load"},
     {"KTUNE_KERNELS", "Python package: the folder of the bundled kernels"},
     {"KTUNE_WHEEL_LIB", "Python package build: a libktune.so to ship inside the wheel"},
     {"CUDA_HOME", "the CUDA toolkit, for NVRTC's headers (default /usr/local/cuda)"},

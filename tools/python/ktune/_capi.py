@@ -140,6 +140,7 @@ def load():
         "kt_status_name": (S, [I]),
         "kt_kernel_load": (I, [P, S, ctypes.POINTER(P)]),
         "kt_kernel_nparams": (I, [P]),
+        "kt_kernel_name": (S, [P]),
         "kt_kernel_param": (I, [P, I, ctypes.POINTER(ParamInfo)]),
         "kt_launch": (I, [P, P, ctypes.POINTER(Arg), I]),
         "kt_launch_config": (I, [P, P, ctypes.POINTER(Arg), I, S]),

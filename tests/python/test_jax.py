@@ -1,0 +1,245 @@
+"""ktune.jax on a GPU (make gpu-test, when jax imports and make jax built
+the handler): the norms under jit, grad and vmap against float64 at ragged
+shapes in bf16, f16 and f32; an in-place RMSNorm through XLA's
+input_output_aliases applied exactly once, also on the call that tunes; a
+ktune error raised with ktune's message; a key tuned by ktune tune or
+PyTorch is a hit. Ends with "N passed, N failed, N skipped"."""
+import os
+import sys
+import traceback
+
+if sys.argv[1:] == ["cmdbuf"]:
+    # XLA may record custom calls into CUDA graphs: ktune's handler declares
+    # no command-buffer trait (a miss may tune), so XLA must keep it out.
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL"
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import ktune  # noqa: E402
+from ktune import jax as kj  # noqa: E402
+
+passed = failed = skipped = 0
+TOL = {jnp.bfloat16: 0.04, jnp.float16: 6e-3, jnp.float32: 2e-5}
+
+
+def check(name, fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+        print("  ok: " + name)
+    except Exception:
+        failed += 1
+        print("  FAILED: " + name)
+        traceback.print_exc(limit=3)
+
+
+def ref_norm(x, w, b, eps, rms):
+    x = x.astype(jnp.float64)
+    if rms:
+        y = x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + eps)
+    else:
+        m = jnp.mean(x, -1, keepdims=True)
+        y = (x - m) * jax.lax.rsqrt(jnp.mean((x - m) ** 2, -1, keepdims=True) + eps)
+    if w is not None:
+        y = y * w.astype(jnp.float64)
+    if b is not None:
+        y = y + b.astype(jnp.float64)
+    return y
+
+
+def err(a, ref):
+    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    return float(np.max(np.abs(a - ref)) / (1.0 + np.max(np.abs(ref)))) if a.size else 0.0
+
+
+def forward_and_grad(T, D, dt, rms):
+    key = jax.random.PRNGKey(T * 131 + D)
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    x = jax.random.normal(k1, (T, D), jnp.float32).astype(dt)
+    w = (1 + 0.1 * jax.random.normal(k2, (D,), jnp.float32)).astype(dt)
+    b = None if rms else (0.1 * jax.random.normal(k3, (D,), jnp.float32)).astype(dt)
+    g = jax.random.normal(k4, (T, D), jnp.float32).astype(dt)
+    eps = 1e-6 if rms else 1e-5
+    f = (lambda x, w, b: kj.rms_norm(x, w, eps)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b, eps))
+    y = jax.jit(f)(x, w, b)
+    assert y.dtype == dt and y.shape == x.shape
+    e = err(y, ref_norm(x, w, b, eps, rms))
+    assert e < TOL[dt], "forward error %g" % e
+    loss = lambda x, w, b: jnp.sum(f(x, w, b).astype(jnp.float32) * g.astype(jnp.float32))  # noqa: E731
+    rloss = lambda x, w, b: jnp.sum(ref_norm(x, w, b, eps, rms) * g.astype(jnp.float64))  # noqa: E731
+    argn = (0, 1) if rms else (0, 1, 2)
+    got = jax.jit(jax.grad(loss, argnums=argn))(x, w, b)
+    want = jax.grad(rloss, argnums=argn)(x.astype(jnp.float64), w.astype(jnp.float64),
+                                          None if b is None else b.astype(jnp.float64))
+    for name, a, r in zip("xwb", got, want):
+        e = err(a, r)
+        # dw and db sum over T rows: their rounding grows with T in 16 bits.
+        tol = TOL[dt] * (1 if name == "x" else max(1.0, np.sqrt(T) / 4))
+        assert e < tol, "d%s error %g (T=%d D=%d %s)" % (name, e, T, D, dt.__name__)
+
+
+def grid():
+    for dt in (jnp.bfloat16, jnp.float16, jnp.float32):
+        for T, D in ((1, 3), (7, 100), (4097, 4096), (7, 4096), (4097, 100), (1, 4096)):
+            for rms in (1, 0):
+                forward_and_grad(T, D, dt, rms)
+
+
+def vmapped():
+    x = jax.random.normal(jax.random.PRNGKey(1), (3, 5, 100), jnp.float32)
+    w = jnp.ones((100,), jnp.float32)
+    y = jax.jit(jax.vmap(lambda x: kj.rms_norm(x, w)))(x)
+    assert err(y, ref_norm(x, w, None, 1e-6, 1)) < TOL[jnp.float32]
+
+
+def residual_out():
+    x = jax.random.normal(jax.random.PRNGKey(2), (33, 256), jnp.bfloat16)
+    r = jax.random.normal(jax.random.PRNGKey(3), (33, 256), jnp.bfloat16)
+    w = jnp.ones((256,), jnp.bfloat16)
+    y, h = jax.jit(lambda x, r: kj.rms_norm(x, w, residual=r, return_residual=True))(x, r)
+    hs = x.astype(jnp.float32) + r.astype(jnp.float32)
+    assert err(h, hs) < TOL[jnp.bfloat16] and err(y, ref_norm(hs, w, None, 1e-6, 1)) < TOL[jnp.bfloat16]
+
+
+def in_place_once():
+    """x donated and aliased to the output: the first call (which tunes, in
+    tune mode) applies the norm exactly once: bit for bit what the same
+    kernel writes out of place, and far from two applications (w is not
+    1, so a second one changes every row)."""
+    T, D = 1000, 1536
+    x0 = jax.random.normal(jax.random.PRNGKey(4), (T, D), jnp.float32).astype(jnp.bfloat16)
+    w = (1.5 + 0.25 * jax.random.normal(jax.random.PRNGKey(5), (D,), jnp.float32)).astype(jnp.bfloat16)
+    host = np.asarray(x0.astype(jnp.float32))
+    y = jax.jit(lambda x: kj.rms_norm_(x, w), donate_argnums=0)(jnp.array(x0))
+    s = ktune.runtime(kj._devices()[0]).stats()
+    assert s["tunings"] == 1, s
+
+    def out_of_place(x):
+        return kj._call("rmsnorm", [("o", 0), ("i", x), ("n", "bf16"), ("i", w), T, D, 1e-6],
+                        [jax.ShapeDtypeStruct((T, D), jnp.bfloat16)])[0]
+    once = jax.jit(out_of_place)(x0)
+    assert np.array_equal(np.asarray(y, np.float32), np.asarray(once, np.float32)), "not the out-of-place result"
+    assert err(y, ref_norm(host, np.asarray(w, np.float64), None, 1e-6, 1)) < TOL[jnp.bfloat16]
+    twice = jax.jit(out_of_place)(once)
+    assert err(twice, y) > 0.1
+
+
+def error_message():
+    """An output whose dtype is not the input's: ktune refuses the call and
+    XLA raises ktune's message."""
+    x = jnp.ones((4, 64), jnp.float32)
+    try:
+        y = kj._call("layernorm_fwd", [("o", 0), ("i", x), ("n", "f32"), ("n", "f32"), ("n", "f32"), ("n", "f32"),
+                                       ("n", "f32"), ("n", "f32"), 4, 64, 1, 1e-5, 1],
+                     [jax.ShapeDtypeStruct((4, 64), jnp.bfloat16)])
+        jax.block_until_ready(y)
+    except Exception as e:
+        assert "ktune: KT_ERR_ARGS: layernorm_fwd" in str(e), str(e)
+        print("    raised: " + str(e).splitlines()[0][:160])
+        return
+    raise AssertionError("no error")
+
+
+def permutes():
+    """Gather and scatter are exact: out == x[perm], grads == scatter of g,
+    in every dtype and ragged shapes; probs follow their rows."""
+    for dt in (jnp.bfloat16, jnp.float16, jnp.float32):
+        for N, D in ((1, 3), (7, 100), (4097, 96), (300, 4096)):
+            x = jax.random.normal(jax.random.PRNGKey(N + D), (N, D), jnp.float32).astype(dt)
+            perm = jax.random.permutation(jax.random.PRNGKey(N), N).astype(jnp.int32)
+            p = jax.random.uniform(jax.random.PRNGKey(D), (N,), jnp.float32)
+            out, pout = jax.jit(kj.permute_rows)(x, perm, p)
+            xn = np.asarray(x.astype(jnp.float32))
+            assert np.array_equal(np.asarray(out, np.float32), xn[np.asarray(perm)])
+            assert np.array_equal(np.asarray(pout), np.asarray(p)[np.asarray(perm)])
+            g = jax.random.normal(jax.random.PRNGKey(3), (N, D), jnp.float32).astype(dt)
+            dx = jax.jit(jax.grad(lambda x: jnp.sum(kj.permute_rows(x, perm)[0].astype(jnp.float32) *
+                                                   g.astype(jnp.float32))))(x)
+            want = np.zeros((N, D), np.float32)
+            want[np.asarray(perm)] = np.asarray(g.astype(jnp.float32))
+            assert np.array_equal(np.asarray(dx, np.float32), want), "dx (N=%d D=%d)" % (N, D)
+            back, _ = jax.jit(lambda o: kj.unpermute_rows(o, perm, N))(out)
+            assert np.array_equal(np.asarray(back, np.float32), xn)
+
+
+def unpermute_partial():
+    """Rows the map does not name come back zero (the output starts from
+    zeros aliased into the call)."""
+    x = jnp.ones((5, 8), jnp.float32)
+    back, _ = jax.jit(lambda o: kj.unpermute_rows(o, jnp.array([4, 0], jnp.int32), 6))(x[:2])
+    want = np.zeros((6, 8), np.float32)
+    want[[4, 0]] = 1
+    assert np.array_equal(np.asarray(back), want)
+
+
+def donated_not_in_place():
+    """x donated to a kernel that cannot run in place: XLA must not hand the
+    output x's buffer; the result is right either way."""
+    x = jax.random.normal(jax.random.PRNGKey(9), (64, 256), jnp.float32)
+    xn = np.asarray(x)
+    perm = jnp.arange(63, -1, -1, dtype=jnp.int32)
+    out, _ = jax.jit(lambda x: kj.permute_rows(x, perm), donate_argnums=0)(x)
+    assert np.array_equal(np.asarray(out), xn[::-1])
+
+
+def softmax():
+    for dt in (jnp.bfloat16, jnp.float16, jnp.float32):
+        for N, L in ((1, 3), (7, 100), (4097, 1000)):
+            k1, k2, k3 = jax.random.split(jax.random.PRNGKey(N * L), 3)
+            x = jax.random.normal(k1, (N, L), jnp.float32).astype(dt)
+            mask = jax.random.uniform(k2, (N, L)) > 0.2
+            g = jax.random.normal(k3, (N, L), jnp.float32)
+            y = jax.jit(lambda x: kj.masked_softmax(x, mask, None, 0.5))(x)
+            z = np.where(np.asarray(mask), 0.5 * np.asarray(x.astype(jnp.float32), np.float64), -np.inf)
+            z = z - z.max(-1, keepdims=True)
+            e = np.exp(z)
+            ref = np.nan_to_num(e / e.sum(-1, keepdims=True))
+            assert err(y, ref) < TOL[dt], "softmax %g" % err(y, ref)
+            dx = jax.jit(jax.grad(lambda x: jnp.sum(kj.masked_softmax(x, mask, None, 0.5).astype(jnp.float32) * g)))(x)
+            gd = np.asarray(g, np.float64)
+            want = 0.5 * ref * (gd - (gd * ref).sum(-1, keepdims=True))
+            assert err(dx, want) < 2 * TOL[dt], "softmax grad %g" % err(dx, want)
+
+
+def command_buffers():
+    """An unseen key under command buffers for custom calls: 100 runs of
+    one jitted step, every result right."""
+    x = jax.random.normal(jax.random.PRNGKey(11), (999, 2304), jnp.float32).astype(jnp.bfloat16)
+    w = jnp.full((2304,), 0.5, jnp.bfloat16)
+    step = jax.jit(lambda x: kj.rms_norm(x * 2, w) + 1)
+    want = ref_norm(np.asarray(x.astype(jnp.float32)) * 2, np.full(2304, 0.5), None, 1e-6, 1) + 1
+    for i in range(100):
+        y = step(x)
+        assert err(y, want) < TOL[jnp.bfloat16], "run %d" % i
+
+
+def main():
+    if not kj.available():
+        print("  skipped: libktune_jax.so is not built (make jax)")
+        print("0 passed, 0 failed, 1 skipped")
+        return 0
+    if sys.argv[1:] == ["inplace"]:
+        check("in place through input_output_aliases: one application on the tuning call", in_place_once)
+    elif sys.argv[1:] == ["cmdbuf"]:
+        check("command buffers for custom calls: an unseen key, 100 runs right", command_buffers)
+    else:
+        check("norms under jit and grad against float64 (bf16, f16, f32; T 1..4097, D 3..4096)", grid)
+        check("vmap", vmapped)
+        check("residual in and out", residual_out)
+        check("permute_rows / unpermute_rows: exact, with grads and probs", permutes)
+        check("unpermute_rows leaves rows not named zero", unpermute_partial)
+        check("a donated input of a kernel that cannot run in place", donated_not_in_place)
+        check("masked_softmax under jit and grad against float64", softmax)
+        check("a bad call raises with ktune's message", error_message)
+    s = ktune.runtime(kj._devices()[0]).stats()
+    print("  stats: %s" % {k: s[k] for k in ("launches", "misses", "tunings", "standins", "fallbacks")})
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
