@@ -157,6 +157,10 @@ bench: all $(B)/ktune-bench
 	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_kernels.py && \
 	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_overhead.py; \
 	else echo "bench_kernels.py: torch does not import here; the PyTorch comparison is skipped"; fi
+	@if python3 -c 'import jax' 2>/dev/null; then $(MAKE) --no-print-directory jax && \
+	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so PYTHONPATH=$(CURDIR)/tools/python KTUNE_MODE=tune \
+	  KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_jax.py; \
+	else echo "bench_jax.py: jax does not import here; the JAX table is skipped"; fi
 
 # libFuzzer with clang, ASan and UBSan: each target for FUZZ_SECONDS, new
 # inputs kept under build/fuzz/corpus-TARGET, crashes as

@@ -102,16 +102,20 @@ void t_offline_options(kt_options *o) {
   o->log_level = KT_LOG_ERROR;
 }
 
-kt_runtime *t_offline(int no_cache) {
-  kt_options o;
-  t_offline_options(&o);
-  o.no_cache = no_cache;
+kt_runtime *t_open(const kt_options *o) {
   kt_runtime *rt = NULL;
-  if (kt_runtime_open(&rt, &o)) {
+  if (kt_runtime_open(&rt, o)) {
     kt_runtime_close(rt);
     return NULL;
   }
   return rt;
+}
+
+kt_runtime *t_offline(int no_cache) {
+  kt_options o;
+  t_offline_options(&o);
+  o.no_cache = no_cache;
+  return t_open(&o);
 }
 
 /* One value from SQLite, for assertions on rows. */

@@ -35,6 +35,8 @@ void t_offline_options(struct kt_options *o);
 /* A runtime with those options; NULL when it cannot be opened. Close with
 ** kt_runtime_close(). */
 struct kt_runtime *t_offline(int no_cache);
+/* A runtime with options o; NULL when it cannot be opened. */
+struct kt_runtime *t_open(const struct kt_options *o);
 
 #define ASSERT_TRUE(c)                                           \
   do {                                                           \

@@ -107,12 +107,7 @@ static kt_runtime *open_rank(const char *dir, rank *r, int id, int size, double 
   o.coord = (kt_coordinator){.rank = id, .size = size, .timeout_s = timeout_s, .user = r,
                              .publish = kv_publish, .fetch = kv_fetch};
   logged[id][0] = 0;
-  kt_runtime *rt = NULL;
-  if (kt_runtime_open(&rt, &o)) {
-    kt_runtime_close(rt);
-    return NULL;
-  }
-  return rt;
+  return t_open(&o);
 }
 
 /* A cache row for D in rank rt's cache: each rank has its own config. */
@@ -218,11 +213,10 @@ static void ranks_launch_what_each_keys_owner_settled(void) {
 /* A key of rank 1 asked by rank 0 alone: rank 0 waits timeout_s, then uses
 ** its cached config (or the default), says so, and never asks again. */
 static void a_silent_owner_ends_in_a_fallback(void) {
-  const char *dir = t_tmpdir();
   kv s;
   kv_init(&s);
   rank rk = {.store = &s};
-  kt_runtime *rt = open_rank(dir, &rk, 0, 2, 0.2);
+  kt_runtime *rt = open_rank(t_tmpdir(), &rk, 0, 2, 0.2);
   ASSERT_TRUE(rt);
   int d = 64;
   while (owner_of(rt, d) != 1) d += 64;
@@ -266,11 +260,10 @@ static void put(kv *s, kt_runtime *rt, kt_kernel *k, int d, const char *msg, siz
 ** whose own exchange fails. Each is the default config with a warning
 ** saying which. An owner whose publish fails says so too. */
 static void failed_exchanges_are_named(void) {
-  const char *dir = t_tmpdir();
   kv s;
   kv_init(&s);
   rank rk = {.store = &s};
-  kt_runtime *rt = open_rank(dir, &rk, 0, 2, 5);
+  kt_runtime *rt = open_rank(t_tmpdir(), &rk, 0, 2, 5);
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, SPEC, &k), KT_OK);

@@ -19,12 +19,7 @@ static kt_runtime *recording(const char *path) {
   t_offline_options(&o);
   o.no_cache = 1;
   o.record_path = path;
-  kt_runtime *rt = NULL;
-  if (kt_runtime_open(&rt, &o)) {
-    kt_runtime_close(rt);
-    return NULL;
-  }
-  return rt;
+  return t_open(&o);
 }
 
 /* Three keys missed (one twice, one through two runtimes of the process):

@@ -217,6 +217,24 @@ def command_buffers():
         assert err(y, want) < TOL[jnp.bfloat16], "run %d" % i
 
 
+def prewarmed_is_a_hit():
+    """A key ktune tune stored is a hit from JAX: read from the cache, not
+    tuned again."""
+    import subprocess
+    ktb = os.environ.get("KTUNE_BIN", "build/ktune")
+    r = subprocess.run([ktb, "tune", "kernels_src/layernorm_fwd.json", "--plain", "--shape",
+                        "N=512,D=1792,G=1,T=bf16,W=bf16,rms=1,b=null,mean=null,rstd=null,res=null,res_out=null"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rt = ktune.runtime(kj._devices()[0])
+    before = rt.stats()
+    x = jnp.ones((512, 1792), jnp.bfloat16)
+    jax.block_until_ready(jax.jit(lambda x: kj.rms_norm(x, jnp.ones((1792,), jnp.bfloat16)))(x))
+    after = rt.stats()
+    assert after["cache_loads"] == before["cache_loads"] + 1 and after["tunings"] == before["tunings"] and \
+        after["standins"] == before["standins"], (before, after)
+
+
 def main():
     if not kj.available():
         print("  skipped: libktune_jax.so is not built (make jax)")
@@ -235,6 +253,7 @@ def main():
         check("a donated input of a kernel that cannot run in place", donated_not_in_place)
         check("masked_softmax under jit and grad against float64", softmax)
         check("a bad call raises with ktune's message", error_message)
+        check("a key pre-warmed by ktune tune is a hit from JAX", prewarmed_is_a_hit)
     s = ktune.runtime(kj._devices()[0]).stats()
     print("  stats: %s" % {k: s[k] for k in ("launches", "misses", "tunings", "standins", "fallbacks")})
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
