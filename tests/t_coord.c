@@ -373,11 +373,22 @@ static void coordinator_options_are_checked(void) {
   kt_runtime_close(rt);
 }
 
+/* The Python package's Coordinator over the same C API (three threads as
+** ranks, a dict as the store): tests/python/test_coord_cpu.py. */
+static void the_python_coordinator_agrees(void) {
+  char out[4096];
+  int rc = t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 "
+                                 "tests/python/test_coord_cpu.py");
+  ASSERT_STR_EQ(strrchr(out, '\n') && strlen(out) > 30 ? out + strlen(out) - 30 : out, "3 passed, 0 failed, 0 skipped\n");
+  ASSERT_EQ(rc, 0);
+}
+
 const kt_test t_coord_tests[] = {
     {"coord_ranks_launch_what_each_keys_owner_settled", ranks_launch_what_each_keys_owner_settled},
     {"coord_a_silent_owner_ends_in_a_fallback", a_silent_owner_ends_in_a_fallback},
     {"coord_failed_exchanges_are_named", failed_exchanges_are_named},
     {"coord_the_owners_cubin_travels", the_owners_cubin_travels},
     {"coord_options_are_checked", coordinator_options_are_checked},
+    {"coord_the_python_coordinator_agrees", the_python_coordinator_agrees},
     {NULL, NULL},
 };

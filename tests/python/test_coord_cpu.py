@@ -1,0 +1,149 @@
+"""ktune.distributed's Coordinator without a GPU or torch (make test runs
+it through tests/t_coord.c): three threads as ranks, each a runtime without
+a device over a dict as the job's store, the callbacks made by the Python
+package. Every key is published once and followed by the other ranks; a
+message larger than the runtime's first buffer comes whole on the second
+fetch; an exception in the store is a failed exchange, not a crash.
+Ends with "N passed, N failed, N skipped"."""
+import ctypes
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import ktune
+from ktune import _capi
+from ktune.distributed import Coordinator
+
+L = ktune.lib()
+L.kt_kernel_config_for.argtypes = [ctypes.c_void_p, ctypes.POINTER(_capi.Arg), ctypes.c_int, ctypes.c_char_p,
+                                   ctypes.c_size_t]
+passed = failed = 0
+
+
+def check(name, fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+        print("  ok: " + name)
+    except Exception as e:  # noqa: BLE001
+        failed += 1
+        print("  FAILED: %s: %r" % (name, e))
+
+
+class Store:
+    """What torch.distributed's store does, for threads."""
+
+    def __init__(self):
+        self.d, self.cv = {}, threading.Condition()
+
+    def set(self, name, data):
+        with self.cv:
+            self.d[name] = bytes(data)
+            self.cv.notify_all()
+
+    def fetch(self, name, timeout_s):
+        end = time.monotonic() + timeout_s
+        with self.cv:
+            while name not in self.d:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cv.wait(left)
+            return self.d[name]
+
+
+def args(d):
+    a = (_capi.Arg * 7)()
+    for i, p in enumerate((1 << 24, 2 << 24, 0, 3 << 24)):
+        a[i].kind, a[i].dtype, a[i].v.ptr = _capi.KT_ARG_PTR, _capi.DTYPES["bf16"], p
+    for i, v in ((4, 64), (5, d)):
+        a[i].kind, a[i].v.i32 = _capi.KT_ARG_I32, v
+    a[6].kind, a[6].v.f32 = _capi.KT_ARG_F32, 1e-6
+    return a
+
+
+def open_rank(coord, path):
+    o = _capi.Options()
+    L.kt_options_init(ctypes.byref(o))
+    o.no_device, o.arch, o.cache_path, o.log_level = 1, b"sm_90", path.encode(), 0
+    o.coord = coord.c_struct()
+    h = ctypes.c_void_p()
+    st = L.kt_runtime_open(ctypes.byref(h), ctypes.byref(o))
+    assert st == 0, L.kt_errmsg(h)
+    k = ctypes.c_void_p()
+    assert L.kt_kernel_load(h, b"tests/specs/small.json", ctypes.byref(k)) == 0, L.kt_errmsg(h)
+    return h, k
+
+
+def stats(h):
+    s = _capi.Stats()
+    s.size = ctypes.sizeof(s)
+    L.kt_runtime_stats(h, ctypes.byref(s))
+    return s
+
+
+def three_ranks():
+    store, tmp, R, keys = Store(), tempfile.mkdtemp(), 3, [64 * (i + 1) for i in range(8)]
+    coords = [Coordinator(r, R, store.set, store.fetch, timeout=30) for r in range(R)]
+    rts = [open_rank(coords[r], os.path.join(tmp, "%d.db" % r)) for r in range(R)]
+    got = [[None] * len(keys) for _ in range(R)]
+
+    def run(r):
+        h, k = rts[r]
+        for i, d in enumerate(keys):
+            buf = ctypes.create_string_buffer(128)
+            assert L.kt_kernel_config_for(k, args(d), 7, buf, 128) == 0
+            got[r][i] = buf.value
+    ths = [threading.Thread(target=run, args=(r,)) for r in range(R)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    st = [stats(h) for h, _ in rts]
+    for h, _ in rts:
+        L.kt_runtime_close(h)
+    assert got[0] == got[1] == got[2] and None not in got[0], got
+    assert sum(s.published for s in st) == len(keys), [s.published for s in st]
+    assert sum(s.followed for s in st) == len(keys) * (R - 1)
+    assert sum(s.coord_failed for s in st) == 0
+    assert len(store.d) == len(keys) and all(n.startswith("ktune/rmsnorm_small/") for n in store.d)
+
+
+def big_message_two_fetches():
+    """A message longer than the buffer given: the length first, the bytes
+    on the next call (the runtime then asks with a buffer that fits)."""
+    store = Store()
+    store.set("m", b"x" * 1000)
+    c = Coordinator(0, 2, store.set, store.fetch)
+    fetch = c._cbs[1]
+    n = ctypes.c_size_t()
+    small = ctypes.create_string_buffer(10)
+    assert fetch(None, b"m", small, 10, ctypes.byref(n), 0) == 0 and n.value == 1000
+    big = ctypes.create_string_buffer(1000)
+    assert fetch(None, b"m", big, 1000, ctypes.byref(n), 0) == 0 and big.raw == b"x" * 1000
+    assert fetch(None, b"absent", big, 1000, ctypes.byref(n), 0) == 1
+
+
+def store_errors_are_failures():
+    def broken(*a):
+        raise RuntimeError("store down")
+    c = Coordinator(0, 2, broken, broken)
+    n = ctypes.c_size_t()
+    buf = ctypes.create_string_buffer(8)
+    assert c._cbs[0](None, b"m", buf, 8) == -1
+    assert c._cbs[1](None, b"m", buf, 8, ctypes.byref(n), 0) == -1
+    try:
+        Coordinator(2, 2, broken, broken)
+        raise AssertionError("rank 2 of 2 accepted")
+    except ktune.KtuneError as e:
+        assert str(e) == "ktune.distributed: rank 2 is not in [0, 2)", str(e)
+
+
+check("three ranks agree through Python callbacks", three_ranks)
+check("a message longer than the buffer comes whole on the second fetch", big_message_two_fetches)
+check("a store that raises is a failed exchange", store_errors_are_failures)
+print("%d passed, %d failed, 0 skipped" % (passed, failed))
+sys.exit(1 if failed else 0)
