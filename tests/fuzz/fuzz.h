@@ -13,6 +13,7 @@ int kt_fuzz_spec(const uint8_t *data, size_t size);
 int kt_fuzz_expr(const uint8_t *data, size_t size);
 int kt_fuzz_shape(const uint8_t *data, size_t size);
 int kt_fuzz_import(const uint8_t *data, size_t size);
+int kt_fuzz_coord(const uint8_t *data, size_t size);
 
 #ifdef KT_LIBFUZZER
 #define KT_FUZZ_ENTRY(fn) \
