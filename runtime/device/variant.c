@@ -359,14 +359,14 @@ int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, 
 }
 
 int kt__variant_binary(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, const char **lowered) {
-  double ms;
-  const kt__variant *v;
   int64_t vals[KT_MAX_TARGS];
-  if (kt__variant_cubin(p, c, cubin, size, &ms)) return -1;
   kt__variant_vals(p, c, vals);
-  v = find(&p->vt, vals_hash(p, vals), vals);
+  const kt__variant *v = find(&p->vt, vals_hash(p, vals), vals);
+  if (!v || atomic_load_explicit(&v->state, memory_order_acquire) != V_READY || !v->lowered || !v->cubin_size) return -1;
+  *cubin = v->cubin;
+  *size = v->cubin_size;
   *lowered = v->lowered;
-  return v->lowered && *size ? 0 : -1;
+  return 0;
 }
 
 /* Build v from a cubin another rank sent; when it cannot be loaded, the
