@@ -127,8 +127,10 @@ static int sound(int which, int st, int allowed_a, int allowed_b, long n, const 
   return 0;
 }
 
-/* Each file operation of each action fails in turn. */
-static void io_faults(void) {
+/* Each injection point of each action fails in turn: fail_at(n) makes the
+** n-th one fail (0 turns it off and returns how many were reached); a
+** failure may end in KT__C_OK or in allowed, never in damage. */
+static void inject(long (*fail_at)(long), int allowed, const char *what) {
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
   snprintf(seeded, sizeof seeded, "%s/seeded.db", dir);
@@ -138,10 +140,10 @@ static void io_faults(void) {
   for (int which = 0; which < NACTIONS; which++) {
     for (long n = 1;; n++) {
       copy_seeded();
-      t_io_fail_at(n);
+      fail_at(n);
       int st = act(which);
-      long used = t_io_fail_at(0);
-      if (!sound(which, st, KT__C_OK, KT__C_CACHE, n, "I/O failure")) return;
+      long used = fail_at(0);
+      if (!sound(which, st, KT__C_OK, allowed, n, what)) return;
       total++;
       if (used < n) break;
     }
@@ -149,27 +151,11 @@ static void io_faults(void) {
   printf("    %ld failures injected\n", total);
 }
 
+/* Each file operation of each action fails in turn. */
+static void io_faults(void) { inject(t_io_fail_at, KT__C_CACHE, "I/O failure"); }
+
 /* Each allocation of each action fails in turn: SQLite's and cJSON's too. */
-static void alloc_faults(void) {
-  const char *dir = t_tmpdir();
-  ASSERT_TRUE(dir);
-  snprintf(seeded, sizeof seeded, "%s/seeded.db", dir);
-  snprintf(work, sizeof work, "%s/work.db", dir);
-  ASSERT_EQ(seed(seeded), 0);
-  long total = 0;
-  for (int which = 0; which < NACTIONS; which++) {
-    for (long n = 1;; n++) {
-      copy_seeded();
-      kt__alloc_fail_after(n);
-      int st = act(which);
-      long used = kt__alloc_fail_after(0);
-      if (!sound(which, st, KT__C_OK, KT__C_NOMEM, n, "allocation failure")) return;
-      total++;
-      if (used < n) break;
-    }
-  }
-  printf("    %ld failures injected\n", total);
-}
+static void alloc_faults(void) { inject(kt__alloc_fail_after, KT__C_NOMEM, "allocation failure"); }
 
 /* The runtime's offline paths through the public API: open with a cache,
 ** load a spec, a key, a config (the miss path), a listing, close. */
