@@ -143,15 +143,7 @@ static void install(job *j, const int64_t *cfg) {
 }
 
 /* A config another process stored for the key since the miss. */
-static int stored(job *j, int64_t *cfg) {
-  const kt__env *env = &j->k->rt->env;
-  const kt__prog *p = &j->k->p;
-  char json[512], err[KT_ERRMAX];
-  return env->store &&
-         !kt__store_get_config(env->store, p->spec->name, p->spec_hash, env->fingerprint, j->json, json, sizeof json,
-                               NULL, err, sizeof err) &&
-         kt__call_config_valid(&j->k->p, &j->c, json, cfg);
-}
+static int stored(job *j, int64_t *cfg) { return kt__cached_config(j->k, &j->c, j->json, cfg); }
 
 /* Tune the job's key on stream ws; *best is the winner (or the default,
 ** when the tuning says to use it). */

@@ -101,6 +101,14 @@ typedef struct kt__report kt__report; /* report.h */
 kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream, const kt_arg *args,
                    const kt__tuned **out, int64_t *cfg, kt__report *rep);
 
+/* cached.c: the config row the cache has for key (canonical JSON), as
+** kt__store_get_config returns it (the runtime must have a cache). */
+kt_status kt__cached_json(kt_kernel *k, const char *key, char *json, size_t n, char *err, size_t errlen);
+/* The same when it is valid for c (in the spec's space and within its
+** constraints): 1 with cfg, else 0 (no cache, no row, or a row that does
+** not fit). */
+int kt__cached_config(kt_kernel *k, const kt__call *c, const char *key, int64_t *cfg);
+
 /* standin.c: async mode's stand-in for c's key: the cached winner of the
 ** nearest key of the spec (1), else the fallback (0); from says which. */
 int kt__standin(kt_kernel *k, const kt__call *c, const int64_t *key, const int64_t *fallback, int64_t *cfg,

@@ -48,19 +48,13 @@ static int stored_buildable(miss *m, const char *json) {
   return 0;
 }
 
-static kt_status store_get(miss *m, char *json, size_t n, char *err, size_t errlen) {
-  const kt__env *env = &m->rt->env;
-  return kt__store_get_config(env->store, m->k->p.spec->name, m->k->p.spec_hash, env->fingerprint, m->json, json, n,
-                              NULL, err, errlen);
-}
-
 /* The cached config of the key, unless a retune asks to ignore it. */
 static void look_in_cache(miss *m) {
   kt_runtime *rt = m->rt;
   const char *name = m->k->p.spec->name;
   char json[512], err[KT_ERRMAX];
   if (!rt->env.store) return;
-  kt_status st = store_get(m, json, sizeof json, err, sizeof err);
+  kt_status st = kt__cached_json(m->k, m->json, json, sizeof json, err, sizeof err);
   if (!st && rt->tune.retune && rt->mode == KT_MODE_TUNE) {
     kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: cached config %s is tuned again (retune)", name, m->json, json);
   } else if (!st) {
@@ -83,7 +77,7 @@ static void look_in_cache(miss *m) {
 static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
   kt_runtime *rt = m->rt;
   const kt__prog *p = &m->k->p;
-  char err[KT_ERRMAX], json[512];
+  char err[KT_ERRMAX];
   *held = 0;
   if (gethostname(host, hostlen)) snprintf(host, hostlen, "localhost");
   double deadline = kt__now_ms() + LEASE_S * 1e3;
@@ -103,8 +97,7 @@ static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
       kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: process %ld is tuning this key; waiting for its result",
               p->spec->name, m->json, holder);
     usleep(LEASE_POLL_US);
-    if (!store_get(m, json, sizeof json, err, sizeof err) && kt__call_config_valid(&m->k->p, m->c, json, m->stored))
-      return 1;
+    if (kt__cached_config(m->k, m->c, m->json, m->stored)) return 1;
     if (kt__now_ms() > deadline) {
       kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: process %ld has held the tuning lease for %d s; tuning here too",
               p->spec->name, m->json, holder, LEASE_S);

@@ -30,31 +30,35 @@ static kt_status prepare(kt_kernel *k, const kt_arg *args, int nargs, kt__call *
 ** r->config; the default when neither has one. */
 static void known_config(kt_kernel *k, kt__call *c, kt__report *r) {
   int64_t key[KT_MAX_KEY], cfg[KT_MAX_CFIELDS];
-  const kt__env *env = &k->rt->env;
-  char json[512], err[KT_ERRMAX];
   snprintf(r->config, sizeof r->config, "%s", r->dflt);
   if (kt__call_key(&k->p, c, key)) return;
   const kt__tuned *t = kt__tuned_find(k, key, kt__key_hash(k, key));
   if (t) {
     kt__config_json(k->p.spec, kt__tuned_choice(t)->cfg, r->config, sizeof r->config);
-  } else if (env->store && k->rt->mode != KT_MODE_OFF &&
-             !kt__store_get_config(env->store, k->p.spec->name, k->p.spec_hash, env->fingerprint, r->key, json,
-                                   sizeof json, NULL, err, sizeof err) &&
-             kt__call_config_valid(&k->p, c, json, cfg)) {
+  } else if (k->rt->mode != KT_MODE_OFF && kt__cached_config(k, c, r->key, cfg)) {
     kt__config_json(k->p.spec, cfg, r->config, sizeof r->config);
   }
 }
 
-kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
+/* The report a call of kt_kernel_lookup or kt_kernel_tune fills, once its
+** arguments are checked (*r stays NULL on failure). */
+static kt_status report_begin(kt_kernel *k, kt_tune_report **out, kt__report **r) {
+  *r = NULL;
   if (!out) return KT_ERR_INVALID;
   *out = NULL;
   if (!k) return KT_ERR_INVALID;
+  if (!(*r = kt__report_new(k))) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
+  return KT_OK;
+}
+
+kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
   double t0 = kt__now_ms();
-  kt__report *r = kt__report_new(k);
-  if (!r) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
+  kt__report *r;
+  kt_status st = report_begin(k, out, &r);
+  if (st) return st;
   kt__call c;
   int known = 0;
-  kt_status st = prepare(k, args, nargs, &c, r, &known);
+  st = prepare(k, args, nargs, &c, r, &known);
   if (st) {
     kt_tune_report_free(&r->pub);
     return st;
@@ -66,17 +70,15 @@ kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_
 }
 
 kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
-  if (!out) return KT_ERR_INVALID;
-  *out = NULL;
-  if (!k) return KT_ERR_INVALID;
   double t0 = kt__now_ms();
-  kt__report *r = kt__report_new(k);
-  if (!r) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
+  kt__report *r;
+  kt_status st = report_begin(k, out, &r);
+  if (st) return st;
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__choice *hit = NULL;
   int known = 0;
-  kt_status st = prepare(k, args, nargs, &c, r, &known);
+  st = prepare(k, args, nargs, &c, r, &known);
   if (!st) st = kt__call_plan(k, &c, NULL, args, cfg, &hit, r);
   if (st && !(st == KT_ERR_DEVICE_FAULT && r->tuned)) {
     kt_tune_report_free(&r->pub);
