@@ -1,6 +1,7 @@
 """ktune.jax on a GPU (make gpu-test, when jax imports and make jax built
 the handler): the norms under jit, grad and vmap against float64 at ragged
-shapes in bf16, f16 and f32; an in-place RMSNorm through XLA's
+shapes in bf16, f16 and f32 (vmap in one launch where the batch folds
+into the rows), groups > 1; an in-place RMSNorm through XLA's
 input_output_aliases applied exactly once, also on the call that tunes; a
 ktune error raised with ktune's message; a key tuned by ktune tune or
 PyTorch is a hit. Ends with "N passed, N failed, N skipped"."""
@@ -89,11 +90,135 @@ def grid():
                 forward_and_grad(T, D, dt, rms)
 
 
+def launches():
+    return ktune.runtime(kj._devices()[0]).stats()["launches"]
+
+
+def launched(f, *a):
+    """f's result, and the kernels its second run launched (the first may
+    tune)."""
+    jax.block_until_ready(f(*a))
+    n = launches()
+    y = jax.block_until_ready(f(*a))
+    return y, launches() - n
+
+
 def vmapped():
-    x = jax.random.normal(jax.random.PRNGKey(1), (3, 5, 100), jnp.float32)
-    w = jnp.ones((100,), jnp.float32)
-    y = jax.jit(jax.vmap(lambda x: kj.rms_norm(x, w)))(x)
-    assert err(y, ref_norm(x, w, None, 1e-6, 1)) < TOL[jnp.float32]
+    """vmap folds the mapped axis into the rows: one launch for the batch
+    (also nested, also mapped on axis 1), one an example where the weight
+    is mapped too; results per example as the float64 reference."""
+    B, T, D = 3, 5, 100
+    x = jax.random.normal(jax.random.PRNGKey(1), (B, T, D), jnp.float32)
+    w = 1 + 0.1 * jax.random.normal(jax.random.PRNGKey(2), (D,), jnp.float32)
+    ws = 1 + 0.1 * jax.random.normal(jax.random.PRNGKey(3), (B, D), jnp.float32)
+    b = 0.1 * jax.random.normal(jax.random.PRNGKey(4), (D,), jnp.float32)
+    tol = TOL[jnp.float32]
+    y, n = launched(jax.jit(jax.vmap(lambda x: kj.rms_norm(x, w))), x)
+    assert n == 1 and err(y, ref_norm(x, w, None, 1e-6, 1)) < tol, n
+    y, n = launched(jax.jit(jax.vmap(lambda x: kj.layer_norm(x, w, b))), x)
+    assert n == 1 and err(y, ref_norm(x, w, b, 1e-5, 0)) < tol, n
+    y, n = launched(jax.jit(jax.vmap(jax.vmap(lambda r: kj.rms_norm(r, w)))), x)
+    assert n == 1 and err(y, ref_norm(x, w, None, 1e-6, 1)) < tol, n
+    y, n = launched(jax.jit(jax.vmap(lambda x: kj.rms_norm(x, w), in_axes=1, out_axes=1)), x)
+    assert n == 1 and err(y, ref_norm(x, w, None, 1e-6, 1)) < tol, n
+    y, n = launched(jax.jit(jax.vmap(lambda x, w: kj.rms_norm(x, w))), x, ws)
+    assert n == B and err(y, ref_norm(x, ws[:, None, :], None, 1e-6, 1)) < tol, n
+    y, n = launched(jax.jit(jax.vmap(lambda x: kj.rms_norm_(x, w))), x)
+    assert n == 1 and err(y, ref_norm(x, w, None, 1e-6, 1)) < tol, n
+
+
+def vmapped_grads():
+    """Per-example gradients (vmap of grad) of x, w and b against float64,
+    where the backward folds the batch (rows split evenly over programs)
+    and where it cannot (T = 4097 = 17 * 241) and runs an example at a
+    time."""
+    for B, T, D, dt in ((3, 8, 256, jnp.float32), (3, 7, 100, jnp.bfloat16), (2, 4097, 96, jnp.float32)):
+        k = jax.random.split(jax.random.PRNGKey(T + D), 4)
+        x = jax.random.normal(k[0], (B, T, D), jnp.float32).astype(dt)
+        w = (1 + 0.1 * jax.random.normal(k[1], (D,), jnp.float32)).astype(dt)
+        b = (0.1 * jax.random.normal(k[2], (D,), jnp.float32)).astype(dt)
+        g = jax.random.normal(k[3], (B, T, D), jnp.float32)
+        for rms in (1, 0):
+            f = (lambda x, w, b: kj.rms_norm(x, w)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b))
+            eps = 1e-6 if rms else 1e-5
+            loss = lambda x, w, b, g: jnp.sum(f(x, w, b).astype(jnp.float32) * g)  # noqa: E731
+            rloss = lambda x, w, b, g: jnp.sum(ref_norm(x, w, None if rms else b, eps, rms) * g)  # noqa: E731
+            got = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1, 2)), in_axes=(0, None, None, 0)))(x, w, b, g)
+            want = jax.vmap(jax.grad(rloss, argnums=(0, 1, 2)), in_axes=(0, None, None, 0))(
+                x.astype(jnp.float64), w.astype(jnp.float64), b.astype(jnp.float64), g.astype(jnp.float64))
+            for name, a, r in zip("xwb" if not rms else "xw", got, want):
+                assert a.shape == r.shape, (name, a.shape, r.shape)
+                e = err(a, r)
+                assert e < TOL[dt] * (1 if name == "x" else max(1.0, np.sqrt(T) / 4)), \
+                    "d%s error %g (B=%d T=%d D=%d rms=%d)" % (name, e, B, T, D, rms)
+
+
+def vmapped_indexed():
+    """vmap of the gather, the scatter and the softmax: one launch each;
+    map entries outside the rows stay outside (a zero row, a skipped one)
+    and never reach a neighbour example."""
+    B, N, D = 3, 6, 40
+    x = jax.random.normal(jax.random.PRNGKey(5), (B, N, D), jnp.float32)
+    maps = jnp.array([[5, 4, 3, 2, 1, 0], [0, -1, 2, 6, 4, 1], [1, 1, 0, 0, 5, 2]], jnp.int32)
+    (out, _), n = launched(jax.jit(jax.vmap(lambda x, m: kj.permute_rows(x, m))), x, maps)
+    want = np.zeros((B, N, D), np.float32)
+    xn, mn = np.asarray(x), np.asarray(maps)
+    for i in range(B):
+        for j in range(N):
+            if 0 <= mn[i, j] < N:
+                want[i, j] = xn[i, mn[i, j]]
+    assert n == 1 and np.array_equal(np.asarray(out), want), n
+    (out, _), n = launched(jax.jit(jax.vmap(lambda m: kj.permute_rows(x[0], m))), maps)
+    assert n == 1 and np.array_equal(np.asarray(out[0]), xn[0][::-1]), n
+    perms = jnp.array([[5, 4, 3, 2, 1, 0], [0, 7, 2, 3, 4, -2], [2, 0, 1, 5, 3, 4]], jnp.int32)
+    (back, _), n = launched(jax.jit(jax.vmap(lambda o, m: kj.unpermute_rows(o, m, N))), x, perms)
+    want = np.zeros((B, N, D), np.float32)
+    pn = np.asarray(perms)
+    for i in range(B):
+        for j in range(N):
+            if 0 <= pn[i, j] < N:
+                want[i, pn[i, j]] = xn[i, j]
+    assert n == 1 and np.array_equal(np.asarray(back), want), n
+    mask = jax.random.uniform(jax.random.PRNGKey(6), (B, N, D)) > 0.3
+    y, n = launched(jax.jit(jax.vmap(lambda x, m: kj.masked_softmax(x, m, None, 0.5))), x, mask)
+    z = np.where(np.asarray(mask), 0.5 * xn.astype(np.float64), -np.inf)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    assert n == 1 and err(y, np.nan_to_num(e / e.sum(-1, keepdims=True))) < TOL[jnp.float32], n
+
+
+def ref_group(x, w, b, eps, groups):
+    """LayerNorm of each of `groups` equal parts of a row, then w and b."""
+    x = np.asarray(x, np.float64)
+    xs = x.reshape(x.shape[:-1] + (groups, -1))
+    m = xs.mean(-1, keepdims=True)
+    y = ((xs - m) / np.sqrt(((xs - m) ** 2).mean(-1, keepdims=True) + eps)).reshape(x.shape)
+    return y * np.asarray(w, np.float64) + np.asarray(b, np.float64)
+
+
+def grouped():
+    """layer_norm with groups > 1 (a group norm over parts of each row),
+    forward and gradients against float64, at ragged rows."""
+    for T, D, G, dt in ((7, 96, 4, jnp.float32), (33, 4096, 2, jnp.bfloat16), (1, 48, 3, jnp.float16)):
+        k = jax.random.split(jax.random.PRNGKey(G * D), 4)
+        x = jax.random.normal(k[0], (T, D), jnp.float32).astype(dt)
+        w = (1 + 0.1 * jax.random.normal(k[1], (D,), jnp.float32)).astype(dt)
+        b = (0.1 * jax.random.normal(k[2], (D,), jnp.float32)).astype(dt)
+        g = jax.random.normal(k[3], (T, D), jnp.float32)
+        y = jax.jit(lambda x, w, b: kj.layer_norm(x, w, b, groups=G))(x, w, b)
+        assert err(y, ref_group(x.astype(jnp.float32), w.astype(jnp.float32), b.astype(jnp.float32), 1e-5, G)) < TOL[dt]
+        got = jax.jit(jax.grad(lambda x, w, b: jnp.sum(kj.layer_norm(x, w, b, groups=G).astype(jnp.float32) * g),
+                               argnums=(0, 1, 2)))(x, w, b)
+
+        def rloss(x, w, b):
+            xs = x.reshape(T, G, -1)
+            m = jnp.mean(xs, -1, keepdims=True)
+            y = ((xs - m) * jax.lax.rsqrt(jnp.mean((xs - m) ** 2, -1, keepdims=True) + 1e-5)).reshape(T, D)
+            return jnp.sum((y * w + b) * g.astype(jnp.float64))
+        want = jax.grad(rloss, argnums=(0, 1, 2))(*(a.astype(jnp.float64) for a in (x, w, b)))
+        for name, a, r in zip("xwb", got, want):
+            e = err(a, r)
+            assert e < TOL[dt] * (1 if name == "x" else max(1.0, np.sqrt(T) / 4)), "d%s error %g (T=%d D=%d G=%d)" % (
+                name, e, T, D, G)
 
 
 def residual_out():
@@ -227,6 +352,7 @@ def prewarmed_is_a_hit():
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     rt = ktune.runtime(kj._devices()[0])
+    rt.wait_tuning(600)  # background tunings of earlier tests would count
     before = rt.stats()
     x = jnp.ones((512, 1792), jnp.bfloat16)
     jax.block_until_ready(jax.jit(lambda x: kj.rms_norm(x, jnp.ones((1792,), jnp.bfloat16)))(x))
@@ -246,7 +372,13 @@ def main():
         check("command buffers for custom calls: an unseen key, 100 runs right", command_buffers)
     else:
         check("norms under jit and grad against float64 (bf16, f16, f32; T 1..4097, D 3..4096)", grid)
-        check("vmap", vmapped)
+        check("vmap: one launch for the batch (nested, axis 1, in place); a mapped weight an example at a time",
+              vmapped)
+        check("vmap of grad: per-example dx, dw, db against float64 (folded and one example at a time)",
+              vmapped_grads)
+        check("vmap of permute_rows, unpermute_rows, masked_softmax: one launch, entries outside stay outside",
+              vmapped_indexed)
+        check("layer_norm with groups > 1: forward and grads against float64", grouped)
         check("residual in and out", residual_out)
         check("permute_rows / unpermute_rows: exact, with grads and probs", permutes)
         check("unpermute_rows leaves rows not named zero", unpermute_partial)

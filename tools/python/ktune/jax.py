@@ -1,7 +1,8 @@
 """The bundled norms as JAX operations, through one XLA FFI custom call
 ("ktune") whose handler is C (tools/jax/ffi.c, built by `make jax` into
 libktune_jax.so beside libktune.so). Under jax.jit, jax.grad (custom_vjp)
-and jax.vmap (sequential over the mapped axis):
+and jax.vmap (the mapped axis folded into the rows: one launch for the
+whole batch, or one an example where a weight is mapped too):
 
     from ktune import jax as kj
     y = kj.rms_norm(x, w)                  # x: [..., D]
@@ -28,6 +29,15 @@ _jl = None
 _registered = {}
 _sms = {}
 _DT = {jnp.dtype(jnp.float32): "f32", jnp.dtype(jnp.float16): "f16", jnp.dtype(jnp.bfloat16): "bf16"}
+
+
+def _dt(dtype):
+    """ktune's name of a JAX dtype the bundled kernels take."""
+    got = _DT.get(jnp.dtype(dtype))
+    if got is None:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: %s is not a dtype of the bundled kernels (bfloat16, float16, "
+                         "float32)" % jnp.dtype(dtype).name)
+    return got
 
 
 def _jax_lib():
@@ -118,61 +128,167 @@ def _opt(a, dtype):
     return ("i", a) if a is not None else ("n", dtype)
 
 
-def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
-    D = x.shape[-1]
-    x2 = x.reshape(-1, D)
-    T = x2.shape[0]
-    td = _DT[jnp.dtype(x.dtype)]
-    wd = _DT[jnp.dtype(w.dtype if w is not None else b.dtype if b is not None else x.dtype)]
-    outs = [jax.ShapeDtypeStruct((T, D), x.dtype)]
+# vmap. An op below is impl(batch, statics, *arrays) -> tuple of arrays, its
+# arrays rows first. Under jax.vmap, _op's rule asks the op's fold for the
+# batch folded into the rows (examples one after another), launches once on
+# those, and unfolds every result ([n * r, ...] -> [n, r, ...]); where fold
+# says no (a weight that differs per example, partial sums that would mix
+# examples) the examples run one after another (lax.map).
+
+def _spread(a, n):
+    return jnp.broadcast_to(a, (n,) + a.shape)
+
+
+def _fold(a):
+    return a.reshape((-1,) + a.shape[2:])
+
+
+@functools.lru_cache(maxsize=None)
+def _op(impl, fold, batch, statics):
+    """impl with these statics, batch examples folded into its rows."""
+    f = jax.custom_batching.custom_vmap(lambda *a: impl(batch, statics, *a))
+
+    @f.def_vmap
+    def rule(n, batched, *a):
+        batched = [b is True for b in batched]
+        folded = fold(n, batch, statics, batched, a)
+        if folded is None:
+            idx = [i for i, b in enumerate(batched) if b]
+
+            def one(xs):
+                b = list(a)
+                for i, v in zip(idx, xs):
+                    b[i] = v
+                return f(*b)
+            out = jax.lax.map(one, [a[i] for i in idx])
+        else:
+            out = tuple(o.reshape((n, -1) + o.shape[1:]) for o in _op(impl, fold, batch * n, statics)(*folded))
+        return out, jax.tree.map(lambda _: True, out)
+    return f
+
+
+def _rows_fold(shared):
+    """A fold for ops whose arrays are all per row but those at the indices
+    `shared` (a weight, a bias), which must not be mapped."""
+    def fold(n, batch, statics, batched, a):
+        if any(b for i, b in enumerate(batched) if i in shared):
+            return None
+        return [x if x is None or i in shared else _fold(x if b else _spread(x, n))
+                for i, (x, b) in enumerate(zip(a, batched))]
+    return fold
+
+
+_NORM_FOLD = _rows_fold((2, 3))     # x, res, w, b
+_ROWS_FOLD = _rows_fold(())         # every array per row
+_INPLACE_FOLD = _rows_fold((1,))    # x, w
+
+
+def _fwd_launch(batch, st, x2, res2, w, b):
+    eps, rms, groups, store, stats, td, wd = st
+    T, D = x2.shape
+    outs = [jax.ShapeDtypeStruct((T, D), x2.dtype)]
     lay = {}
     if store:
         lay["h"] = len(outs)
-        outs.append(jax.ShapeDtypeStruct((T, D), x.dtype))
+        outs.append(jax.ShapeDtypeStruct((T, D), x2.dtype))
     if stats and not rms:
         lay["mean"] = len(outs)
         outs.append(jax.ShapeDtypeStruct((T * groups,), jnp.float32))
     if stats:
         lay["rstd"] = len(outs)
         outs.append(jax.ShapeDtypeStruct((T * groups,), jnp.float32))
-    r = _call("layernorm_fwd", [
-        ("o", 0), ("i", x2), _opt(None if res is None else res.reshape(-1, D), td),
-        ("o", lay["h"]) if store else ("n", td), _opt(w, wd), _opt(b, wd),
+    return tuple(_call("layernorm_fwd", [
+        ("o", 0), ("i", x2), _opt(res2, td), ("o", lay["h"]) if store else ("n", td), _opt(w, wd), _opt(b, wd),
         ("o", lay["mean"]) if "mean" in lay else ("n", "f32"), ("o", lay["rstd"]) if stats else ("n", "f32"),
-        T, D, groups, eps, 1 if rms else 0], outs)
-    y = r[0].reshape(x.shape)
-    h = r[lay["h"]].reshape(x.shape) if store else None
-    return y, h, (r[lay["mean"]] if "mean" in lay else None), (r[lay["rstd"]] if stats else None)
+        T, D, groups, eps, 1 if rms else 0], outs))
+
+
+def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
+    D = x.shape[-1]
+    td = _dt(x.dtype)
+    wd = _dt(w.dtype if w is not None else b.dtype if b is not None else x.dtype)
+    st = (float(eps), bool(rms), int(groups), bool(store), bool(stats), td, wd)
+    r = list(_op(_fwd_launch, _NORM_FOLD, 1, st)(x.reshape(-1, D), None if res is None else res.reshape(-1, D), w, b))
+    y = r.pop(0).reshape(x.shape)
+    h = r.pop(0).reshape(x.shape) if store else None
+    mean = r.pop(0) if stats and not rms else None
+    return y, h, mean, (r.pop(0) if stats else None)
+
+
+def _parts(T, n):
+    """Programs (partial rows of dw and db) an example of T rows gets when n
+    examples share one backward launch: a count that splits its rows
+    evenly (no program's rows reach into the next example). None where
+    such a launch would have fewer programs than one launch an example
+    (rows split over min(SMs, T) programs), which then is faster. Either
+    way every program gets rows, so every partial row is written."""
+    sms = _num_sms()
+    if n == 1:  # every program gets rows: the reduce sums each partial row
+        bs = -(-T // max(1, min(sms, T)))
+        return -(-T // bs)
+    bs = -(-T // max(1, min(sms // n, T)))
+    while T % bs:
+        bs += 1
+    return T // bs if n * (T // bs) >= min(sms, T) else None
+
+
+_BWD_ROWS = _rows_fold((2,))        # dy, h, w, mean, rstd, dres
+
+
+def _bwd_fold(n, batch, st, batched, a):
+    if st[0] or st[1]:  # partial sums of dw / db: a program's rows must be one example's
+        rows = a[1].shape[1] if batched[1] else a[1].shape[0]
+        if _parts(rows // batch, n * batch) is None:
+            return None
+    return _BWD_ROWS(n, batch, st, batched, a)
+
+
+def _bwd_launch(batch, st, dy2, h2, w, mean, rstd, dres2):
+    has_w, has_bias, rms, groups, td, wd = st
+    T, D = h2.shape
+    P = batch * _parts(T // batch, batch)
+    outs = [jax.ShapeDtypeStruct((T, D), h2.dtype)] + [jax.ShapeDtypeStruct((P, D), jnp.float32)] * (has_w + has_bias)
+    return tuple(_call("layernorm_bwd", [
+        ("o", 0), ("o", 1) if has_w else ("n", "f32"), ("o", len(outs) - 1) if has_bias else ("n", "f32"),
+        ("i", dy2), ("i", h2), _opt(w, wd), ("n", "f32") if rms else ("i", mean), ("i", rstd),
+        _opt(dres2, td), T, D, groups, P, 1 if rms else 0], outs))
+
+
+@functools.lru_cache(maxsize=None)
+def _reducer(D, wdt, has_w, has_bias):
+    """The partial rows of dw and db summed by layernorm_bwd_reduce; under
+    vmap, each example's summed by XLA."""
+    wd = _dt(wdt)
+
+    def launch(dwp, dbp):
+        P = (dwp if has_w else dbp).shape[0]
+        routs = [jax.ShapeDtypeStruct((D,), wdt)] * (has_w + has_bias)
+        return tuple(_call("layernorm_bwd_reduce", [
+            ("o", 0) if has_w else ("n", wd), ("o", len(routs) - 1) if has_bias else ("n", wd),
+            ("i", dwp) if has_w else ("n", "f32"), ("i", dbp) if has_bias else ("n", "f32"), P, D, P], routs))
+    f = jax.custom_batching.custom_vmap(launch)
+
+    @f.def_vmap
+    def rule(n, batched, dwp, dbp):
+        out = tuple(jnp.sum(p if b is True else _spread(p, n), 1).astype(wdt)
+                    for p, b in ((dwp, batched[0]), (dbp, batched[1])) if p is not None)
+        return out, tuple(True for _ in out)
+    return f
 
 
 def _bwd_impl(dy, h, w, has_bias, mean, rstd, dres, rms, groups):
     D = h.shape[-1]
-    h2, dy2 = h.reshape(-1, D), dy.reshape(-1, D)
-    T = h2.shape[0]
-    P = max(1, min(_num_sms(), T))
-    td = _DT[jnp.dtype(h.dtype)]
-    wd = _DT[jnp.dtype(w.dtype)] if w is not None else td
-    outs = [jax.ShapeDtypeStruct((T, D), h.dtype)]
-    if w is not None:
-        outs.append(jax.ShapeDtypeStruct((P, D), jnp.float32))
-    if has_bias:
-        outs.append(jax.ShapeDtypeStruct((P, D), jnp.float32))
-    r = _call("layernorm_bwd", [
-        ("o", 0), ("o", 1) if w is not None else ("n", "f32"), ("o", len(outs) - 1) if has_bias else ("n", "f32"),
-        ("i", dy2), ("i", h2), _opt(w, wd), ("n", "f32") if rms else ("i", mean), ("i", rstd),
-        _opt(None if dres is None else dres.reshape(-1, D), td), T, D, groups, P, 1 if rms else 0], outs)
+    td = _dt(h.dtype)
+    wd = _dt(w.dtype) if w is not None else td
+    st = (w is not None, bool(has_bias), bool(rms), int(groups), td, wd)
+    r = _op(_bwd_launch, _bwd_fold, 1, st)(dy.reshape(-1, D), h.reshape(-1, D), w, mean, rstd,
+                                           None if dres is None else dres.reshape(-1, D))
     dx = r[0].reshape(h.shape)
-    dw = db = None
-    if w is not None or has_bias:
-        routs = ([jax.ShapeDtypeStruct((D,), w.dtype)] if w is not None else []) + \
-            ([jax.ShapeDtypeStruct((D,), w.dtype if w is not None else h.dtype)] if has_bias else [])
-        red = _call("layernorm_bwd_reduce", [
-            ("o", 0) if w is not None else ("n", wd), ("o", len(routs) - 1) if has_bias else ("n", wd),
-            ("i", r[1]) if w is not None else ("n", "f32"), ("i", r[-1]) if has_bias else ("n", "f32"), T, D, P],
-            routs)
-        dw = red[0] if w is not None else None
-        db = red[-1] if has_bias else None
-    return dx, dw, db
+    if w is None and not has_bias:
+        return dx, None, None
+    red = _reducer(D, jnp.dtype(w.dtype if w is not None else h.dtype), w is not None, bool(has_bias))(
+        r[1] if w is not None else None, r[-1] if has_bias else None)
+    return dx, (red[0] if w is not None else None), (red[-1] if has_bias else None)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
@@ -210,40 +326,64 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, residual=None, return_residu
     return _norm(x, residual, weight, bias, eps, False, groups, return_residual)
 
 
+def _inplace_launch(batch, st, x2, w):
+    eps, td, wd = st
+    return (_call("rmsnorm", [("o", 0), ("i", x2), ("n", td), _opt(w, wd), x2.shape[0], x2.shape[1], eps],
+                  [jax.ShapeDtypeStruct(x2.shape, x2.dtype)], aliases={0: 0})[0],)
+
+
 def rms_norm_(x, weight, eps=1e-6):
     """RMSNorm written over x's buffer (input_output_aliases; donate x to
     jit for XLA to reuse it): one application, also on the call that
     tunes. Not differentiable."""
     D = x.shape[-1]
-    x2 = x.reshape(-1, D)
-    wd = _DT[jnp.dtype(weight.dtype)] if weight is not None else _DT[jnp.dtype(x.dtype)]
-    y = _call("rmsnorm", [("o", 0), ("i", x2), ("n", _DT[jnp.dtype(x.dtype)]), _opt(weight, wd), x2.shape[0], D, eps],
-              [jax.ShapeDtypeStruct(x2.shape, x.dtype)], aliases={0: 0})[0]
-    return y.reshape(x.shape)
+    td = _dt(x.dtype)
+    st = (float(eps), td, _dt(weight.dtype) if weight is not None else td)
+    return _op(_inplace_launch, _INPLACE_FOLD, 1, st)(x.reshape(-1, D), weight)[0].reshape(x.shape)
 
 
 def _rows(x):
     return x.reshape(x.shape[0], -1), (int(np.prod(x.shape[1:])) if x.ndim > 1 else 1)
 
 
-def _gather(x, row_map, probs):
-    N = x.shape[0]
-    x2, D = _rows(x)
+def _index_fold(n, batch, st, batched, a):
+    """Gather and scatter: (rows, map, per-row floats) each folded, map
+    entries moved to their example's rows (entries outside stay outside).
+    statics[0]: the rows a scatter writes per example (0 for a gather)."""
+    src, rmap, extra = a
+    rows = st[0] * batch if st[0] else (src.shape[1] if batched[0] else src.shape[0])
+    src, rmap = (_fold(v if b else _spread(v, n)) for v, b in ((src, batched[0]), (rmap, batched[1])))
+    off = jnp.repeat(jnp.arange(n, dtype=jnp.int32) * rows, rmap.shape[0] // n)
+    rmap = jnp.where((rmap >= 0) & (rmap < rows), rmap + off, -1)
+    return [src, rmap, None if extra is None else _fold(extra if batched[2] else _spread(extra, n))]
+
+
+def _gather_launch(batch, st, x2, row_map, probs):
+    N, D = x2.shape
     M = row_map.shape[0]
-    outs = [jax.ShapeDtypeStruct((M, D), x.dtype)] + ([jax.ShapeDtypeStruct((M,), jnp.float32)] if probs is not None else [])
-    r = _call("permute_rows", [("o", 0), ("i", x2), ("i", row_map.astype(jnp.int32)), _opt(probs, "f32"),
-                               ("o", 1) if probs is not None else ("n", "f32"), M, N, D], outs)
-    return r[0].reshape((M,) + x.shape[1:]), (r[1] if probs is not None else None)
+    outs = [jax.ShapeDtypeStruct((M, D), x2.dtype)] + ([jax.ShapeDtypeStruct((M,), jnp.float32)] if probs is not None else [])
+    return tuple(_call("permute_rows", [("o", 0), ("i", x2), ("i", row_map), _opt(probs, "f32"),
+                                        ("o", 1) if probs is not None else ("n", "f32"), M, N, D], outs))
+
+
+def _gather(x, row_map, probs):
+    x2, D = _rows(x)
+    r = _op(_gather_launch, _index_fold, 1, (0,))(x2, row_map.astype(jnp.int32), probs)
+    return r[0].reshape(r[0].shape[:1] + x.shape[1:]), (r[1] if probs is not None else None)
+
+
+def _scatter_launch(batch, st, d2, row_map, dprobs):
+    n = st[0] * batch
+    M, D = d2.shape
+    outs = [jax.ShapeDtypeStruct((n, D), d2.dtype)] + ([jax.ShapeDtypeStruct((n,), jnp.float32)] if dprobs is not None else [])
+    return tuple(_call("permute_rows_bwd", [
+        ("a", 0, jnp.zeros((n, D), d2.dtype)), ("i", d2), ("i", row_map), _opt(dprobs, "f32"),
+        ("a", 1, jnp.zeros((n,), jnp.float32)) if dprobs is not None else ("n", "f32"), M, n, D], outs))
 
 
 def _scatter(dout, row_map, n, dprobs):
-    M = dout.shape[0]
     d2, D = _rows(dout)
-    outs = [jax.ShapeDtypeStruct((n, D), dout.dtype)] + \
-        ([jax.ShapeDtypeStruct((n,), jnp.float32)] if dprobs is not None else [])
-    r = _call("permute_rows_bwd", [
-        ("a", 0, jnp.zeros((n, D), dout.dtype)), ("i", d2), ("i", row_map.astype(jnp.int32)), _opt(dprobs, "f32"),
-        ("a", 1, jnp.zeros((n,), jnp.float32)) if dprobs is not None else ("n", "f32"), M, n, D], outs)
+    r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, row_map.astype(jnp.int32), dprobs)
     return r[0].reshape((n,) + dout.shape[1:]), (r[1] if dprobs is not None else None)
 
 
@@ -288,14 +428,17 @@ def _unpermute_bwd(n, saved, g):
 unpermute_rows.defvjp(_unpermute_fwd, _unpermute_bwd)
 
 
+def _softmax_launch(batch, st, x2, m, bias):
+    scale, td = st
+    return (_call("masked_softmax", [("o", 0), ("i", x2), _opt(m, "u8"), _opt(bias, td), x2.shape[0], x2.shape[1],
+                                     scale], [jax.ShapeDtypeStruct(x2.shape, x2.dtype)])[0],)
+
+
 def _softmax(x, mask, bias, scale):
     L = x.shape[-1]
-    x2 = x.reshape(-1, L)
-    td = _DT[jnp.dtype(x.dtype)]
     m = mask.reshape(-1, L).astype(jnp.uint8) if mask is not None else None
-    y = _call("masked_softmax", [("o", 0), ("i", x2), _opt(m, "u8"), _opt(None if bias is None else bias.reshape(-1, L),
-                                                                             td), x2.shape[0], L, scale],
-              [jax.ShapeDtypeStruct(x2.shape, x.dtype)])[0]
+    y = _op(_softmax_launch, _ROWS_FOLD, 1, (float(scale), _dt(x.dtype)))(
+        x.reshape(-1, L), m, None if bias is None else bias.reshape(-1, L))[0]
     return y.reshape(x.shape)
 
 

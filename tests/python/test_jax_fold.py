@@ -1,0 +1,342 @@
+"""ktune.jax's vmap rules without a GPU: the custom call is replaced by a
+float64 emulation of each bundled kernel (the spec's params, in the order
+ktune.jax lays them out), so what is checked is ktune.jax's own work: a
+mapped axis folded into the rows (one call for the batch), per-example
+partial sums that never mix examples, row-map entries moved to their
+example's rows and those outside kept outside, the fallback to one call an
+example, nested maps. Run by make test (t_coord.c's runner) where jax
+imports; ends with "N passed, N failed, N skipped"."""
+import os
+import re
+import sys
+import traceback
+
+try:
+    import jax
+except ImportError:
+    print("  skipped: jax does not import here")
+    print("0 passed, 0 failed, 1 skipped")
+    sys.exit(0)
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platforms", "cpu")
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+from ktune import jax as kj  # noqa: E402
+
+passed = failed = 0
+SMS = 132
+
+
+def check(name, fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+        print("  ok: " + name)
+    except Exception:
+        failed += 1
+        print("  FAILED: " + name)
+        traceback.print_exc(limit=4)
+
+
+def bind(params, outs):
+    """The emulated call's args by param, and its inputs."""
+    ins, args = [], []
+    for p in params:
+        if isinstance(p, tuple) and p[0] in ("i", "a"):
+            args.append(p[-1])
+        elif isinstance(p, tuple) and p[0] == "o":
+            args.append(("o", p[1]))
+        elif isinstance(p, tuple):
+            args.append(None)
+        else:
+            args.append(p)
+    return args
+
+
+def norm_stats(h, G, eps, rms):
+    T, D = h.shape
+    hg = h.reshape(T, G, D // G)
+    mean = jnp.zeros((T, G)) if rms else hg.mean(-1)
+    var = (hg * hg).mean(-1) if rms else ((hg - mean[..., None]) ** 2).mean(-1)
+    return mean, 1 / jnp.sqrt(var + eps)
+
+
+def layernorm_fwd(a, outs):
+    y, x, res, res_out, w, b, mean, rstd, T, D, G, eps, rms = a
+    h = x.astype(jnp.float64) + (0 if res is None else res.astype(jnp.float64))
+    m, r = norm_stats(h, G, eps, rms)
+    yv = ((h.reshape(T, G, -1) - m[..., None]) * r[..., None]).reshape(T, D)
+    yv = yv * (1 if w is None else w.astype(jnp.float64)) + (0 if b is None else b.astype(jnp.float64))
+    vals = {y: yv, res_out: h, mean: m.reshape(-1), rstd: r.reshape(-1)}
+    return [vals[("o", i)] for i in range(len(outs))]
+
+
+def layernorm_bwd(a, outs):
+    dx, dwp, dbp, dy, x, w, mean, rstd, dres, N, D, G, P, rms = a
+    assert P <= N, "more programs than rows: partial rows left unwritten"
+    xg = x.astype(jnp.float64).reshape(N, G, -1)
+    m = 0 if rms else mean.reshape(N, G, 1)
+    xhat = ((xg - m) * rstd.reshape(N, G, 1)).reshape(N, D)
+    g = dy.astype(jnp.float64) * (1 if w is None else w.astype(jnp.float64))
+    gg, xh = g.reshape(N, G, -1), xhat.reshape(N, G, -1)
+    c1 = (gg * xh).mean(-1, keepdims=True)
+    c2 = 0 if rms else gg.mean(-1, keepdims=True)
+    dxv = ((gg - c2 - xh * c1) * rstd.reshape(N, G, 1)).reshape(N, D) + (0 if dres is None else dres)
+    bs = -(-N // P)
+    prog = jnp.arange(N) // bs
+    busy = (jnp.arange(P) * bs < N)[:, None]  # a program without rows writes nothing
+
+    def part(v):
+        return jnp.where(busy, jnp.zeros((P, D)).at[prog].add(v), jnp.nan)
+    vals = {dx: dxv, dwp: part(dy.astype(jnp.float64) * xhat), dbp: part(dy.astype(jnp.float64))}
+    return [vals[("o", i)] for i in range(len(outs))]
+
+
+def layernorm_bwd_reduce(a, outs):
+    dw, db, dwp, dbp, N, D, P = a
+    vals = {dw: None if dwp is None else dwp.sum(0), db: None if dbp is None else dbp.sum(0)}
+    return [vals[("o", i)] for i in range(len(outs))]
+
+
+def rmsnorm(a, outs):
+    y, x, res, w, N, D, eps = a
+    return layernorm_fwd([y, x, None, None, w, None, None, None, N, D, 1, eps, 1], outs)
+
+
+def permute_rows(a, outs):
+    out, x, rmap, probs, pout, M, N, D = a
+    ok = (rmap >= 0) & (rmap < N)
+    vals = {out: jnp.where(ok[:, None], x[jnp.clip(rmap, 0, N - 1)], 0)}
+    if probs is not None:
+        vals[pout] = jnp.where(ok, probs[jnp.clip(rmap, 0, N - 1)], 0)
+    return [vals[("o", i)] for i in range(len(outs))]
+
+
+def permute_rows_bwd(a, outs):
+    din, dout, rmap, dpo, dp, M, N, D = a
+    ok = (rmap >= 0) & (rmap < N)
+    idx = jnp.where(ok, rmap, N)  # out of bounds: dropped
+    got = [din.at[idx].set(dout, mode="drop")]  # din and dp: the aliased zeros
+    return got + ([dp.at[idx].set(dpo, mode="drop")] if dp is not None else [])
+
+
+def masked_softmax(a, outs):
+    y, x, mask, bias, N, L, scale = a
+    z = scale * x.astype(jnp.float64) + (0 if bias is None else bias)
+    z = jnp.where(mask != 0, z, -jnp.inf) if mask is not None else z
+    e = jnp.exp(z - jnp.max(z, -1, keepdims=True))
+    return [jnp.nan_to_num(e / e.sum(-1, keepdims=True))]
+
+
+KERNELS = {f.__name__: f for f in (layernorm_fwd, layernorm_bwd, layernorm_bwd_reduce, rmsnorm, permute_rows,
+                                   permute_rows_bwd, masked_softmax)}
+
+
+def fake_call(name, params, outs, aliases=None):
+    """The emulated kernel as a jitted function named kt_<kernel>, so that
+    the program's jaxpr shows each call once (the count of launches)."""
+    arrays = [p[-1] for p in params if isinstance(p, tuple) and p[0] in ("i", "a")]
+
+    def run(*arrs):
+        it = iter(arrs)
+        a = bind(params, outs)
+        for i, p in enumerate(params):
+            if isinstance(p, tuple) and p[0] == "i":
+                a[i] = next(it)
+            elif isinstance(p, tuple) and p[0] == "a":  # the aliased output starts from its input
+                a[i] = next(it)
+        got = KERNELS[name](a, outs)
+        assert len(got) == len(outs), (name, len(got), len(outs))
+        for g, o in zip(got, outs):
+            assert g.shape == o.shape, (name, g.shape, o.shape)
+        return [g.astype(o.dtype) for g, o in zip(got, outs)]
+    run.__name__ = "kt_" + name
+    return jax.jit(run)(*arrays)
+
+
+kj._call = fake_call
+kj._num_sms = lambda: SMS
+kj._DT[jnp.dtype(jnp.float64)] = "f64"  # the emulation computes in float64
+
+
+def counted(f, *a):
+    """f's result and the kernels called in its program, in order, with
+    "loop" before those called an example at a time (in a lax.map)."""
+    found = re.findall(r"name=kt_(\w+)|(scan)\[", str(jax.make_jaxpr(f)(*a)))
+    return jax.jit(f)(*a), [k or "loop" for k, _ in found]
+
+
+def ref_norm(x, w, b, eps, rms, G=1):
+    x = jnp.asarray(x, jnp.float64)
+    xs = x.reshape(x.shape[:-1] + (G, -1))
+    m = 0 if rms else xs.mean(-1, keepdims=True)
+    y = ((xs - m) / jnp.sqrt(((xs - m) ** 2).mean(-1, keepdims=True) + eps)).reshape(x.shape)
+    return y * (1 if w is None else w) + (0 if b is None else b)
+
+
+def close(a, b, tol=1e-9):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert np.allclose(a, b, rtol=tol, atol=tol), float(np.max(np.abs(a - b)))
+
+
+def forward_folds():
+    x = jax.random.normal(jax.random.PRNGKey(0), (3, 5, 8), jnp.float64)
+    w = 1 + 0.1 * jax.random.normal(jax.random.PRNGKey(1), (8,), jnp.float64)
+    ws = 1 + 0.1 * jax.random.normal(jax.random.PRNGKey(2), (3, 8), jnp.float64)
+    b = 0.1 * jnp.arange(8.0)
+    y, c = counted(jax.vmap(lambda x: kj.layer_norm(x, w, b, groups=2)), x)
+    assert c == ["layernorm_fwd"], c
+    close(y, ref_norm(x, w, b, 1e-5, 0, 2))
+    y, c = counted(jax.vmap(jax.vmap(lambda r: kj.rms_norm(r, w))), x)
+    assert c == ["layernorm_fwd"], c
+    close(y, ref_norm(x, w, None, 1e-6, 1))
+    y, c = counted(jax.vmap(lambda x: kj.rms_norm(x, w), in_axes=1, out_axes=1), x)
+    assert c == ["layernorm_fwd"], c
+    close(y, ref_norm(x, w, None, 1e-6, 1))
+    r = x[0]
+    (y, h), c = counted(jax.vmap(lambda x: kj.rms_norm(x, w, residual=r, return_residual=True)), x)
+    assert c == ["layernorm_fwd"], c
+    close(h, x + r)
+    close(y, ref_norm(x + r, w, None, 1e-6, 1))
+    y, c = counted(jax.vmap(lambda x, w: kj.rms_norm(x, w)), x, ws)
+    assert c == ["loop", "layernorm_fwd"], c
+    close(y, ref_norm(x, ws[:, None, :], None, 1e-6, 1))
+    y, c = counted(jax.vmap(lambda x: kj.rms_norm_(x, w)), x)
+    assert c == ["rmsnorm"], c
+    close(y, ref_norm(x, w, None, 1e-6, 1))
+
+
+def grads_fold(B, T, D, G, rms, want_calls):
+    k = jax.random.split(jax.random.PRNGKey(T * 7 + D), 4)
+    x = jax.random.normal(k[0], (B, T, D), jnp.float64)
+    w = 1 + 0.1 * jax.random.normal(k[1], (D,), jnp.float64)
+    b = 0.1 * jax.random.normal(k[2], (D,), jnp.float64)
+    g = jax.random.normal(k[3], (B, T, D), jnp.float64)
+    eps = 1e-6 if rms else 1e-5
+    f = (lambda x, w, b: kj.rms_norm(x, w)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b, groups=G))
+    loss = lambda x, w, b, g: jnp.sum(f(x, w, b) * g)  # noqa: E731
+    rloss = lambda x, w, b, g: jnp.sum(ref_norm(x, w, None if rms else b, eps, rms, G) * g)  # noqa: E731
+    vg = jax.vmap(jax.grad(loss, argnums=(0, 1, 2)), in_axes=(0, None, None, 0))
+    got, c = counted(vg, x, w, b, g)
+    want = jax.vmap(jax.grad(rloss, argnums=(0, 1, 2)), in_axes=(0, None, None, 0))(x, w, b, g)
+    for a, r in zip(got, want):
+        close(a, r, 1e-5)  # partial sums and stats are float32
+    assert c == want_calls, c
+    # the sum over the batch (grad of the vmapped loss) as well
+    got = jax.jit(jax.grad(lambda x, w, b: jnp.sum(jax.vmap(lambda x, g: loss(x, w, b, g))(x, g)),
+                           argnums=(0, 1, 2)))(x, w, b)
+    want = jax.grad(lambda x, w, b: jnp.sum(jax.vmap(lambda x, g: rloss(x, w, b, g))(x, g)), argnums=(0, 1, 2))(x, w, b)
+    for a, r in zip(got, want):
+        close(a, r, 1e-5)  # partial sums and stats are float32
+
+
+def plain_grads():
+    """grad without vmap at row counts that leave programs without rows
+    when split over one program an SM (4097 over 132: 32 rows a program)."""
+    for T in (4097, 133, 1):
+        k = jax.random.split(jax.random.PRNGKey(T), 3)
+        x = jax.random.normal(k[0], (T, 4), jnp.float64)
+        w, b = 1 + 0.1 * jax.random.normal(k[1], (4,), jnp.float64), jnp.arange(4.0)
+        g = jax.random.normal(k[2], (T, 4), jnp.float64)
+        got = jax.jit(jax.grad(lambda x, w, b: jnp.sum(kj.layer_norm(x, w, b) * g), argnums=(0, 1, 2)))(x, w, b)
+        want = jax.grad(lambda x, w, b: jnp.sum(ref_norm(x, w, b, 1e-5, 0) * g), argnums=(0, 1, 2))(x, w, b)
+        for a, r in zip(got, want):
+            close(a, r, 1e-5)
+
+
+def grads():
+    fwd, bwd = "layernorm_fwd", "layernorm_bwd"
+    grads_fold(3, 8, 16, 1, 1, [fwd, bwd])          # folded: one backward, dw summed per example by XLA
+    grads_fold(3, 7, 12, 3, 0, [fwd, bwd])
+    grads_fold(2, 4097, 4, 1, 0, [fwd, "loop", bwd])  # 17 * 241 rows: an example at a time
+    grads_fold(50, 9, 4, 1, 1, [fwd, bwd])          # 50 programs of 9 rows beat 50 launches of 9 programs
+
+
+def parts():
+    assert kj._parts(4097, 1) == 129 and kj._parts(5, 1) == 5  # 4097 rows: 32 a program, 129 programs
+    for T in range(1, 300):
+        for n in (2, 3, 8, 40, 200):
+            p = kj._parts(T, n)
+            if p is not None:
+                assert 1 <= p <= T and T % p == 0 and n * p >= min(SMS, T), (T, n, p)
+
+
+def indexed():
+    B, N, D = 3, 6, 5
+    x = jax.random.normal(jax.random.PRNGKey(5), (B, N, D), jnp.float64)
+    p = jax.random.uniform(jax.random.PRNGKey(6), (B, N), jnp.float64)
+    maps = jnp.array([[5, 4, 3, 2, 1, 0], [0, -1, 2, 6, 4, 1], [1, 1, 0, 0, 5, 7]], jnp.int32)
+    (out, pout), c = counted(jax.vmap(kj.permute_rows), x, maps, p)
+    assert c == ["permute_rows"], c
+    xn, mn, pn = np.asarray(x), np.asarray(maps), np.asarray(p)
+    want, wantp = np.zeros((B, N, D)), np.zeros((B, N))
+    for i in range(B):
+        for j in range(N):
+            if 0 <= mn[i, j] < N:
+                want[i, j], wantp[i, j] = xn[i, mn[i, j]], pn[i, mn[i, j]]
+    close(out, want)
+    close(pout, wantp, 1e-6)  # probs are float32
+    (out, _), c = counted(jax.vmap(lambda m: kj.permute_rows(x[1], m)), maps)
+    assert c == ["permute_rows"], c
+    close(out[0], xn[1][::-1])
+    perms = jnp.array([[5, 4, 3, 2, 1, 0], [0, 7, 2, 3, 4, -2], [2, 0, 1, 5, 3, 4]], jnp.int32)
+    (back, _), c = counted(jax.vmap(lambda o, m: kj.unpermute_rows(o, m, N)), x, perms)
+    assert c == ["permute_rows_bwd"], c
+    want = np.zeros((B, N, D))
+    pm = np.asarray(perms)
+    for i in range(B):
+        for j in range(N):
+            if 0 <= pm[i, j] < N:
+                want[i, pm[i, j]] = xn[i, j]
+    close(back, want)
+    g = jax.random.normal(jax.random.PRNGKey(7), (B, N, D), jnp.float64)
+    dx, c = counted(jax.vmap(jax.grad(lambda x, m, g: jnp.sum(kj.permute_rows(x, m)[0] * g))), x, perms, g)
+    assert c == ["permute_rows", "permute_rows_bwd"], c
+    want = np.zeros((B, N, D))
+    for i in range(B):
+        for j in range(N):
+            if 0 <= pm[i, j] < N:
+                want[i, pm[i, j]] += np.asarray(g)[i, j]
+    close(dx, want)
+    mask = jax.random.uniform(jax.random.PRNGKey(8), (B, N, D)) > 0.3
+    bias = jax.random.normal(jax.random.PRNGKey(9), (N, D), jnp.float64)
+    y, c = counted(jax.vmap(lambda x, m: kj.masked_softmax(x, m, bias, 0.5)), x, mask)
+    assert c == ["masked_softmax"], c
+    z = np.where(np.asarray(mask), 0.5 * xn + np.asarray(bias), -np.inf)
+    with np.errstate(invalid="ignore"):  # a fully masked row: nan, then 0
+        e = np.exp(z - z.max(-1, keepdims=True))
+    close(y, np.nan_to_num(e / e.sum(-1, keepdims=True)))
+
+
+def wrong_dtype():
+    """A dtype no bundled kernel takes is refused by name before any call."""
+    f64 = kj._DT.pop(jnp.dtype(jnp.float64))
+    try:
+        kj.rms_norm(jnp.ones((2, 8), jnp.float64))
+    except kj.KtuneError as e:
+        assert str(e) == "ktune.jax: float64 is not a dtype of the bundled kernels (bfloat16, float16, float32)", str(e)
+        assert e.status == "KT_ERR_ARGS"
+    else:
+        raise AssertionError("no error")
+    finally:
+        kj._DT[jnp.dtype(jnp.float64)] = f64
+
+
+def main():
+    check("forward ops fold the mapped axis into one call (nested, axis 1, residual, in place); "
+          "a mapped weight loops", forward_folds)
+    check("per-example grads: folded backward, one example at a time where rows do not split evenly", grads)
+    check("grad at row counts that leave programs of one an SM without rows", plain_grads)
+    check("programs per example split the rows evenly", parts)
+    check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
+    check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
+    print("%d passed, %d failed, 0 skipped" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
