@@ -154,8 +154,8 @@ bench: all $(B)/ktune-bench
 	rm -f $(B)/bench.db*
 	KTUNE_CACHE=$(CURDIR)/$(B)/bench.db $(B)/ktune-bench
 	@if python3 -c 'import torch' 2>/dev/null; then \
-	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_kernels.py && \
-	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_overhead.py; \
+	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_MODE=tune KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_kernels.py && \
+	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_MODE=tune KTUNE_CACHE=$(CURDIR)/$(B)/bench.db python3 tools/bench_overhead.py; \
 	else echo "bench_kernels.py: torch does not import here; the PyTorch comparison is skipped"; fi
 	@if python3 -c 'import jax' 2>/dev/null; then $(MAKE) --no-print-directory jax && \
 	  KTUNE_LIB=$(CURDIR)/$(B)/libktune.so PYTHONPATH=$(CURDIR)/tools/python KTUNE_MODE=tune \

@@ -99,7 +99,7 @@ def main():
     fwd, bwd, red = rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd"), rt.kernel("layernorm_bwd_reduce")
     eps = 1e-5
     for rms in (1, 0) if only in ("", "norm") else ():
-        for T, D in ((16384, 2048), (32768, 8192), (4096, 4096), (450, 256)):
+        for T, D in ((16384, 2048), (32768, 8192), (4096, 4096), (450, 256), (8192, 12288), (1024, 1536)):
             x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)
             w = torch.rand(D, device=dev, dtype=torch.bfloat16) + 0.5
             b = None if rms else torch.randn(D, device=dev, dtype=torch.bfloat16)
