@@ -42,8 +42,9 @@ def check(name, fn):
 
 
 def bind(params, outs):
-    """The emulated call's args by param, and its inputs."""
-    ins, args = [], []
+    """The emulated call's args by param: arrays, ("o", i) for the i-th
+    result, None for a null pointer, numbers."""
+    args = []
     for p in params:
         if isinstance(p, tuple) and p[0] in ("i", "a"):
             args.append(p[-1])
