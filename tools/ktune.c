@@ -1,6 +1,9 @@
 /* ktune: the command line of the library (docs/cli.md). */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cli.h"
 
@@ -52,8 +55,22 @@ static const command commands[] = {
     {"show", cmd_show},       {"export", cmd_export}, {"import", cmd_import}, {"gc", cmd_gc},
 };
 
+/* NVRTC allocates and frees large blocks in every compile. By default glibc
+** returns them to the kernel (munmap, heap trims) and the next compile faults
+** them in again, which costs the kernel time and, across compile threads,
+** contention on the process's address space. This process keeps them. A
+** library leaves the embedding process's allocator alone; the command line
+** is its own process. */
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+  (void)mallopt(M_MMAP_THRESHOLD, 256 << 20); /* 0 on failure: the default stays */
+  (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : NULL;
+  keep_freed_memory();
   if (!cmd || !strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
     FILE *f = cmd ? stdout : stderr;
     fputs(usage_text, f);
