@@ -270,6 +270,9 @@ kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_v
     st = kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
   if (!st) {
     if (progress) progress(progress_user, p->spec->name, "compiling", 0, l->n, -1);
+    /* Several instances per NVRTC program, as a tuning builds them; each
+    ** variant's own status and error are then read one by one. */
+    kt__variant_build_all(p, l->calls, l->n, kt__ncpus());
     kt__parallel_for(l->n, kt__ncpus(), compile_one, &cp);
     st = report(&cp, out_dir, fn, user);
   }
