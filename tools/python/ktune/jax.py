@@ -143,7 +143,7 @@ def _fold(a):
     return a.reshape((-1,) + a.shape[2:])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1024)
 def _op(impl, fold, batch, statics):
     """impl with these statics, batch examples folded into its rows."""
     f = jax.custom_batching.custom_vmap(lambda *a: impl(batch, statics, *a))
@@ -226,10 +226,10 @@ def _parts(T, n):
     if n == 1:  # every program gets rows: the reduce sums each partial row
         bs = -(-T // max(1, min(sms, T)))
         return -(-T // bs)
-    bs = -(-T // max(1, min(sms // n, T)))
-    while T % bs:
-        bs += 1
-    return T // bs if n * (T // bs) >= min(sms, T) else None
+    p = max(1, min(sms // n, T))
+    while T % p:  # the most programs, at most p, that divide the rows evenly
+        p -= 1
+    return p if n * p >= min(sms, T) else None
 
 
 _BWD_ROWS = _rows_fold((2,))        # dy, h, w, mean, rstd, dres
