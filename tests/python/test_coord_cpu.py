@@ -13,24 +13,15 @@ import threading
 import time
 
 import ktune
+from checks import check, summary
 from ktune import _capi
 from ktune.distributed import Coordinator
 
 L = ktune.lib()
 L.kt_kernel_config_for.argtypes = [ctypes.c_void_p, ctypes.POINTER(_capi.Arg), ctypes.c_int, ctypes.c_char_p,
                                    ctypes.c_size_t]
-passed = failed = 0
 
 
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print("  ok: " + name)
-    except Exception as e:  # noqa: BLE001
-        failed += 1
-        print("  FAILED: %s: %r" % (name, e))
 
 
 class Store:
@@ -145,5 +136,4 @@ def store_errors_are_failures():
 check("three ranks agree through Python callbacks", three_ranks)
 check("a message longer than the buffer comes whole on the second fetch", big_message_two_fetches)
 check("a store that raises is a failed exchange", store_errors_are_failures)
-print("%d passed, %d failed, 0 skipped" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(summary())

@@ -7,7 +7,6 @@ ktune error raised with ktune's message; a key tuned by ktune tune or
 PyTorch is a hit. Ends with "N passed, N failed, N skipped"."""
 import os
 import sys
-import traceback
 
 if sys.argv[1:] == ["cmdbuf"]:
     # XLA may record custom calls into CUDA graphs: ktune's handler declares
@@ -21,21 +20,11 @@ import numpy as np  # noqa: E402
 
 import ktune  # noqa: E402
 from ktune import jax as kj  # noqa: E402
+from checks import check, summary  # noqa: E402
 
-passed = failed = skipped = 0
 TOL = {jnp.bfloat16: 0.04, jnp.float16: 6e-3, jnp.float32: 2e-5}
 
 
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print("  ok: " + name)
-    except Exception:
-        failed += 1
-        print("  FAILED: " + name)
-        traceback.print_exc(limit=3)
 
 
 def ref_norm(x, w, b, eps, rms):
@@ -388,8 +377,7 @@ def main():
         check("a key pre-warmed by ktune tune is a hit from JAX", prewarmed_is_a_hit)
     s = ktune.runtime(kj._devices()[0]).stats()
     print("  stats: %s" % {k: s[k] for k in ("launches", "misses", "tunings", "standins", "fallbacks")})
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    return 1 if failed else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ imports; ends with "N passed, N failed, N skipped"."""
 import os
 import re
 import sys
-import traceback
 
 try:
     import jax
@@ -24,21 +23,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
 from ktune import jax as kj  # noqa: E402
+from checks import check, summary  # noqa: E402
 
-passed = failed = 0
 SMS = 132
 
 
-def check(name, fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print("  ok: " + name)
-    except Exception:
-        failed += 1
-        print("  FAILED: " + name)
-        traceback.print_exc(limit=4)
 
 
 def bind(params, outs):
@@ -335,8 +324,7 @@ def main():
     check("programs per example split the rows evenly", parts)
     check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
-    print("%d passed, %d failed, 0 skipped" % (passed, failed))
-    return 1 if failed else 0
+    return summary()
 
 
 if __name__ == "__main__":
