@@ -8,12 +8,33 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+#include "ktune.h"
 
 int kt_fuzz_spec(const uint8_t *data, size_t size);
 int kt_fuzz_expr(const uint8_t *data, size_t size);
 int kt_fuzz_shape(const uint8_t *data, size_t size);
 int kt_fuzz_import(const uint8_t *data, size_t size);
 int kt_fuzz_coord(const uint8_t *data, size_t size);
+
+/* The kernel of spec path on a runtime of its own for sm_90 (no device, no
+** cache, only errors logged), with coord when not NULL. Made once a
+** process and kept: a target calls it on every input. Aborts where it
+** cannot be made: a broken harness, not a finding. */
+static inline kt_kernel *kt_fuzz_kernel(const char *path, const kt_coordinator *coord) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.no_cache = 1;
+  o.arch = "sm_90";
+  o.log_level = KT_LOG_ERROR;
+  if (coord) o.coord = *coord;
+  kt_runtime *rt;
+  kt_kernel *k;
+  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, path, &k)) abort();
+  return k;
+}
 
 #ifdef KT_LIBFUZZER
 #define KT_FUZZ_ENTRY(fn) \

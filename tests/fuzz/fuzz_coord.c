@@ -26,22 +26,14 @@ static int fetch(void *user, const char *name, void *buf, size_t cap, size_t *le
 }
 
 static kt_kernel *kernel(kt__call *c) {
-  static kt_runtime *rt;
   static kt_kernel *k;
   static kt__call call;
   if (!k) {
-    kt_options o;
-    kt_options_init(&o);
-    o.no_device = 1;
-    o.no_cache = 1;
-    o.arch = "sm_90";
-    o.log_level = KT_LOG_ERROR;
-    o.coord = (kt_coordinator){.rank = 0, .size = 2, .timeout_s = 1, .publish = publish, .fetch = fetch};
+    const kt_coordinator coord = {.rank = 0, .size = 2, .timeout_s = 1, .publish = publish, .fetch = fetch};
     kt_arg a[] = {kt_arg_ptr(1 << 24, KT_BF16), kt_arg_ptr(2 << 24, KT_BF16), kt_arg_ptr(0, KT_BF16),
                   kt_arg_ptr(3 << 24, KT_BF16), kt_arg_i32(64), kt_arg_i32(1024), kt_arg_f32(1e-6f)};
-    if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, "tests/specs/small.json", &k) ||
-        kt__call_bind(&k->p, a, 7, &call))
-      abort();
+    k = kt_fuzz_kernel("tests/specs/small.json", &coord);
+    if (kt__call_bind(&k->p, a, 7, &call)) abort();
   }
   *c = call;
   return k;

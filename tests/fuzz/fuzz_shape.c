@@ -8,16 +8,8 @@
 #include "ktune.h"
 
 static kt_kernel *kernel(void) {
-  static kt_runtime *rt;
   static kt_kernel *k;
-  if (k) return k;
-  kt_options o;
-  kt_options_init(&o);
-  o.no_device = 1;
-  o.no_cache = 1;
-  o.arch = "sm_90";
-  o.log_level = KT_LOG_ERROR;
-  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k)) abort();
+  if (!k) k = kt_fuzz_kernel("kernels_src/layernorm_fwd.json", NULL);
   return k;
 }
 
