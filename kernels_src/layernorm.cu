@@ -146,6 +146,44 @@ __device__ __forceinline__ void grid_wait() {
   grid_trigger();
 }
 
+// A thread's VEC running sums of item j kept in shared memory (the
+// backward's ACC = 1) instead of registers: C-float vectors at
+// acc[((j * VEC / C + q) * TPR + lane) * C], so the lanes of a warp touch
+// consecutive vectors (no bank conflicts) and no two threads share one.
+template <int VEC, int TPR> struct SharedSums {
+  static constexpr int C = VEC < 4 ? VEC : 4;
+  float *acc;
+  __device__ __forceinline__ Vec<float, C> *at(int j, int q, int lane) const {
+    return reinterpret_cast<Vec<float, C> *>(acc) + (j * (VEC / C) + q) * TPR + lane;
+  }
+  __device__ __forceinline__ void zero(int j, int lane) const {
+#pragma unroll
+    for (int q = 0; q < VEC / C; q++) {
+      Vec<float, C> z;
+#pragma unroll
+      for (int c = 0; c < C; c++) z.v[c] = 0.f;
+      *at(j, q, lane) = z;
+    }
+  }
+  __device__ __forceinline__ void add(int j, int lane, const float *v) const {
+#pragma unroll
+    for (int q = 0; q < VEC / C; q++) {
+      Vec<float, C> a = *at(j, q, lane);
+#pragma unroll
+      for (int c = 0; c < C; c++) a.v[c] += v[q * C + c];
+      *at(j, q, lane) = a;
+    }
+  }
+  __device__ __forceinline__ void get(int j, int lane, float *v) const {
+#pragma unroll
+    for (int q = 0; q < VEC / C; q++) {
+      const Vec<float, C> a = *at(j, q, lane);
+#pragma unroll
+      for (int c = 0; c < C; c++) v[q * C + c] = a.v[c];
+    }
+  }
+};
+
 // The VEC-element vectors of a segment of L elements that thread lane of a
 // group of TPR reads in the ITEMS loops, from src into the same places of dst.
 template <int ITEMS, int TPR, int VEC, typename T>
@@ -374,7 +412,13 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 // With at most 8 elements per thread the compiler is held to 64 registers, so
 // 1024 threads (two programs of 512) fit on an SM; it would otherwise take
 // about 90 and leave room for one.
-template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES,
+//
+// ACC = 1 (ITEMS > 0, G == 1, ROWS == 1) keeps the program's dw/db sums in
+// dynamic shared memory instead of registers: each thread owns the same
+// columns in every row, so its sums are its own, and a long row (LayerNorm
+// at D = 12288 holds 2 x 24 sums a thread beside 2 x 24 row values) fits
+// in registers without spilling.
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC,
           int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
 __global__ void __launch_bounds__(BLOCK, ITEMS * VEC <= 8 ? 1024 / BLOCK : 1)
 layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,
@@ -387,8 +431,15 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
   static_assert(!IN_PART || ROWS == 1, "partial rows updated in place need one segment at a time");
   static_assert(STAGES == 0 || (ITEMS > 0 && !GROUPED && VEC * sizeof(T) == 16),
                 "the pipeline copies 16-byte vectors of whole rows");
+  constexpr bool SACC = ACC != 0 && (HAS_WEIGHT || HAS_BIAS);
+  static_assert(!SACC || (ITEMS > 0 && !GROUPED && ROWS == 1), "shared sums need a column per thread");
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
+  // Dynamic shared memory: the weight's sums, the bias's, then the stages.
+  constexpr int NSUM = SACC ? ITEMS * TPR * VEC : 0;
+  const kt::SharedSums<VEC, TPR> sw{reinterpret_cast<float *>(stage_mem)};
+  const kt::SharedSums<VEC, TPR> sb{sw.acc + (HAS_WEIGHT ? NSUM : 0)};
+  T *const stages = reinterpret_cast<T *>(sb.acc + (HAS_BIAS ? NSUM : 0));
   int phase = 0;
   (void)rms;
   const int L = D / G;
@@ -410,12 +461,19 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
     __syncthreads();
   }
 
-  constexpr int NACC = ITEMS > 0 && !GROUPED ? ITEMS : 1;
+  constexpr int NACC = ITEMS > 0 && !GROUPED && !SACC ? ITEMS : 1;
   float dwa[NACC][VEC], dba[NACC][VEC];
 #pragma unroll
   for (int j = 0; j < NACC; j++)
 #pragma unroll
     for (int k = 0; k < VEC; k++) dwa[j][k] = dba[j][k] = 0.f;
+  if constexpr (SACC) {
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+      if constexpr (HAS_WEIGHT) sw.zero(j, lane);
+      if constexpr (HAS_BIAS) sb.zero(j, lane);
+    }
+  }
 
   // One segment held in registers, read from xs and ds (global memory or a
   // pipeline slot, indexed from the segment's start). Every thread of the
@@ -441,7 +499,7 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
           g[j][k] = HAS_WEIGHT ? d[k] * wv[k] : d[k];
           s1 += xh[j][k] * g[j][k];
           s2 += g[j][k];
-          if constexpr (!IN_PART) {
+          if constexpr (!IN_PART && !SACC) {
             if constexpr (HAS_WEIGHT) dwa[j][k] += d[k] * xh[j][k];
             if constexpr (HAS_BIAS) dba[j][k] += d[k];
           } else {
@@ -450,6 +508,8 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
         }
         if constexpr (IN_PART && HAS_WEIGHT) kt::add_f32<VEC>(dwp + wbase + i, pw, true);
         if constexpr (IN_PART && HAS_BIAS) kt::add_f32<VEC>(dbp + wbase + i, d, true);
+        if constexpr (SACC && HAS_WEIGHT) sw.add(j, lane, pw);
+        if constexpr (SACC && HAS_BIAS) sb.add(j, lane, d);
       } else {
 #pragma unroll
         for (int k = 0; k < VEC; k++) xh[j][k] = g[j][k] = 0.f;
@@ -477,7 +537,7 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
   if constexpr (STAGES > 0) {
     constexpr int CAP = ITEMS * TPR * VEC;  // elements of one row's slot
     constexpr long long SLOT = (long long)ROWS * 2 * CAP;
-    T *const mine = reinterpret_cast<T *>(stage_mem) + (long long)sub * 2 * CAP;
+    T *const mine = stages + (long long)sub * 2 * CAP;
     const long long tiles = (row1 - row0 + ROWS - 1) / ROWS;
     // Tile t's rows into slot t % STAGES; every thread commits one group
     // per call, empty or not, so the wait below counts tiles.
@@ -567,7 +627,22 @@ layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict
   // rows are written, where registers allow. Earlier, they would sit beside
   // the streaming programs for the whole kernel.
   kt::grid_trigger();
-  if constexpr (!IN_PART && (HAS_WEIGHT || HAS_BIAS)) {
+  if constexpr (SACC) {
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (i >= L) continue;
+      float v[VEC];
+      if constexpr (HAS_WEIGHT) {
+        sw.get(j, lane, v);
+        kt::add_f32<VEC>(dwp + i, v, false);
+      }
+      if constexpr (HAS_BIAS) {
+        sb.get(j, lane, v);
+        kt::add_f32<VEC>(dbp + i, v, false);
+      }
+    }
+  } else if constexpr (!IN_PART && (HAS_WEIGHT || HAS_BIAS)) {
     // Subgroups add their sums in turn: deterministic, no atomics.
     for (int t = 0; t < ROWS; t++) {
       if (sub == t) {

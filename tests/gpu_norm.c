@@ -318,11 +318,13 @@ static void norm_tuned(void) {
 }
 
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
-** (with PACK 0 and 1) and backward, where a program owns fewer rows than a
-** tile holds: T=450 over 264 programs (2 rows each), 200 programs (3 rows;
-** 50 programs own none) and T=7 (programs of one row, most of the grid
-** idle); and T=5000 over 100 programs, where the backward's pipeline ring
-** wraps many times. */
+** (with PACK 0 and 1) and backward (with ACC 0 and 1), where a program owns
+** fewer rows than a tile holds: T=450 over 264 programs (2 rows each), 200
+** programs (3 rows; 50 programs own none) and T=7 (programs of one row, most
+** of the grid idle); T=5000 over 100 programs, where the backward's pipeline
+** ring wraps many times; and rows too long for a block's registers (D of
+** 12288, 16384 and 6000, the last not a power of two nor a multiple of a
+** block's vectors) over programs that own 5, 3 or 1 rows and none. */
 static void norm_backward_tile_larger_than_rows(void) {
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -334,10 +336,13 @@ static void norm_backward_tile_larger_than_rows(void) {
       {{450, 256, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 200},
       {{450, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 264},
       {{5000, 512, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, 100}, /* 50 rows: the ring wraps */
+      {{37, 12288, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 8},   /* 5 rows, the last program 2 */
+      {{19, 16384, 1, KT_F16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 7},     /* 3 rows, the last 1 */
+      {{11, 6000, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 1, 0}, 16},    /* 1 row; 5 programs own none */
   };
   static const int blocks[] = {128, 256, 512, 1024}, rows[] = {1, 2, 4, 8}, vecs[] = {1, 2, 4, 8},
-                   items[] = {0, 1, 2, 4, 8, 16}, stages[] = {0, 2, 3, 4};
-  int ran = 0, piped = 0, packed = 0;
+                   items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
+  int ran = 0, piped = 0, packed = 0, shared = 0;
   for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
     nbufs nb;
     if (nb_setup(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) break;
@@ -354,15 +359,19 @@ static void norm_backward_tile_larger_than_rows(void) {
     for (int bi = 0; bi < 4 && !bad; bi++)
       for (int ri = 0; ri < 4 && !bad; ri++)
         for (int vi = 0; vi < 4 && !bad; vi++)
-          for (int ii = 0; ii < 6 && !bad; ii++)
+          for (int ii = 0; ii < 7 && !bad; ii++)
             for (int si = 0; si < 4 && !bad; si++) {
               char cfg[96], fcfg[112];
               snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d,STAGES=%d", blocks[bi], rows[ri],
                        vecs[vi], items[ii], stages[si]);
-              int rb = run_bwd(b, r, &nb, cfg);
-              if (rb < 0) bad = 1;
-              ran += !rb;
-              piped += si > 0 && !rb;
+              for (int acc = 0; acc < 2 && !bad; acc++) {
+                snprintf(fcfg, sizeof fcfg, "%s,ACC=%d", cfg, acc);
+                int rb = run_bwd(b, r, &nb, fcfg);
+                if (rb < 0) bad = 1;
+                ran += !rb;
+                piped += si > 0 && !rb;
+                shared += acc && !rb;
+              }
               for (int pk = 0; pk < 2 && !bad; pk++) {
                 snprintf(fcfg, sizeof fcfg, "%s,PACK=%d", cfg, pk);
                 int rf = run_fwd(f, &nb, fcfg);
@@ -375,11 +384,12 @@ static void norm_backward_tile_larger_than_rows(void) {
     nb_free(&nb);
     if (bad) break;
   }
-  printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed\n", ran,
-         piped, packed);
+  printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
+         "%d with shared sums (ACC = 1)\n", ran, piped, packed, shared);
   if (ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
   if (piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
   if (packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", packed);
+  if (shared < 10) t_fail(__FILE__, __LINE__, "only %d backward configs with shared sums ran", shared);
   kt_runtime_close(rt);
 }
 
@@ -426,7 +436,9 @@ static void small_norm(void) {
 ** depth, bf16 and f32, groups in the forward, and rings that wrap (T=1200:
 ** forward blocks of several tiles, backward programs of 10); and the forward
 ** with its segment kept packed (PACK=1): a ragged f16 row with res_out,
-** groups with an f32 weight, an RMSNorm row of 4096. */
+** groups with an f32 weight, an RMSNorm row of 4096; and the backward's
+** sums in shared memory (ACC=1): with a bias, pipelined, bias alone in f32,
+** weight alone over a row of 3000 (three items, the last ragged). */
 static void small_norm_pipelined(void) {
   enum { BWD = 1, FWD = 2, BOTH = 3 };
   static const struct {
@@ -434,18 +446,23 @@ static void small_norm_pipelined(void) {
     int P, which;
     const char *cfg;
     int pack; /* the forward's PACK */
+    int acc;  /* the backward's ACC */
   } runs[] = {
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2", 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4", 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2", 0},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2", 0},
-      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3", 0},
-      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3", 0},
-      {{7, 1000, 1, KT_F16, KT_F16, 0, 0, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1},
-      {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1},
-      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2", 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4", 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2", 0, 0},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2", 0, 0},
+      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3", 0, 0},
+      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3", 0, 0},
+      {{7, 1000, 1, KT_F16, KT_F16, 0, 0, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0},
+      {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0},
+      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 1},
+      {{9, 2048, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1},
+      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=64,ROWS=1,VEC=4,ITEMS=4,STAGES=2", 0, 1},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 1},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -453,11 +470,12 @@ static void small_norm_pipelined(void) {
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     nbufs nb;
     if (nb_setup(&nb, rt, runs[i].c, runs[i].P, 700 + i)) break;
-    char fcfg[112];
+    char fcfg[112], bcfg[112];
     snprintf(fcfg, sizeof fcfg, "%s,PACK=%d", runs[i].cfg, runs[i].pack);
+    snprintf(bcfg, sizeof bcfg, "%s,ACC=%d", runs[i].cfg, runs[i].acc);
     int rf = runs[i].which & FWD ? run_fwd(f, &nb, fcfg) : 0;
-    int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, runs[i].cfg) : 0;
-    if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
+    int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, bcfg) : 0;
+    if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", rf > 0 ? fcfg : bcfg, kt_errmsg(rt));
     nb_free(&nb);
     if (rf || rb) break;
   }
