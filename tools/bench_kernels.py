@@ -85,9 +85,84 @@ rows = []
 
 def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None):
     gbs = nbytes / t_kt / 1e3
-    rows.append((name, shape, t_kt, gbs, 100 * gbs / copy_gbs, t_torch, t_torch / t_kt))
-    print("  %-16s %-26s ktune %8.1f us %6.0f GB/s %4.0f%%  torch %8.1f us  x%.2f" % rows[-1]
+    rows.append((name, shape, t_kt, gbs, 100 * gbs / copy_gbs, t_torch, t_torch / t_kt, config or ""))
+    print("  %-16s %-26s ktune %8.1f us %6.0f GB/s %4.0f%%  torch %8.1f us  x%.2f" % rows[-1][:7]
           + ("  [%s]" % config if config else ""), flush=True)
+
+
+# The norm grid: every D class (tiny, not a power of two, past one block's
+# registers), at T = 1, T = one wave of SMs, and T with T*D >= 16M (T capped
+# at 65536). The largest T comes first: N is not in the key, so the key is
+# tuned at the first call's shape, and the bandwidth-bound one is where a
+# config matters most.
+NORM_D = (64, 256, 1000, 1536, 4096, 5120, 8192, 12288, 16384)
+TORCH_DT = {"bf16": "bfloat16", "f16": "float16"}
+
+
+def norm_rows(D, nsm):
+    return (min(65536, -(-(1 << 24) // D)), nsm, 1)
+
+
+def bench_norms(rt, nsm, copy_gbs, dtypes):
+    fwd, bwd, red = rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd"), rt.kernel("layernorm_bwd_reduce")
+    eps = 1e-5
+    for name in dtypes:
+        dt = getattr(torch, TORCH_DT[name])
+        for rms in (1, 0):
+            for D in NORM_D:
+                for T in norm_rows(D, nsm):
+                    bench_norm(fwd, bwd, red, T, D, dt, name, rms, eps, nsm, copy_gbs)
+
+
+def bench_norm(fwd, bwd, red, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
+    family = "rmsnorm" if rms else "layernorm"
+    es = torch.finfo(dt).bits // 8
+    x = torch.randn(T, D, device=dev, dtype=dt)
+    w = torch.rand(D, device=dev, dtype=dt) + 0.5
+    b = None if rms else torch.randn(D, device=dev, dtype=dt)
+    nb = ktune.null(dt)
+    bb = b if b is not None else nb
+    y = torch.empty_like(x)
+    args = [y, x, None, nb, w, bb, None, None, T, D, 1, eps, rms]
+    fwd.launch(args)
+    t_kt = gpu_time_us(lambda: fwd.launch(args))
+    if rms:
+        t_th = gpu_time_us(lambda: F.rms_norm(x, (D,), w, eps))
+    else:
+        t_th = gpu_time_us(lambda: F.layer_norm(x, (D,), w, b, eps))
+    shape = "%dx%d %s" % (T, D, dtname)
+    report(family + " fwd", shape, 2 * T * D * es, t_kt, t_th, copy_gbs, fwd.config_for(args))
+    # Backward: dx, dw (and db) from x, dy and the saved statistics.
+    mean = None if rms else torch.empty(T, device=dev)
+    rstd = torch.empty(T, device=dev)
+    fwd.launch([y, x, None, nb, w, bb, mean, rstd, T, D, 1, eps, rms])
+    dy = torch.randn_like(x)
+    dx = torch.empty_like(x)
+    # P (programs, rows of partial sums) is the caller's choice and not in
+    # the key: time what ktune.ops passes (min(SMs, T)) and 2 and 4 per SM.
+    dwp = torch.empty(4 * nsm, D, device=dev)
+    dbp = None if rms else torch.empty(4 * nsm, D, device=dev)
+    dw = torch.empty_like(w)
+    db = torch.empty_like(w) if b is not None else nb
+    best = None
+    for P in sorted({min(nsm, T), min(2 * nsm, T), min(4 * nsm, T)}):
+        bargs = [dx, dwp, dbp, dy, x, w, mean, rstd, None, T, D, 1, P, rms]
+        rargs = [dw, db, dwp, dbp, T, D, P]
+
+        def kt_bwd():
+            bwd.launch(bargs)
+            red.launch(rargs)
+
+        t = gpu_time_us(kt_bwd)
+        if best is None or t < best[0]:
+            best = (t, P, bwd.config_for(bargs))
+    xr = x.detach().requires_grad_(True)
+    wr = w.detach().requires_grad_(True)
+    br = None if rms else b.detach().requires_grad_(True)
+    yr = F.rms_norm(xr, (D,), wr, eps) if rms else F.layer_norm(xr, (D,), wr, br, eps)
+    ins = (xr, wr) if rms else (xr, wr, br)
+    t_th = gpu_time_us(lambda: torch.autograd.grad(yr, ins, dy, retain_graph=True))
+    report(family + " bwd", "%s P=%d" % (shape, best[1]), 3 * T * D * es, best[0], t_th, copy_gbs, best[2])
 
 
 def main():
@@ -96,62 +171,9 @@ def main():
     copy_gbs = copy_bandwidth()
     print("device: %s; copy bandwidth %.0f GB/s (1 GiB device-to-device)" % (torch.cuda.get_device_name(0), copy_gbs))
     only = sys.argv[1] if len(sys.argv) > 1 else ""
-    fwd, bwd, red = rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd"), rt.kernel("layernorm_bwd_reduce")
-    eps = 1e-5
-    for rms in (1, 0) if only in ("", "norm") else ():
-        for T, D in ((16384, 2048), (32768, 8192), (4096, 4096), (450, 256), (8192, 12288), (1024, 1536)):
-            x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)
-            w = torch.rand(D, device=dev, dtype=torch.bfloat16) + 0.5
-            b = None if rms else torch.randn(D, device=dev, dtype=torch.bfloat16)
-            y = torch.empty_like(x)
-            mean = None if rms else torch.empty(T, device=dev)
-            rstd = torch.empty(T, device=dev)
-            nb = ktune.null(torch.bfloat16)
-            args = [y, x, None, nb, w, b if b is not None else nb, None, None, T, D, 1, eps, rms]
-            fwd.launch(args)
-            t_kt = gpu_time_us(lambda: fwd.launch(args))
-            if rms:
-                t_th = gpu_time_us(lambda: F.rms_norm(x, (D,), w, eps))
-            else:
-                t_th = gpu_time_us(lambda: F.layer_norm(x, (D,), w, b, eps))
-            name = "rmsnorm fwd" if rms else "layernorm fwd"
-            report(name, "%dx%d bf16" % (T, D), 2 * T * D * 2, t_kt, t_th, copy_gbs, fwd.config_for(args))
-            # Backward: dx, dw (and db) from x, dy and the saved statistics.
-            fargs = [y, x, None, nb, w, b if b is not None else nb, mean, rstd, T, D, 1, eps, rms]
-            fwd.launch(fargs)
-            dy = torch.randn_like(x)
-            dx = torch.empty_like(x)
-            # P (programs, rows of partial sums) is the caller's choice and
-            # not in the key: time 1, 2 and 4 per SM, keep the best.
-            dwp = torch.empty(4 * nsm, D, device=dev)
-            dbp = None if rms else torch.empty(4 * nsm, D, device=dev)
-            dw = torch.empty_like(w)
-            db = None if rms else torch.empty_like(w)
-            best = None
-            for P in (nsm, 2 * nsm, 4 * nsm):  # tuned at the first (P is not in the key)
-                bargs = [dx, dwp, dbp, dy, x, w, mean, rstd, None, T, D, 1, P, rms]
-                rargs = [dw, db if db is not None else nb, dwp, dbp, T, D, P]
-
-                def kt_bwd():
-                    bwd.launch(bargs)
-                    red.launch(rargs)
-
-                t = gpu_time_us(kt_bwd)
-                if best is None or t < best[0]:
-                    best = (t, P // nsm)
-            t_kt = best[0]
-            xr = x.detach().requires_grad_(True)
-            wr = w.detach().requires_grad_(True)
-            br = None if rms else b.detach().requires_grad_(True)
-            yr = F.rms_norm(xr, (D,), wr, eps) if rms else F.layer_norm(xr, (D,), wr, br, eps)
-            ins = (xr, wr) if rms else (xr, wr, br)
-            torch.autograd.grad(yr, ins, dy, retain_graph=True)
-            torch.cuda.synchronize()
-            t_th = eager_time_us(lambda: torch.autograd.grad(yr, ins, dy, retain_graph=True))
-            name = "rmsnorm bwd" if rms else "layernorm bwd"
-            report(name, "%dx%d bf16 P=%dxSMs" % (T, D, best[1]), 3 * T * D * 2, t_kt, t_th, copy_gbs,
-                   bwd.config_for(bargs))  # P is not in the key: the config tuned at nsm
-            del x, y, dy, dx, dwp, dbp, xr, yr
+    if only in ("", "norm"):
+        dtypes = sys.argv[2].split(",") if len(sys.argv) > 2 else ["bf16", "f16"]
+        bench_norms(rt, nsm, copy_gbs, dtypes)
     pf, pb = rt.kernel("permute_rows"), rt.kernel("permute_rows_bwd")
     for T, D in ((16384, 4096), (32768, 2048), (4096, 1024), (450, 256)) if only in ("", "permute") else ():
         x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)
@@ -214,11 +236,14 @@ def main():
         nbytes = 2 * BH * N * C * DK * 2 + BH * (N + 1) * DK * DK * 4
         report("chunk_state fwd", "BH=%d N=%d C=%d D=%d bf16" % (BH, N, C, DK), nbytes, t_kt, t_th, copy_gbs)
 
-    print()
-    print("| kernel | shape | ktune µs | GB/s | % of copy | torch µs | torch / ktune |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print("| %s | %s | %.1f | %.0f | %.0f%% | %.1f | %.2f |" % r)
+    # One table per kernel family, in the order first run.
+    for fam in dict.fromkeys(r[0] for r in rows):
+        print("\n%s (GPU time through CUDA graphs; %% of the copy bandwidth above)" % fam)
+        print("| shape | ktune µs | GB/s | % of copy | torch µs | torch / ktune | config |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        for r in rows:
+            if r[0] == fam:
+                print("| %s | %.1f | %.0f | %.0f%% | %.1f | %.2f | %s |" % r[1:])
     st = rt.stats()
     print("\nktune stats: %d tunings in %.1f s, %d compiles (%.1f s of NVRTC), %d cache loads"
           % (st["tunings"], st["tuning_ms"] / 1000, st["compiles"], st["compile_ms"] / 1000, st["cache_loads"]))
