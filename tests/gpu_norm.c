@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "gpu_util.h"
 #include "harness.h"
@@ -344,6 +345,9 @@ static void norm_backward_tile_larger_than_rows(void) {
                    items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
   int ran = 0, piped = 0, packed = 0, shared = 0;
   for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const int ran0 = ran;
     nbufs nb;
     if (nb_setup(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) break;
     /* Every variant the sweep can use, compiled in parallel first. */
@@ -382,6 +386,10 @@ static void norm_backward_tile_larger_than_rows(void) {
               }
             }
     nb_free(&nb);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("    %dx%d: %d launches checked in %.1f s\n", sweep[i].c.T, sweep[i].c.D, ran - ran0,
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    fflush(stdout);
     if (bad) break;
   }
   printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
