@@ -43,7 +43,20 @@ BENCH_SRC := tests/bench.c tests/bench_async.c tests/gpu_util.c tests/harness.c 
 OBJ = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all deps test check test-plain test-asan gpu-test gpu-test-multi gpu-sanitize jax bench demo install uninstall clean fuzz FORCE
-all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc
+
+# ktune._fastcall, the Python package's launch path in C, where Python's
+# headers are installed (elsewhere the package packs arguments with ctypes).
+# Against the public header alone; it links nothing (kt_launch comes as an
+# address from the library ctypes loaded).
+PY_INC := $(shell python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_EXT := $(shell python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or "")' 2>/dev/null)
+PY_FASTCALL := $(if $(and $(PY_EXT),$(wildcard $(PY_INC)/Python.h)),$(B)/_fastcall$(PY_EXT))
+
+all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc $(PY_FASTCALL)
+
+$(B)/_fastcall$(PY_EXT): tools/python/ktune/_fastcall.c $(B)/include/ktune.h
+	$(CC) $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I$(PY_INC) $(PUBLIC_INC) \
+	  $< -o $@
 
 deps:
 	@sh tools/deps.sh "$(CC)" "$(CUDA_HOME)"

@@ -1,8 +1,9 @@
 """What a framework sees per call from Python (run by `make bench` when torch
 imports):
-  1. a small RMSNorm (T=1, D=4096, bf16) on a cache hit: the ktune operator,
-     torch.nn.functional.rms_norm, and a Triton @autotune kernel; wall time
-     per call over 2000 back-to-back calls, the stream synchronized at the end;
+  1. small norms (T=4, D=4096, bf16) on a cache hit: the ktune operators,
+     the kernel handle, torch.nn.functional's, forward plus autograd
+     backward on each side, and a Triton @autotune kernel; wall time per
+     call over 5000 back-to-back calls, the stream synchronized at the end;
   2. a model block (residual add + RMSNorm + token permutation), ktune
      against PyTorch, eager and as a replayed CUDA graph."""
 import os
@@ -63,26 +64,64 @@ if triton is not None:
         return y
 
 
-def main():
-    dev = "cuda"
-    x = torch.randn(1, 4096, device=dev, dtype=torch.bfloat16)
-    w = torch.rand(4096, device=dev, dtype=torch.bfloat16) + 0.5
+def host_costs(dev):
+    """Per-call wall time of the norms from Python at T=4, D=4096 bf16: the
+    operators, the kernel handle (C launch path and ctypes path), torch's
+    functional ops, and a forward plus autograd backward on each side."""
+    T, D = 4, 4096
+    x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)
+    w = torch.rand(D, device=dev, dtype=torch.bfloat16) + 0.5
+    b = torch.randn(D, device=dev, dtype=torch.bfloat16)
+    dy = torch.randn_like(x)
     rt = ktune.runtime()
     k = rt.kernel("layernorm_fwd")
     y = torch.empty_like(x)
-    raw = [y, x, None, ktune.null(torch.bfloat16), w, ktune.null(torch.bfloat16), None, None, 1, 4096, 1, 1e-6, 1]
-    rows = [("ktune operator (ktune.ops.rms_norm)", wall_us(lambda: ops.rms_norm(x, w, 1e-6))),
-            ("ktune kernel handle (Kernel.launch)", wall_us(lambda: k.launch(raw))),
-            ("torch.nn.functional.rms_norm", wall_us(lambda: F.rms_norm(x, (4096,), w, 1e-6)))]
+    nb = ktune.null(torch.bfloat16)
+    raw = [y, x, None, nb, w, nb, None, None, T, D, 1, 1e-6, 1]
+    ops.rms_norm(x, w, 1e-6)
+    ops.layer_norm(x, w, b, 1e-5)
+    k.launch(raw)  # the first launch installs the C path where it was built
+    fast = "launch" in vars(k)  # the instance's own launch: the C path
+    xg, wg, bg = (t.detach().requires_grad_(True) for t in (x, w, b))
+
+    def grad_kt_rms():
+        ops.rms_norm(xg, wg, 1e-6).backward(dy)
+
+    def grad_th_rms():
+        F.rms_norm(xg, (D,), wg, 1e-6).backward(dy)
+
+    def grad_kt_ln():
+        ops.layer_norm(xg, wg, bg, 1e-5).backward(dy)
+
+    def grad_th_ln():
+        F.layer_norm(xg, (D,), wg, bg, 1e-5).backward(dy)
+
+    rows = [("ktune.ops.rms_norm", wall_us(lambda: ops.rms_norm(x, w, 1e-6), 5000)),
+            ("torch.nn.functional.rms_norm", wall_us(lambda: F.rms_norm(x, (D,), w, 1e-6), 5000)),
+            ("ktune.ops.layer_norm", wall_us(lambda: ops.layer_norm(x, w, b, 1e-5), 5000)),
+            ("torch.nn.functional.layer_norm", wall_us(lambda: F.layer_norm(x, (D,), w, b, 1e-5), 5000)),
+            ("kernel handle, %s" % ("C launch path (ktune._fastcall)" if fast else "ctypes path (C path not built)"),
+             wall_us(lambda: k.launch(raw), 5000)),
+            ("kernel handle, ctypes path", wall_us(lambda: k._slow_launch(raw, None, None), 5000)),
+            ("rms_norm forward + backward, ktune", wall_us(grad_kt_rms, 2000)),
+            ("rms_norm forward + backward, torch", wall_us(grad_th_rms, 2000)),
+            ("layer_norm forward + backward, ktune", wall_us(grad_kt_ln, 2000)),
+            ("layer_norm forward + backward, torch", wall_us(grad_th_ln, 2000))]
     if triton is not None:
-        rows.append(("Triton @autotune kernel (cache hit)", wall_us(lambda: triton_rmsnorm(x, w, 1e-6))))
-    else:
-        rows.append(("Triton @autotune kernel", float("nan")))
-    print("\nper-call wall time from Python, RMSNorm T=1 D=4096 bf16 (2000 calls, median of 5 rounds)")
+        x1, w1 = x[:1], w
+        rows.append(("Triton @autotune RMSNorm kernel (cache hit)", wall_us(lambda: triton_rmsnorm(x1, w1, 1e-6))))
+    print("\nper-call host cost from Python, T=4 D=4096 bf16 (wall time per call over 5000 back-to-back calls, "
+          "2000 with backward; median of 5 rounds, one synchronize a round)")
     print("| call | µs per call |")
     print("| --- | ---: |")
     for name, t in rows:
         print("| %s | %.1f |" % (name, t))
+    return rt
+
+
+def main():
+    dev = "cuda"
+    rt = host_costs(dev)
 
     # Model block: h = x + res; y = rmsnorm(h) * w; out = y[map].
     print("\nmodel block: residual add + RMSNorm + permutation, bf16 (eager: wall per call; graph: GPU per replay)")

@@ -5,7 +5,8 @@ here because the package must install where no package index is reachable
 
 When built inside the project's source tree, the wheel also carries the
 bundled kernels (ktune/kernels/) and, if $KTUNE_WHEEL_LIB names one, a
-libktune.so (ktune/lib/libktune.so.0)."""
+libktune.so (ktune/lib/libktune.so.0) and the ktune._fastcall module built
+beside it."""
 import base64
 import hashlib
 import io
@@ -44,6 +45,12 @@ def _package_files():
     lib = os.environ.get("KTUNE_WHEEL_LIB")
     if lib:
         out.append(("%s/lib/libktune.so.0" % NAME, lib))
+        # The C launch path built beside that library (make), for the
+        # interpreter its name says; others take the ctypes path.
+        libdir = os.path.dirname(os.path.abspath(lib))
+        for f in sorted(os.listdir(libdir)):
+            if f.startswith("_fastcall.") and f.endswith(".so"):
+                out.append(("%s/%s" % (NAME, f), os.path.join(libdir, f)))
     return out
 
 

@@ -13,6 +13,7 @@ with the runtime's message.
 """
 import ctypes
 import os
+import sys
 import threading
 
 from . import _capi
@@ -111,6 +112,34 @@ def _dtype_code(dt):
     return code
 
 
+_ARG_FORMATS = {_capi.KT_ARG_PTR: "iiQ", _capi.KT_ARG_I32: "iii4x", _capi.KT_ARG_I64: "iiq", _capi.KT_ARG_F32: "iif4x"}
+
+
+def arg_struct(kinds):
+    """The struct.Struct of a kt_arg array of these param kinds: 16 bytes a
+    param (kind, dtype, then the value's 8 bytes)."""
+    import struct
+    return struct.Struct("=" + "".join(_ARG_FORMATS[k] for k in kinds))
+
+
+def pack_args(st, view, kinds, values, codes):
+    """values into view (a kt_arg array) with one struct call: the ctypes
+    path's packing, which ktune._fastcall repeats in C."""
+    flat = []
+    ext = flat.extend
+    for kind, v in zip(kinds, values):
+        if kind != 1:
+            ext((kind, 0, v))
+        elif v is None:
+            ext((1, 0, 0))
+        elif v.__class__ is _Null:
+            ext((1, _dtype_code(v.dtype), 0))
+        else:
+            c = codes.get(v.dtype)
+            ext((1, c if c is not None else _dtype_code(v.dtype), v.data_ptr()))
+    st.pack_into(view, 0, *flat)
+
+
 class Kernel:
     """A loaded spec. Owned by its Runtime; valid while the Runtime is open."""
 
@@ -131,11 +160,10 @@ class Kernel:
         # param (kind, dtype, then the value's 8 bytes).
         self._ptrs = tuple(i for i, k in enumerate(self._kinds) if k == _capi.KT_ARG_PTR)
         self._tls = threading.local()
-        import struct
-        fmt = {_capi.KT_ARG_PTR: "iiQ", _capi.KT_ARG_I32: "iii4x", _capi.KT_ARG_I64: "iiq", _capi.KT_ARG_F32: "iif4x"}
-        self._struct = struct.Struct("=" + "".join(fmt[k] for k in self._kinds))
+        self._struct = arg_struct(self._kinds)
         self._launch = L.kt_launch
         self._launch_config = L.kt_launch_config
+        self._fast_tried = False
 
     def _args(self, values):
         if len(values) != self._n:
@@ -146,20 +174,7 @@ class Kernel:
         if arr is None:
             arr = tls.arr = (_capi.Arg * self._n)()
             tls.view = memoryview(arr).cast("B")
-        flat = []
-        ext = flat.extend
-        codes = _torch_codes()
-        for kind, v in zip(self._kinds, values):
-            if kind != 1:
-                ext((kind, 0, v))
-            elif v is None:
-                ext((1, 0, 0))
-            elif v.__class__ is _Null:
-                ext((1, _dtype_code(v.dtype), 0))
-            else:
-                c = codes.get(v.dtype)
-                ext((1, c if c is not None else _dtype_code(v.dtype), v.data_ptr()))
-        self._struct.pack_into(tls.view, 0, *flat)
+        pack_args(self._struct, tls.view, self._kinds, values, _torch_codes())
         return arr
 
     def launch(self, values, stream=None, config=None):
@@ -167,6 +182,11 @@ class Kernel:
         None / ktune.null(dtype) for optional pointers), ints, floats.
         stream: a CUDA stream handle (int) or None for torch's current
         stream on the runtime's device. Never synchronizes."""
+        self._slow_launch(values, stream, config)
+        if not self._fast_tried:
+            self._install_fastcall()
+
+    def _slow_launch(self, values, stream, config):
         arr = self._args(values)
         if stream is None:
             stream = self._rt._current_stream()
@@ -176,6 +196,22 @@ class Kernel:
             st = self._launch_config(self._h, stream, arr, self._n, config.encode())
         if st:
             self._rt._raise(st)
+
+    def _install_fastcall(self):
+        """After a first launch that worked: later ones through ktune._fastcall
+        (the same packing and call in C), where it was built."""
+        self._fast_tried = True
+        fc = _capi.fastcall()
+        if fc is None or self._n > fc.MAX_PARAMS or "torch" not in sys.modules:
+            return
+        try:
+            addr = ctypes.cast(self._launch, ctypes.c_void_p).value
+            h = self._h.value if isinstance(self._h, ctypes.c_void_p) else self._h
+            launcher = fc.Launcher(addr, h, bytes(self._kinds), _torch_codes(), _Null, _dtype_code,
+                                   self._rt._stream_callable(), self._rt._raise, self._slow_launch)
+        except Exception:  # noqa: BLE001 -- the ctypes path stays
+            return
+        self.launch = launcher.launch
 
     def config_for(self, values):
         """The config a launch with these values would use (may tune)."""
@@ -231,14 +267,20 @@ class Runtime:
         self._lock = threading.Lock()
         self._stream_fn = None
 
-    def _current_stream(self):
+    def _stream_callable(self):
+        """() -> torch's current stream on this device, as an int."""
         f = self._stream_fn
         if f is None:
+            import functools
             import torch
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             dev = self.device
-            f = self._stream_fn = (lambda: raw(dev)) if raw else (lambda: torch.cuda.current_stream(dev).cuda_stream)
-        return f()
+            f = self._stream_fn = (functools.partial(raw, dev) if raw else
+                                   (lambda: torch.cuda.current_stream(dev).cuda_stream))
+        return f
+
+    def _current_stream(self):
+        return self._stream_callable()()
 
     def _raise(self, st):
         L = lib()

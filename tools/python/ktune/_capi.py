@@ -115,14 +115,20 @@ def library_candidates():
     return places
 
 
+loaded_path = None  # the library _open_library loaded
+
+
 def _open_library():
+    global loaded_path
     tried = []
     for place, path in library_candidates():
         if os.sep in path and not os.path.exists(path):
             tried.append("%s (%s: no such file)" % (place, path))
             continue
         try:
-            return ctypes.CDLL(path)
+            lib = ctypes.CDLL(path)
+            loaded_path = path
+            return lib
         except OSError as e:
             tried.append("%s (%s: %s)" % (place, path, e))
     raise OSError("libktune not found; tried: " + "; ".join(tried) +
@@ -158,3 +164,30 @@ def load():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib
+
+
+@functools.lru_cache(maxsize=1)
+def fastcall():
+    """ktune._fastcall (the launch path in C), or None: where it was not
+    built, where $KTUNE_FASTCALL is 0, or where its kt_arg differs from
+    this file's. Looked for in the package, then beside the library."""
+    if os.environ.get("KTUNE_FASTCALL", "1") == "0":
+        return None
+    import importlib.machinery
+    import importlib.util
+    import sysconfig
+    name = "_fastcall" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+    dirs = [_here()] + ([os.path.dirname(os.path.abspath(loaded_path))] if loaded_path else [])
+    for d in dirs:
+        path = os.path.join(d, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            loader = importlib.machinery.ExtensionFileLoader("ktune._fastcall", path)
+            spec = importlib.util.spec_from_file_location("ktune._fastcall", path, loader=loader)
+            mod = importlib.util.module_from_spec(spec)
+            loader.exec_module(mod)
+        except ImportError:
+            continue
+        return mod if mod.ARG_SIZE == ctypes.sizeof(Arg) else None
+    return None
