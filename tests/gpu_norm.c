@@ -480,7 +480,7 @@ static void small_norm_pipelined(void) {
       {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0},
       {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0},
       {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 1},
-      {{9, 2048, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1},
       {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=64,ROWS=1,VEC=4,ITEMS=4,STAGES=2", 0, 1},
       {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 1},
   };
