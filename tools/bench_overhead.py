@@ -109,7 +109,8 @@ def host_costs(dev):
             ("layer_norm forward + backward, torch", wall_us(grad_th_ln, 2000))]
     if triton is not None:
         x1, w1 = x[:1], w
-        rows.append(("Triton @autotune RMSNorm kernel (cache hit)", wall_us(lambda: triton_rmsnorm(x1, w1, 1e-6))))
+        rows.append(("Triton @autotune RMSNorm kernel (cache hit, T = 1)",
+                     wall_us(lambda: triton_rmsnorm(x1, w1, 1e-6))))
     print("\nper-call host cost from Python, T=4 D=4096 bf16 (wall time per call over 5000 back-to-back calls, "
           "2000 with backward; median of 5 rounds, one synchronize a round)")
     print("| call | µs per call |")
