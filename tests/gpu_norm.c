@@ -23,7 +23,7 @@ typedef struct nbufs {
   int P;
   g_buf x, res, w, b, y, res_out, mean, rstd;
   g_buf dy, dres, dx, dw_part, db_part, dw, db;
-  g_buf bx, bmean, brstd; /* the backward's inputs: h rounded, fp32 mean and rstd */
+  g_buf bx, bmean, brstd; /* the backward's inputs: h rounded to dt, fp32 mean and rstd */
   double *h, *ry, *rmean, *rrstd, *rdx, *rdw, *rdb; /* reference */
 } nbufs;
 
@@ -39,9 +39,7 @@ static void nb_free(nbufs *n) {
 ** the host for each of a sweep's thousands of launches cost minutes. */
 static int nb_upload(nbufs *n) {
   const ncase *c = &n->c;
-  size_t N = (size_t)c->T * c->D, S = (size_t)c->T * c->G;
-  memcpy(n->bx.h, n->h, N * sizeof(double));
-  g_buf_round(&n->bx);
+  size_t S = (size_t)c->T * c->G;
   for (size_t s = 0; s < S; s++) n->bmean.h[s] = (float)n->rmean[s], n->brstd.h[s] = (float)n->rrstd[s];
   g_buf *in[] = {&n->x, &n->res, &n->w, &n->b, &n->dy, &n->dres, &n->bx, &n->bmean, &n->brstd};
   for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
@@ -82,11 +80,9 @@ static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
   if (!n->h || !n->ry || !n->rdx || !n->rmean || !n->rrstd || !n->rdw || !n->rdb) return -1;
   /* The backward sees the forward's stored h = x + res, rounded to dt. */
   for (size_t i = 0; i < N; i++) n->h[i] = n->x.h[i] + (c.res ? n->res.h[i] : 0);
-  double *hr = malloc(N * sizeof(double));
-  if (!hr) return -1;
-  memcpy(hr, n->h, N * sizeof(double));
-  g_store(c.dt, n->res_out.stage, hr, N);
-  for (size_t i = 0; i < N; i++) hr[i] = g_load(c.dt, n->res_out.stage, i);
+  memcpy(n->bx.h, n->h, N * sizeof(double));
+  g_buf_round(&n->bx);
+  const double *hr = n->bx.h;
   for (size_t s = 0; s < S; s++) {
     const double *v = n->h + s * L, *vb = hr + s * L;
     size_t wb = (s % (size_t)c.G) * L;
@@ -133,7 +129,6 @@ static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
       }
     }
   }
-  free(hr);
   return nb_upload(n);
 }
 

@@ -82,6 +82,13 @@ int t_sh(char *out, size_t n, const char *fmt, ...) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+const char *t_last_line(const char *out) {
+  size_t n = strlen(out);
+  size_t i = n && out[n - 1] == '\n' ? n - 1 : n;
+  while (i && out[i - 1] != '\n') i--;
+  return out + i;
+}
+
 const char *t_tmpdir(void) {
   static char path[512];
   const char *base = getenv("TMPDIR");

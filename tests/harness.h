@@ -20,6 +20,8 @@ int t_run(const kt_test *const *suites, const char *filter);
 /* Run a shell command; its stdout and stderr together go to out. Returns
 ** the exit status, or -1 when it could not run. */
 int t_sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The last line of out, its newline included (a script's summary line). */
+const char *t_last_line(const char *out);
 /* A fresh empty directory under $TMPDIR; the path is static storage. */
 const char *t_tmpdir(void);
 /* One integer from an SQLite query on the file at path (-999 when none),

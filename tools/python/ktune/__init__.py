@@ -206,8 +206,7 @@ class Kernel:
             return
         try:
             addr = ctypes.cast(self._launch, ctypes.c_void_p).value
-            h = self._h.value if isinstance(self._h, ctypes.c_void_p) else self._h
-            launcher = fc.Launcher(addr, h, bytes(self._kinds), _torch_codes(), _Null, _dtype_code,
+            launcher = fc.Launcher(addr, self._h.value, bytes(self._kinds), _torch_codes(), _Null, _dtype_code,
                                    self._rt._stream_callable(), self._rt._raise, self._slow_launch)
         except Exception:  # noqa: BLE001 -- the ctypes path stays
             return

@@ -20,39 +20,35 @@
 
 typedef kt_status (*launch_fn)(kt_kernel *, kt_stream, const kt_arg *, int);
 
+/* The Python objects a Launcher holds. */
+enum {
+  O_CODES,      /* dict: dtype object -> kt_dtype code */
+  O_NULL_TYPE,  /* ktune._Null: a null pointer that names a dtype */
+  O_DTYPE_CODE, /* dtype -> code for dtypes missing from codes (raises) */
+  O_STREAM,     /* () -> the current stream's handle */
+  O_ON_ERROR,   /* status -> raises the runtime's error */
+  O_SLOW,       /* (values, stream, config) -> the ctypes path */
+  O_COUNT
+};
+
 typedef struct {
   PyObject_HEAD
   launch_fn launch;
   kt_kernel *kernel;
   int n;
   unsigned char kinds[FC_MAXP];
-  PyObject *codes;      /* dict: dtype object -> kt_dtype code */
-  PyObject *null_type;  /* ktune._Null: a null pointer that names a dtype */
-  PyObject *dtype_code; /* dtype -> code for dtypes missing from codes (raises) */
-  PyObject *stream;     /* () -> the current stream's handle */
-  PyObject *on_error;   /* status -> raises the runtime's error */
-  PyObject *slow;       /* (values, stream, config) -> the ctypes path */
+  PyObject *obj[O_COUNT]; /* owned references, in the constructor's order */
 } Launcher;
 
 static PyObject *s_dtype, *s_data_ptr;
 
 static int fc_traverse(Launcher *self, visitproc visit, void *arg) {
-  Py_VISIT(self->codes);
-  Py_VISIT(self->null_type);
-  Py_VISIT(self->dtype_code);
-  Py_VISIT(self->stream);
-  Py_VISIT(self->on_error);
-  Py_VISIT(self->slow);
+  for (int i = 0; i < O_COUNT; i++) Py_VISIT(self->obj[i]);
   return 0;
 }
 
 static int fc_clear(Launcher *self) {
-  Py_CLEAR(self->codes);
-  Py_CLEAR(self->null_type);
-  Py_CLEAR(self->dtype_code);
-  Py_CLEAR(self->stream);
-  Py_CLEAR(self->on_error);
-  Py_CLEAR(self->slow);
+  for (int i = 0; i < O_COUNT; i++) Py_CLEAR(self->obj[i]);
   return 0;
 }
 
@@ -68,13 +64,13 @@ static int fc_init(Launcher *self, PyObject *args, PyObject *kw) {
   unsigned long long launch, kernel;
   const char *kinds;
   Py_ssize_t n;
-  PyObject *codes, *null_type, *dtype_code, *stream, *on_error, *slow;
+  PyObject *o[O_COUNT];
   if (kw && PyDict_Size(kw)) {
     PyErr_SetString(PyExc_TypeError, "Launcher takes no keyword arguments");
     return -1;
   }
-  if (!PyArg_ParseTuple(args, "KKy#O!OOOOO", &launch, &kernel, &kinds, &n, &PyDict_Type, &codes, &null_type,
-                        &dtype_code, &stream, &on_error, &slow))
+  if (!PyArg_ParseTuple(args, "KKy#O!OOOOO", &launch, &kernel, &kinds, &n, &PyDict_Type, &o[O_CODES],
+                        &o[O_NULL_TYPE], &o[O_DTYPE_CODE], &o[O_STREAM], &o[O_ON_ERROR], &o[O_SLOW]))
     return -1;
   if (!launch || !kernel || n > FC_MAXP) {
     PyErr_Format(PyExc_ValueError, "Launcher: a null address or %zd params (at most %d)", n, FC_MAXP);
@@ -90,12 +86,9 @@ static int fc_init(Launcher *self, PyObject *args, PyObject *kw) {
   self->kernel = (kt_kernel *)(uintptr_t)kernel;
   self->n = (int)n;
   memcpy(self->kinds, kinds, (size_t)n);
-  PyObject **slots[] = {&self->codes, &self->null_type, &self->dtype_code,
-                        &self->stream, &self->on_error, &self->slow};
-  PyObject *vals[] = {codes, null_type, dtype_code, stream, on_error, slow};
-  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
-    Py_INCREF(vals[i]);
-    *slots[i] = vals[i];
+  for (int i = 0; i < O_COUNT; i++) {
+    Py_INCREF(o[i]);
+    self->obj[i] = o[i];
   }
   return 0;
 }
@@ -105,11 +98,11 @@ static int fc_init(Launcher *self, PyObject *args, PyObject *kw) {
 static int dtype_of(Launcher *self, PyObject *v, int *code) {
   PyObject *dt = PyObject_GetAttr(v, s_dtype);
   if (!dt) return -1;
-  PyObject *c = PyDict_GetItemWithError(self->codes, dt); /* borrowed */
+  PyObject *c = PyDict_GetItemWithError(self->obj[O_CODES], dt); /* borrowed */
   long r = -1;
   if (c) {
     r = PyLong_AsLong(c);
-  } else if (!PyErr_Occurred() && (c = PyObject_CallOneArg(self->dtype_code, dt))) {
+  } else if (!PyErr_Occurred() && (c = PyObject_CallOneArg(self->obj[O_DTYPE_CODE], dt))) {
     r = PyLong_AsLong(c);
     Py_DECREF(c);
   }
@@ -127,7 +120,7 @@ static int pack_ptr(Launcher *self, PyObject *v, kt_arg *a) {
   int code;
   if (dtype_of(self, v, &code)) return -1;
   a->dtype = (kt_dtype)code;
-  if (Py_TYPE(v) == (PyTypeObject *)self->null_type) return 0;
+  if (Py_TYPE(v) == (PyTypeObject *)self->obj[O_NULL_TYPE]) return 0;
   PyObject *p = PyObject_CallMethodNoArgs(v, s_data_ptr);
   if (!p) return -1;
   a->v.ptr = PyLong_AsUnsignedLongLong(p);
@@ -218,11 +211,11 @@ static PyObject *fc_launch(Launcher *self, PyObject *const *args, Py_ssize_t nar
   ** says so in the package's words). */
   if (config != Py_None || PyObject_Length(values) != self->n) {
     PyErr_Clear();
-    return PyObject_CallFunctionObjArgs(self->slow, values, stream, config, NULL);
+    return PyObject_CallFunctionObjArgs(self->obj[O_SLOW], values, stream, config, NULL);
   }
   kt_arg a[FC_MAXP];
   if (pack(self, values, a)) return NULL;
-  PyObject *s = stream == Py_None ? PyObject_CallNoArgs(self->stream) : (Py_INCREF(stream), stream);
+  PyObject *s = stream == Py_None ? PyObject_CallNoArgs(self->obj[O_STREAM]) : (Py_INCREF(stream), stream);
   if (!s) return NULL;
   unsigned long long h = PyLong_AsUnsignedLongLong(s);
   Py_DECREF(s);
@@ -234,7 +227,7 @@ static PyObject *fc_launch(Launcher *self, PyObject *const *args, Py_ssize_t nar
   if (!st) Py_RETURN_NONE;
   /* on_error raises the runtime's message as a KtuneError */
   PyObject *code = PyLong_FromLong((long)st);
-  PyObject *r = code ? PyObject_CallOneArg(self->on_error, code) : NULL;
+  PyObject *r = code ? PyObject_CallOneArg(self->obj[O_ON_ERROR], code) : NULL;
   Py_XDECREF(code);
   Py_XDECREF(r);
   if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "kt_launch failed with status %d", (int)st);
