@@ -1,4 +1,5 @@
 /* NVRTC compilation to cubin, which needs no GPU. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -122,43 +123,63 @@ static void compile_errors_carry_the_log(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
-/* Building many variants at once: several per NVRTC program, each then
-** found built with its own cubin (holding its function); a group with one
-** variant that does not compile is compiled again one by one, so only that
-** variant fails, with its own name. The cache gets every good cubin. */
-static void variants_build_in_groups(void) {
-  const char *dir = t_tmpdir();
-  char path[1024], out[256];
+/* The spec g (A in 1..4, B in 1..2; A=3 fails a static_assert) in a
+** fresh directory, a runtime without a device with its cache in db, and
+** g loaded; dir gets the directory. */
+static kt_kernel *g_spec(char *dir, size_t dirlen, char *db, size_t dblen, kt_runtime **rt) {
+  char path[1024];
+  snprintf(dir, dirlen, "%s", t_tmpdir());
   snprintf(path, sizeof path, "%s/g.cu", dir);
   FILE *f = fopen(path, "w");
-  ASSERT_TRUE(f);
+  if (!f) return NULL;
   fputs("template <int A, int B>\n__global__ void g(float *y) {\n  static_assert(A != 3, \"three\");\n"
         "  y[0] = A + B;\n}\n", f);
   fclose(f);
   snprintf(path, sizeof path, "%s/g.json", dir);
-  f = fopen(path, "w");
-  ASSERT_TRUE(f);
+  if (!(f = fopen(path, "w"))) return NULL;
   fputs("{\"name\": \"g\", \"source\": \"g.cu\", \"entry\": \"g\", \"template\": [\"A\", \"B\"],\n"
         " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", \"extent\": \"1\"}],\n"
         " \"config\": {\"A\": [1, 2, 3, 4], \"B\": [1, 2]}, \"default\": {\"A\": 1, \"B\": 1}, \"grid\": 1,"
         " \"block\": 32}\n", f);
   fclose(f);
-  char db[800];
-  snprintf(db, sizeof db, "%s/g.db", dir);
+  snprintf(db, dblen, "%s/g.db", dir);
   kt_options o;
   t_offline_options(&o);
   o.cache_path = db;
-  kt_runtime *rt;
-  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
   kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
-  kt__call calls[8];
+  if (kt_runtime_open(rt, &o) || kt_kernel_load(*rt, path, &k)) return NULL;
+  return k;
+}
+
+/* g loaded (g_spec), and calls[i] of it with A = vals[i] / 10 and
+** B = vals[i] % 10; NULL when the spec could not be loaded. */
+typedef struct gfix {
+  char dir[700], db[800];
+  kt_runtime *rt;
+} gfix;
+
+static kt_kernel *g_calls(gfix *f, const int *vals, int n, kt__call *calls) {
+  kt_kernel *k = g_spec(f->dir, sizeof f->dir, f->db, sizeof f->db, &f->rt);
   kt_arg a[] = {kt_arg_ptr(0x1000, KT_F32)};
-  for (int i = 0; i < 8; i++) {
-    int64_t cfg[2] = {1 + i / 2, 1 + i % 2};
-    ASSERT_STATUS(kt__call_bind(&k->p, a, 1, &calls[i]), KT_OK);
-    ASSERT_STATUS(kt__call_config(&k->p, &calls[i], cfg), KT_OK);
+  for (int i = 0; k && i < n; i++) {
+    int64_t cfg[2] = {vals[i] / 10, vals[i] % 10};
+    if (kt__call_bind(&k->p, a, 1, &calls[i]) || kt__call_config(&k->p, &calls[i], cfg)) return NULL;
   }
+  return k;
+}
+
+/* Building many variants at once: several per NVRTC program, each then
+** found built with its own cubin (holding its function); a group with one
+** variant that does not compile is compiled again one by one, so only that
+** variant fails, with its own name. The cache gets every good cubin. */
+static void variants_build_in_groups(void) {
+  static const int vals[8] = {11, 12, 21, 22, 31, 32, 41, 42};
+  gfix f = {.rt = NULL};
+  kt__call calls[8];
+  kt_kernel *k = g_calls(&f, vals, 8, calls);
+  kt_runtime *rt = f.rt;
+  char out[256];
+  ASSERT_TRUE(k);
   kt__variant_build_all(&k->p, calls, 8, 2); /* groups of 4 */
   kt_stats st = {.size = sizeof st};
   kt_runtime_stats(rt, &st);
@@ -181,8 +202,61 @@ static void variants_build_in_groups(void) {
     }
   }
   kt_runtime_close(rt);
-  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 6);
-  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+  ASSERT_EQ(t_db_int(f.db, "SELECT count(*) FROM binaries"), 6);
+  t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+}
+
+typedef struct skipper {
+  atomic_int asked;
+} skipper;
+
+static int skip_b2(void *user, int i) {
+  skipper *sk = user;
+  atomic_fetch_add(&sk->asked, 1);
+  return i % 2; /* the calls with B=2 */
+}
+
+/* A build in the background: each variant is claimed up front and asked
+** about (skip) just before it compiles; one given back is not compiled,
+** nobody waits for it, and the next thread that wants it builds it. */
+static void background_build_gives_back_what_skip_refuses(void) {
+  static const int vals[6] = {11, 12, 21, 22, 41, 42};
+  gfix f = {.rt = NULL};
+  kt__call calls[6];
+  kt_kernel *k = g_calls(&f, vals, 6, calls);
+  kt_runtime *rt = f.rt;
+  char out[256];
+  ASSERT_TRUE(k);
+  skipper sk;
+  atomic_init(&sk.asked, 0);
+  kt__buildopts o = {.lead = 1, .skip = skip_b2, .user = &sk};
+  kt__build *b = kt__variant_build_start(&k->p, calls, 6, 2, &o);
+  ASSERT_TRUE(b);
+  kt__variant_build_wait(b);
+  ASSERT_EQ(atomic_load(&sk.asked), 6);
+  kt_stats st = {.size = sizeof st};
+  kt_runtime_stats(rt, &st);
+  ASSERT_EQ(st.compiles, 3);
+  const void *cubin;
+  size_t size;
+  double ms;
+  for (int i = 0; i < 6; i++) {
+    ASSERT_EQ(kt__variant_settled(&k->p, &calls[i]), i % 2 == 0);
+    ASSERT_EQ(kt__variant_cubin(&k->p, &calls[i], &cubin, &size, &ms), i % 2 ? -1 : 0);
+  }
+  void *fn;
+  ASSERT_STATUS(kt__variant_info(&k->p, &calls[1], &fn, NULL), KT_OK);
+  ASSERT_EQ(kt__variant_settled(&k->p, &calls[1]), 1);
+  ASSERT_EQ(kt__variant_cubin(&k->p, &calls[1], &cubin, &size, &ms), 0);
+  /* A second build claims what is still unbuilt, and only that. */
+  o.skip = NULL;
+  kt__variant_build_wait(kt__variant_build_start(&k->p, calls, 6, 2, &o));
+  kt_runtime_stats(rt, &st);
+  ASSERT_EQ(st.compiles, 6);
+  for (int i = 0; i < 6; i++) ASSERT_EQ(kt__variant_settled(&k->p, &calls[i]), 1);
+  kt_runtime_close(rt);
+  ASSERT_EQ(t_db_int(f.db, "SELECT count(*) FROM binaries"), 6);
+  t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
 }
 
 /* The kernels that compare outputs on the device compile for sm_90, one
@@ -218,6 +292,8 @@ static void comparison_kernels_compile(void) {
 const kt_test t_compile_tests[] = {
     {"compile: the device comparison kernels compile", comparison_kernels_compile},
     {"compile: variants build in groups; a bad one fails alone", variants_build_in_groups},
+    {"compile: a background build gives back what skip refuses, built later on demand",
+     background_build_gives_back_what_skip_refuses},
     {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},

@@ -1,6 +1,7 @@
 #include "base/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -19,7 +20,11 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* The CPUs this process may run on (taskset, a container's cpuset), not
+** every CPU of the machine: more compiling threads than that only queue. */
 int kt__ncpus(void) {
+  cpu_set_t set;
+  if (!sched_getaffinity(0, sizeof set, &set) && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
 }

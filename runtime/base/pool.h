@@ -6,7 +6,7 @@
 
 void kt__parallel_for(int n, int nthreads, void (*fn)(void *user, int i),
                       void *user);
-/* Online CPUs, at least 1. */
+/* The CPUs this process may run on, at least 1. */
 int kt__ncpus(void);
 
 #endif

@@ -17,7 +17,9 @@
 #include "device/nvrtc.h"
 #include "device/variant.h"
 
-enum { V_COMPILING = 0, V_READY = 1, V_FAILED = 2 };
+/* UNBUILT: a background build claimed the variant and then skipped it
+** (kt__variant_build_start); the next thread that wants it builds it. */
+enum { V_COMPILING = 0, V_READY = 1, V_FAILED = 2, V_UNBUILT = 3 };
 
 typedef struct kt__variant {
   uint64_t hash;
@@ -218,6 +220,7 @@ static kt_status load_module(kt__prog *p, kt__variant *v, const char *lowered, c
 typedef struct pending {
   kt__variant *v;
   const kt__call *c;
+  int at;                 /* its index in the calls given to build */
   char expr[1024], vname[512], hash[17];
 } pending;
 
@@ -273,14 +276,17 @@ static kt_status build(kt__prog *p, const kt__call *c, kt__variant *v, char *err
 
 kt_status kt__variant_get(kt__prog *p, const kt__call *c, void **fn) { return kt__variant_info(p, c, fn, NULL); }
 
-/* The table's entry for vals, made (state compiling) when absent; *mine
-** says whether this thread made it and so must build it. */
+/* The table's entry for vals, made (state compiling) when absent or
+** unbuilt; *mine says whether this thread did so and must build it. */
 static kt__variant *entry_for(kt__prog *p, uint64_t h, const int64_t *vals, int *mine) {
   kt__vtable *vt = &p->vt;
   *mine = 0;
   pthread_mutex_lock(&vt->lock);
   kt__variant *v = find(vt, h, vals);
-  if (!v && (v = kt__calloc(1, sizeof *v))) {
+  if (v && atomic_load(&v->state) == V_UNBUILT) {
+    atomic_store(&v->state, V_COMPILING);
+    *mine = 1;
+  } else if (!v && (v = kt__calloc(1, sizeof *v))) {
     v->hash = h;
     memcpy(v->vals, vals, sizeof v->vals);
     if (kt__lfmap_insert(&vt->map, v)) {
@@ -294,7 +300,6 @@ static kt__variant *entry_for(kt__prog *p, uint64_t h, const int64_t *vals, int 
   return v;
 }
 
-/* Build v (this thread made its entry) and wake the threads waiting for it. */
 /* v's result (st, err) for every thread that waits for it. */
 static void publish(kt__prog *p, kt__variant *v, kt_status st, const char *err) {
   pthread_mutex_lock(&p->vt.lock);
@@ -311,10 +316,21 @@ static void build_and_publish(kt__prog *p, const kt__call *c, kt__variant *v) {
   publish(p, v, st, err);
 }
 
-static void wait_built(kt__vtable *vt, kt__variant *v) {
+/* A claimed variant given back unbuilt: whoever wants it next builds it. */
+static void unclaim(kt__prog *p, kt__variant *v) {
+  pthread_mutex_lock(&p->vt.lock);
+  atomic_store_explicit(&v->state, V_UNBUILT, memory_order_release);
+  pthread_cond_broadcast(&p->vt.done);
+  pthread_mutex_unlock(&p->vt.lock);
+}
+
+/* Wait while v is being built; its state then. */
+static int wait_built(kt__vtable *vt, kt__variant *v) {
   pthread_mutex_lock(&vt->lock);
   while (atomic_load(&v->state) == V_COMPILING) pthread_cond_wait(&vt->done, &vt->lock);
+  int state = atomic_load(&v->state);
   pthread_mutex_unlock(&vt->lock);
+  return state;
 }
 
 static uint64_t vals_hash(const kt__prog *p, const int64_t *vals) {
@@ -326,12 +342,11 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
   kt__variant_vals(p, c, vals);
   uint64_t h = vals_hash(p, vals);
   kt__variant *v = find(&p->vt, h, vals);
-  if (!v || atomic_load_explicit(&v->state, memory_order_acquire) != V_READY) {
-    int mine = 0;
-    if (!v && !(v = entry_for(p, h, vals, &mine)))
-      return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
+  /* A variant given back unbuilt while this thread waited is built here. */
+  for (int mine = 0; !v || atomic_load_explicit(&v->state, memory_order_acquire) != V_READY;) {
+    if (!(v = entry_for(p, h, vals, &mine))) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
     if (mine) build_and_publish(p, c, v);
-    else wait_built(&p->vt, v);
+    if (mine || wait_built(&p->vt, v) != V_UNBUILT) break;
   }
   if (v->status) {
     char name[512];
@@ -343,6 +358,13 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
   return KT_OK;
 }
 
+int kt__variant_settled(kt__prog *p, const kt__call *c) {
+  int64_t vals[KT_MAX_TARGS];
+  kt__variant_vals(p, c, vals);
+  kt__variant *v = find(&p->vt, vals_hash(p, vals), vals);
+  return v && wait_built(&p->vt, v) != V_UNBUILT;
+}
+
 int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms) {
   int64_t vals[KT_MAX_TARGS];
   kt__variant_vals(p, c, vals);
@@ -350,7 +372,8 @@ int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, 
   *cubin = NULL;
   *size = 0;
   *ms = 0;
-  if (!v || atomic_load_explicit(&v->state, memory_order_acquire) == V_COMPILING) return -1;
+  int state = v ? atomic_load_explicit(&v->state, memory_order_acquire) : V_UNBUILT;
+  if (state == V_COMPILING || state == V_UNBUILT) return -1;
   *ms = v->compile_ms;
   if (v->status) return -1;
   *cubin = v->cubin;
@@ -401,34 +424,55 @@ kt_status kt__variant_adopt(kt__prog *p, const kt__call *c, const void *cubin, s
   int mine = 0;
   kt__variant_vals(p, c, vals);
   uint64_t h = vals_hash(p, vals);
-  if (find(&p->vt, h, vals)) return KT_OK;
-  kt__variant *v = entry_for(p, h, vals, &mine);
+  kt__variant *v = find(&p->vt, h, vals);
+  if (v && atomic_load(&v->state) != V_UNBUILT) return KT_OK;
+  v = entry_for(p, h, vals, &mine);
   if (!v) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
   if (mine) adopt(p, c, v, cubin, size, lowered);
   return KT_OK;
 }
 
-/* Building many at once (kt__variant_build_all): the variants this thread
-** claims, those the cache has loaded at once, the rest compiled a group
-** per NVRTC program. */
-typedef struct batch {
+/* Building many at once (kt__variant_build_all and _start): the variants
+** claimed, those the cache has loaded at once, the rest compiled a group
+** per NVRTC program; a group is formed when a thread takes it, and skip
+** may then give a variant back unbuilt. */
+struct kt__build {
   kt__prog *p;
+  kt__call *calls;        /* a copy: the build may outlive the caller's array */
   pending *w;
-  int n, group;
-} batch;
+  int n, m, group, lead, threads;
+  atomic_int next;        /* the next pending variant to take */
+  kt__skip_fn skip;
+  void *user;
+  pthread_t thread;
+  int started;
+};
+
+/* The next group of up to b->group pending variants (one while the first
+** lead are taken), less those skip gives back; how many are in *out. */
+static int take_group(kt__build *b, pending **out) {
+  for (;;) {
+    int size = atomic_load(&b->next) < b->lead ? 1 : b->group;
+    int i = atomic_fetch_add(&b->next, size);
+    if (i >= b->m) return 0;
+    if (i + size > b->m) size = b->m - i;
+    int k = 0;
+    for (int j = i; j < i + size; j++) {
+      if (b->skip && b->skip(b->user, b->w[j].at)) unclaim(b->p, b->w[j].v);
+      else out[k++] = &b->w[j];
+    }
+    if (k) return k;
+  }
+}
 
 /* One NVRTC program for a group; a group that fails is compiled again one
 ** variant at a time, so that each error names its own variant. */
-static void compile_group(void *user, int gi) {
-  batch *b = user;
-  kt__prog *p = b->p;
-  pending *w = b->w + gi * b->group;
-  int n = b->n - gi * b->group < b->group ? b->n - gi * b->group : b->group;
+static void compile_group(kt__prog *p, pending **w, int n) {
   const char *exprs[KT__GROUP_MAX];
   char *lowered[KT__GROUP_MAX], err[KT_ERRMAX], prog[300];
   void *cubin = NULL;
   size_t size = 0;
-  for (int i = 0; i < n; i++) exprs[i] = w[i].expr;
+  for (int i = 0; i < n; i++) exprs[i] = w[i]->expr;
   snprintf(prog, sizeof prog, "%s.cu", p->spec->name);
   double t0 = kt__now_ms();
   kt_status st = n > 1 ? kt__nvrtc_compile_many(p->spec->source, prog, exprs, n, p->opts, p->nopts, &cubin, &size,
@@ -436,10 +480,10 @@ static void compile_group(void *user, int gi) {
                        : KT_ERR_COMPILE;
   double ms = (kt__now_ms() - t0) / n;
   for (int i = 0; i < n; i++) {
-    kt__variant *v = w[i].v;
+    kt__variant *v = w[i]->v;
     if (st || !(v->cubin = kt__malloc(size))) {
       if (!st) kt__free(lowered[i]);
-      build_and_publish(p, w[i].c, v);
+      build_and_publish(p, w[i]->c, v);
       continue;
     }
     memcpy(v->cubin, cubin, size);
@@ -447,12 +491,20 @@ static void compile_group(void *user, int gi) {
     v->compile_ms = ms;
     atomic_fetch_add_explicit(&p->env->n.compiles, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->env->n.compile_us, (uint_fast64_t)(ms * 1000), memory_order_relaxed);
-    store_binary(p, w[i].hash, w[i].expr, lowered[i], v);
-    kt_status fs = finish(p, &w[i], lowered[i], err, sizeof err);
+    store_binary(p, w[i]->hash, w[i]->expr, lowered[i], v);
+    kt_status fs = finish(p, w[i], lowered[i], err, sizeof err);
     kt__free(lowered[i]);
     publish(p, v, fs, err);
   }
   kt__free(cubin);
+}
+
+/* A compiling thread: groups until none is left. */
+static void compile_groups(void *user, int ti) {
+  (void)ti;
+  kt__build *b = user;
+  pending *g[KT__GROUP_MAX];
+  for (int n; (n = take_group(b, g)) > 0;) compile_group(b->p, g, n);
 }
 
 /* Claim the variants of calls that nobody has made or is making; those
@@ -466,8 +518,9 @@ static int claim(kt__prog *p, const kt__call *calls, int n, pending *w) {
     uint64_t h = vals_hash(p, vals);
     int mine = 0;
     kt__variant *v = find(&p->vt, h, vals);
-    if (v || !(v = entry_for(p, h, vals, &mine)) || !mine) continue;
+    if ((v && atomic_load(&v->state) != V_UNBUILT) || !(v = entry_for(p, h, vals, &mine)) || !mine) continue;
     describe(p, &calls[i], v, &w[m]);
+    w[m].at = i;
     char *lowered = NULL, err[KT_ERRMAX];
     kt_status st = p->env->arch[0] ? from_cache(p, w[m].hash, w[m].vname, v, &lowered) : KT_ERR_INVALID;
     if (st == KT_ERR_NOT_FOUND) {
@@ -497,15 +550,54 @@ static int group_max(const kt__prog *p) {
   return 4;
 }
 
+static void *build_thread(void *user) {
+  kt__build *b = user;
+  kt__parallel_for(b->threads, b->threads, compile_groups, b);
+  return NULL;
+}
+
+/* The build's copy of calls, its claims, and its group size. */
+static kt__build *build_new(kt__prog *p, const kt__call *calls, int n, int threads, const kt__buildopts *o) {
+  kt__build *b = kt__calloc(1, sizeof *b);
+  size_t k = (size_t)(n ? n : 1);
+  if (!b || !(b->calls = kt__calloc(k, sizeof *b->calls)) || !(b->w = kt__calloc(k, sizeof *b->w))) {
+    if (b) kt__free(b->calls);
+    kt__free(b);
+    return NULL; /* each variant is built alone when first used */
+  }
+  memcpy(b->calls, calls, (size_t)n * sizeof *calls);
+  b->p = p;
+  b->n = n;
+  b->m = claim(p, b->calls, n, b->w);
+  b->threads = threads < 1 ? 1 : threads;
+  int group = (b->m + b->threads - 1) / b->threads, most = group_max(p);
+  b->group = group > most ? most : group < 1 ? 1 : group;
+  if (o) {
+    b->lead = o->lead;
+    b->skip = o->skip;
+    b->user = o->user;
+  }
+  atomic_init(&b->next, 0);
+  return b;
+}
+
+kt__build *kt__variant_build_start(kt__prog *p, const kt__call *calls, int n, int threads, const kt__buildopts *o) {
+  kt__build *b = build_new(p, calls, n, threads, o);
+  if (b && b->m && !pthread_create(&b->thread, NULL, build_thread, b)) b->started = 1;
+  else if (b && b->m) build_thread(b); /* no thread: built before returning */
+  return b;
+}
+
+void kt__variant_build_wait(kt__build *b) {
+  if (!b) return;
+  if (b->started) pthread_join(b->thread, NULL);
+  kt__free(b->w);
+  kt__free(b->calls);
+  kt__free(b);
+}
+
 void kt__variant_build_all(kt__prog *p, const kt__call *calls, int n, int threads) {
-  pending *w = kt__calloc((size_t)(n ? n : 1), sizeof *w);
-  if (!w) return; /* each variant is built alone when first used */
-  int m = claim(p, calls, n, w);
-  if (threads < 1) threads = 1;
-  int group = (m + threads - 1) / threads, most = group_max(p);
-  if (group > most) group = most;
-  if (group < 1) group = 1;
-  batch b = {p, w, m, group};
-  kt__parallel_for((m + group - 1) / group, threads, compile_group, &b);
-  kt__free(w);
+  kt__build *b = build_new(p, calls, n, threads, NULL);
+  if (b) build_thread(b);
+  kt__variant_build_wait(b);
 }

@@ -55,6 +55,31 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
 ** kt__variant_info then returns each at once, with its own error. */
 #define KT__GROUP_MAX 8
 void kt__variant_build_all(kt__prog *p, const kt__call *calls, int n, int threads);
+
+/* The same in the background, so that the caller can use each variant as
+** soon as it is built. The variants are claimed (and those the cache has
+** loaded) before kt__variant_build_start returns, so kt__variant_info on
+** one of them waits for this build instead of compiling it again. */
+typedef struct kt__build kt__build;
+/* Asked by a compiling thread just before it compiles calls[i]: nonzero
+** gives the variant back unbuilt (the next kt__variant_info builds it). */
+typedef int (*kt__skip_fn)(void *user, int i);
+typedef struct kt__buildopts {
+  int lead;               /* the first lead variants one per NVRTC program,
+                             so that the first is ready soonest */
+  kt__skip_fn skip;       /* or NULL */
+  void *user;             /* passed to skip */
+} kt__buildopts;
+/* o may be NULL. Returns NULL when out of memory (each variant is then
+** built when first used). Caller owns the build; end it with
+** kt__variant_build_wait(), which waits for every claimed variant to be
+** built or given back, then frees it (NULL is fine). */
+kt__build *kt__variant_build_start(kt__prog *p, const kt__call *calls, int n, int threads, const kt__buildopts *o);
+void kt__variant_build_wait(kt__build *b);
+/* Wait while c's variant is being built, without building it: 1 when it
+** is built (ready, or failed), 0 when nobody has built it (absent, or
+** given back unbuilt). */
+int kt__variant_settled(kt__prog *p, const kt__call *c);
 /* The template values of c, in the spec's order (KT_MAX_TARGS of them,
 ** zero past ntargs). */
 void kt__variant_vals(const kt__prog *p, const kt__call *c, int64_t *vals);
