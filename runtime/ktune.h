@@ -207,7 +207,8 @@ typedef enum kt_strategy {
   X(FAULT, 3, "fault")                 /* a device fault; quarantined */        \
   X(COMPILE_ERROR, 4, "compile_error") /* NVRTC refused it */                   \
   X(RESOURCES, 5, "resources")         /* does not fit the device */            \
-  X(TIMEOUT, 6, "timeout")             /* hung; quarantined */
+  X(TIMEOUT, 6, "timeout")             /* hung; quarantined */                  \
+  X(PRUNED, 7, "pruned")               /* not compiled: predicted to lose */
 
 typedef enum kt_trial_status {
 #define KT__TRIAL_ENUM(name, code, text) KT_TRIAL_##name = code,
@@ -246,7 +247,7 @@ typedef struct kt_candidate {
   const char *config;          /* canonical JSON: {"BLOCK":128,"VEC":8} */
   kt_trial_status status;
   int measured;                /* 1: measured by this call; 0: the result of an
-                                  earlier tuning, from the cache */
+                                  earlier tuning, from the cache, or pruned */
   int quarantined;             /* not run: it faulted or hung for this key */
   int stored;                  /* its result is in the cache (0: a rejection
                                   only this call's data caused, or no cache) */
@@ -377,6 +378,11 @@ typedef struct kt_options {
                              that the cache does not have, once per key per
                              process, for ktune tune --shapes; NULL:
                              $KTUNE_RECORD, else none. Copied */
+  int no_prune;           /* nonzero: a tuning compiles and measures every
+                             candidate; zero: a candidate is not compiled
+                             when a field value it has lost by 10% or more
+                             in the 6 or more candidates measured with it
+                             (docs/tuning.md, "Pruning") */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */

@@ -323,16 +323,107 @@ static void strategies(void) {
   }
 }
 
+/* One cold tuning of a key in a runtime of its own (no cache): the
+** winner, how many candidates were pruned and measured, and the seconds. */
+typedef struct coldpick {
+  char config[256];
+  int pruned, measured;
+  double secs;
+} coldpick;
+
+/* A runtime without a cache, the spec loaded, and inputs for the shape
+** (*in; NULL after printing why when any step fails). */
+static kt_runtime *open_inputs(const char *spec, const char *shape, int no_prune, kt_kernel **k, kt_inputs **in) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_cache = 1;
+  o.no_prune = no_prune;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt;
+  kt_arg a[64];
+  char err[512];
+  *in = NULL;
+  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, spec, k) || shape_args(*k, shape, a, err, sizeof err) ||
+      kt_inputs_make(*k, a, kt_kernel_nparams(*k), 7, in))
+    printf("bench: %s\n", kt_errmsg(rt));
+  return rt;
+}
+
+static void tune_cold(const char *spec, const char *shape, int no_prune, coldpick *r) {
+  memset(r, 0, sizeof *r);
+  kt_kernel *k;
+  kt_inputs *in;
+  kt_tune_report *rep = NULL;
+  kt_runtime *rt = open_inputs(spec, shape, no_prune, &k, &in);
+  double t0 = now_us();
+  if (in && !kt_kernel_tune(k, kt_inputs_args(in), kt_kernel_nparams(k), &rep)) {
+    r->secs = (now_us() - t0) / 1e6;
+    snprintf(r->config, sizeof r->config, "%s", rep->config);
+    for (int i = 0; i < rep->ncandidates; i++) {
+      r->pruned += rep->candidates[i].status == KT_TRIAL_PRUNED;
+      r->measured += rep->candidates[i].measured;
+    }
+  }
+  kt_tune_report_free(rep);
+  kt_inputs_free(in);
+  kt_runtime_close(rt);
+}
+
+/* Pruning against exhaustive: each key tuned cold with and without
+** pruning; both winners then timed by one runtime, so the figures compare. */
+static void prune_compare(void) {
+  static const struct { const char *spec, *shape; } keys[] = {
+      {"kernels_src/layernorm_fwd.json", "N=4096,D=3072,G=1,T=bf16,W=bf16,rms=1,b=null,mean=null,rstd=null,res=null,res_out=null"},
+      {"kernels_src/layernorm_fwd.json", "N=16384,D=4096,G=1,T=bf16,W=bf16,rms=0,mean=null,rstd=null,res=null,res_out=null"},
+      {"kernels_src/layernorm_fwd.json", "N=8192,D=1000,G=1,T=f16,W=f32,rms=0,res_out=null"},
+      {"kernels_src/layernorm_fwd.json", "N=2048,D=12288,G=1,T=bf16,W=bf16,rms=1,b=null,mean=null,res=null,res_out=null"},
+      {"kernels_src/layernorm_fwd.json", "N=4096,D=1024,G=1,T=f32,W=f32,rms=0,res=null,res_out=null"},
+      {"kernels_src/layernorm_bwd.json", "N=16384,D=1024,G=1,P=264,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null"},
+      {"kernels_src/layernorm_bwd.json", "N=4096,D=4096,G=1,P=264,T=bf16,W=bf16,rms=0,dres=null"},
+      {"kernels_src/masked_softmax.json", "N=8192,L=1000,T=bf16,bias=null"},
+      {"kernels_src/masked_softmax.json", "N=4096,L=4096,T=f16"},
+      {"kernels_src/rmsnorm.json", "N=4096,D=3072,T=bf16,res=null"},
+      {"kernels_src/permute_rows.json", "M=16384,N=16384,D=4096,T=bf16"},
+      {"kernels_src/chunk_state_fwd.json", "BH=32,N=16,C=64,DK=64,DV=64,T=bf16"},
+  };
+  printf("\npruning before compile against exhaustive (no cache; both winners re-timed by kt_kernel_time)\n");
+  printf("| kernel | shape | measured (pruned) / all | tuning s: pruned / all | winner pruned | winner all | µs pruned "
+         "| µs all | pruned vs all |\n| --- | --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    coldpick pr, all;
+    tune_cold(keys[i].spec, keys[i].shape, 0, &pr);
+    tune_cold(keys[i].spec, keys[i].shape, 1, &all);
+    kt_kernel *k;
+    kt_inputs *in;
+    double m1 = 0, m2 = 0, sp;
+    kt_runtime *rt = open_inputs(keys[i].spec, keys[i].shape, 0, &k, &in);
+    if (in && (kt_kernel_time(k, kt_inputs_args(in), kt_kernel_nparams(k), pr.config, &m1, &sp) ||
+               kt_kernel_time(k, kt_inputs_args(in), kt_kernel_nparams(k), all.config, &m2, &sp)))
+      printf("bench: %s\n", kt_errmsg(rt));
+    const char *name = strrchr(keys[i].spec, '/') + 1;
+    printf("| %.*s | %s | %d (%d) / %d | %.2f / %.2f | %s | %s | %.2f | %.2f | %+.1f%% |\n", (int)(strlen(name) - 5),
+           name, keys[i].shape, pr.measured, pr.pruned, all.measured, pr.secs, all.secs, pr.config, all.config, m1,
+           m2, m2 > 0 ? 100 * (m1 - m2) / m2 : 0.0);
+    kt_inputs_free(in);
+    kt_runtime_close(rt);
+  }
+}
+
 void bench_async(const char *self);
 int bench_async_child(const char *cache);
 
 int main(int argc, char **argv) {
+  /* NVRTC keeps compiled programs in the driver's compute cache, across
+  ** processes: a tuning that compiles what an earlier run compiled takes
+  ** about half as long. Cold figures are measured without it. */
+  setenv("CUDA_CACHE_DISABLE", "1", 1);
   if (argc > 1 && !strcmp(argv[1], "--warm")) return warm_child();
-  /* One section by name: ktune-bench async | strategies. */
+  /* One section by name: ktune-bench async | strategies | cold | prune. */
   if (argc > 2 && !strcmp(argv[1], "--first-call")) return bench_async_child(argv[2]);
   if (argc > 1 && !strcmp(argv[1], "async")) return bench_async(argv[0]), 0;
   if (argc > 1 && !strcmp(argv[1], "strategies")) return strategies(), 0;
   if (argc > 1 && !strcmp(argv[1], "cold")) return cold_norm(), 0;
+  if (argc > 1 && !strcmp(argv[1], "prune")) return prune_compare(), 0;
   kt_options o;
   kt_options_init(&o);
   kt_runtime *rt;
@@ -356,5 +447,6 @@ int main(int argc, char **argv) {
   kt_runtime_close(rt);
   bench_async(argv[0]);
   strategies();
+  prune_compare();
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "device/driver.h"
 #include "tune/compare.h"
 #include "tune/devcompare.h"
@@ -202,6 +203,73 @@ int fault_child(const char *cache) {
     for (int i = 0; i < 1000; i++) bad += h[i] != 2.0f * i;
   printf("status=%s bad=%d msg=%s\n", kt_status_name(st), bad, st ? kt_errmsg(rt) : "");
   return 0;
+}
+
+/* One cold tuning of a layernorm_fwd key (about 100 candidates) in a
+** fresh cache, pruned or not; the report, or NULL (*skipped when there is
+** no GPU). */
+static kt_tune_report *tune_norm(const char *cache, int no_prune, int *skipped) {
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache;
+  o.no_prune = no_prune;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = g_open_with(&o);
+  kt_kernel *k;
+  kt_tune_report *r = NULL;
+  if ((*skipped = !rt)) return NULL;
+  enum { N = 4096, D = 3072 };
+  uint64_t x = 0, y = 0, w = 0;
+  if (!kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k) && !kt_device_alloc(rt, (size_t)N * D * 2, &x) &&
+      !kt_device_alloc(rt, (size_t)N * D * 2, &y) && !kt_device_alloc(rt, D * 2, &w) &&
+      !kt_device_fill(rt, x, 0x3c, (size_t)N * D * 2) && !kt_device_fill(rt, w, 0x3c, D * 2)) {
+    kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                  kt_arg_ptr(w, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
+                  kt_arg_i32(N), kt_arg_i32(D), kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
+    if (kt_kernel_tune(k, a, 13, &r)) printf("    %s\n", kt_errmsg(rt));
+  }
+  kt_device_free(rt, x);
+  kt_device_free(rt, y);
+  kt_device_free(rt, w);
+  kt_runtime_close(rt);
+  return r;
+}
+
+/* Pruning before compile: a candidate is not compiled once a field value
+** of it has lost by 10% in 6 measured candidates. It is reported as
+** pruned (not measured, not stored, with the evidence), the trials table
+** holds only what was measured, and no_prune measures everything. One
+** variant per NVRTC program keeps the compiles close behind the trials. */
+static void pruned_candidates_are_reported_never_stored(void) {
+  setenv("KTUNE_COMPILE_GROUP", "1", 1);
+  const char *cache = fresh_cache();
+  int skipped;
+  kt_tune_report *r = tune_norm(cache, 0, &skipped);
+  unsetenv("KTUNE_COMPILE_GROUP");
+  if (skipped) return;
+  ASSERT_TRUE(r);
+  int pruned = 0, measured = 0;
+  for (int i = 0; i < r->ncandidates; i++) {
+    const kt_candidate *c = &r->candidates[i];
+    measured += c->measured;
+    if (c->status != KT_TRIAL_PRUNED) continue;
+    pruned++;
+    ASSERT_EQ(c->measured, 0);
+    ASSERT_EQ(c->stored, 0);
+    ASSERT_TRUE(c->median_us < 0);
+    ASSERT_CONTAINS(c->detail, "not compiled: the ");
+    ASSERT_CONTAINS(c->detail, " us at best, the best measured ");
+  }
+  printf("    %d of %d candidates pruned, %d measured\n", pruned, r->ncandidates, measured);
+  if (kt__ncpus() < 64) ASSERT_TRUE(pruned > 0); /* else every compile may start before a result */
+  ASSERT_EQ(pruned + measured, r->ncandidates);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials"), measured);
+  kt_tune_report_free(r);
+  const char *all = fresh_cache();
+  ASSERT_TRUE((r = tune_norm(all, 1, &skipped)));
+  for (int i = 0; i < r->ncandidates; i++) ASSERT_EQ(r->candidates[i].measured, 1);
+  ASSERT_EQ(t_db_int(all, "SELECT count(*) FROM trials"), r->ncandidates);
+  kt_tune_report_free(r);
 }
 
 /* A config with an illegal address: the process that meets it reports
@@ -587,6 +655,7 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
+    {"gpu tune: pruned candidates are reported, never compiled or stored", pruned_candidates_are_reported_never_stored},
     {"gpu tune: a faulting config is quarantined across processes", faulting_config_is_quarantined},
     {"gpu tune: no tuning while the stream is capturing", no_tuning_while_capturing},
     {"gpu tune: an early-launched kernel waits for the kernel before it", early_launch_waits_for_the_kernel_before},

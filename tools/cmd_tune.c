@@ -35,6 +35,8 @@ static const char help[] =
     "  --strategy NAME     exhaustive, random or local (default: exhaustive up to 256\n"
     "                      candidates, else random with a 10 s budget)\n"
     "  --budget S          stop starting trials of a key after S seconds\n"
+    "  --no-prune          compile and measure every candidate, also those whose\n"
+    "                      field values the measurements so far say lose\n"
     "  --cache PATH        the cache file (default: $KTUNE_CACHE, else the user cache)\n"
     "  --json              one JSON object per key on stdout, then a summary object\n"
     "  --plain             plain lines even on a terminal (no progress bar)\n"
@@ -149,7 +151,8 @@ static int parse_args(tune_run *r, targs *a, int argc, char **argv) {
                           {"json", 0, NULL, NULL, &r->o.json},     {"plain", 0, NULL, NULL, &r->o.plain},
                           {"trial-timeout", 0, &a->timeout, NULL, NULL}, {"budget", 0, &a->budget, NULL, NULL},
                           {"strategy", 0, &a->strategy, NULL, NULL},   {"devices", 0, &a->devices, NULL, NULL},
-                          {"cache", 0, &r->o.cache, NULL, NULL},   {0}};
+                          {"cache", 0, &r->o.cache, NULL, NULL},   {"no-prune", 0, NULL, NULL, &r->o.no_prune},
+                          {0}};
   cli_cmd c = {"tune", help, opts, &a->specs, 1, 256, "spec"};
   int rc = cli_parse(&c, argc, argv);
   if (rc) return rc;

@@ -129,6 +129,7 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
   opt.cache_path = o->cache;
   opt.progress = worker_progress;
   opt.retune = o->force;
+  opt.no_prune = o->no_prune;
   opt.strategy = o->strategy;
   opt.budget_s = o->budget;
   opt.mode = KT_MODE_TUNE;

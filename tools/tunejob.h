@@ -35,7 +35,7 @@ typedef struct topts {
   const char *specs[256];
   char names[256][64];   /* kernel names of specs */
   int nspecs;
-  int force, isolate, json, plain;
+  int force, isolate, json, plain, no_prune;
   double trial_timeout, budget;
   kt_strategy strategy;
   int devices[64], ndev; /* ndev -1: all */

@@ -22,6 +22,7 @@ int run_inprocess(tune_run *r) {
   o.progress = run_on_progress;
   o.progress_user = r;
   o.retune = r->o.force;
+  o.no_prune = r->o.no_prune;
   o.strategy = r->o.strategy;
   o.budget_s = r->o.budget;
   o.mode = KT_MODE_TUNE;

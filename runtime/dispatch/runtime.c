@@ -78,7 +78,9 @@ static void apply_options(kt_runtime *rt, const kt_options *o) {
   rt->stage_aliased = o->stage_aliased;
   rt->miss_runs_default = o->miss_runs_default;
   rt->no_pdl = o->no_pdl;
-  rt->tune = (kt__tuneopts){o->strategy, o->budget_s, o->retune, o->progress, o->progress_user, &rt->closing};
+  rt->tune = (kt__tuneopts){.strategy = o->strategy, .budget_s = o->budget_s, .retune = o->retune,
+                            .no_prune = o->no_prune, .progress = o->progress, .progress_user = o->progress_user,
+                            .cancel = &rt->closing};
   rt->async_copy_limit = o->async_copy_limit ? o->async_copy_limit : (size_t)512 << 20;
   if (o->coord.size > 1) rt->coord = o->coord;
   if (rt->coord.size > 1 && rt->coord.timeout_s == 0) rt->coord.timeout_s = 300;

@@ -23,6 +23,7 @@ typedef struct kt__cand {
   int remeasured;
   int unconfirmed;         /* rejected on the caller's data but not on the
                               tuner's own inputs: reported, never stored */
+  int pruned;              /* given back uncompiled by the build (skip) */
   kt_status compiled;
   kt__funcattrs attrs;
   double median, spread;   /* microseconds, when status is ok */

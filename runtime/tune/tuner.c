@@ -2,6 +2,7 @@
 ** the re-measure of the best few, and what is stored. */
 #include "tune/tuner.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,17 @@
 #define MAX_CANDIDATES 4096
 #define REMEASURE 3
 #define BURST 8 /* launches per repetition of a short kernel (kt__bench) */
+/* Pruning before compile: a candidate is not compiled when one of its
+** field values has been measured in at least PRUNE_MIN candidates and the
+** fastest of them is at least PRUNE_MARGIN times the fastest measured. */
+#define PRUNE_MIN 6
+#define PRUNE_MARGIN 1.10
+
+/* What the measurements so far say of one value of one config field. */
+typedef struct evidence {
+  int n;          /* candidates measured with it */
+  double best;    /* the fastest of them, microseconds */
+} evidence;
 
 struct kt__tuner {
   kt__prog *p;
@@ -39,6 +51,14 @@ struct kt__tuner {
   double best_us;         /* best median so far */
   double t_start, budget_ms;
   kt__tuneresult res;
+  kt__call ref;           /* the base call with the reference config */
+  /* Read by the compiling threads (skip), written by the tuning thread. */
+  pthread_mutex_t lock;
+  evidence *ev;           /* per field value, from ev_at[field] on */
+  int ev_at[KT_MAX_CFIELDS];
+  double ev_best;         /* the fastest measured */
+  int *order;             /* the batch being built: candidate of each call */
+  atomic_int stop;        /* nonzero: the batch's build compiles nothing more */
   char key[1024];
 };
 
@@ -107,12 +127,52 @@ static void retry_rejected(kt__tuner *t) {
             t->p->spec->name, t->key, again);
 }
 
+/* Room for the evidence of every field value, and for a batch's order;
+** 0, or -1 when out of memory (t->cand is the caller's to free). */
+static int evidence_init(kt__tuner *t, const kt__spec *s) {
+  int n = 0;
+  for (int f = 0; f < s->ncfields; f++) {
+    t->ev_at[f] = n;
+    n += s->cfields[f].n;
+  }
+  if (!(t->ev = kt__calloc((size_t)n + 1, sizeof *t->ev)) ||
+      !(t->order = kt__calloc(MAX_CANDIDATES + 1, sizeof *t->order)) || pthread_mutex_init(&t->lock, NULL)) {
+    kt__free(t->ev);
+    kt__free(t->order);
+    return -1;
+  }
+  atomic_init(&t->stop, 0);
+  return 0;
+}
+
+static evidence *evidence_of(kt__tuner *t, int f, int64_t v) {
+  const kt__cfield *cf = &t->p->spec->cfields[f];
+  for (int i = 0; i < cf->n; i++)
+    if (cf->values[i] == v) return &t->ev[t->ev_at[f] + i];
+  return NULL;
+}
+
+/* A candidate measured (now or by an earlier tuning) counts for each of
+** its field values. */
+static void evidence_note(kt__tuner *t, const kt__cand *cd) {
+  if (!kt__cand_ok(cd)) return;
+  pthread_mutex_lock(&t->lock);
+  for (int f = 0; f < t->p->spec->ncfields; f++) {
+    evidence *e = evidence_of(t, f, cd->cfg[f]);
+    if (!e) continue;
+    if (!e->n++ || cd->median < e->best) e->best = cd->median;
+  }
+  if (t->ev_best <= 0 || cd->median < t->ev_best) t->ev_best = cd->median;
+  pthread_mutex_unlock(&t->lock);
+}
+
 kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, const kt_arg *args, const char *key,
                         kt__tuner **out) {
   kt__env *env = p->env;
   *out = NULL;
   kt__tuner *t = kt__calloc(1, sizeof *t);
-  if (!t || !(t->cand = kt__calloc(MAX_CANDIDATES, sizeof *t->cand))) {
+  if (!t || !(t->cand = kt__calloc(MAX_CANDIDATES, sizeof *t->cand)) || evidence_init(t, p->spec)) {
+    if (t) kt__free(t->cand);
     kt__free(t);
     return kt__err(env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
   }
@@ -132,6 +192,7 @@ kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, c
                           sizeof err);
   }
   retry_rejected(t);
+  for (int i = 0; i < t->ncand; i++) evidence_note(t, &t->cand[i]);
   *out = t;
   return KT_OK;
 }
@@ -146,6 +207,9 @@ void kt__tuner_free(kt__tuner *t) {
   if (!t) return;
   kt__timer_free(t->timer);
   kt__scratch_free(&t->sc);
+  pthread_mutex_destroy(&t->lock);
+  kt__free(t->ev);
+  kt__free(t->order);
   kt__free(t->cand);
   kt__free(t);
 }
@@ -228,30 +292,83 @@ static int prune(kt__tuner *t, const int *idx, int n) {
   return pruned;
 }
 
-/* Compile the listed candidates in parallel, several per NVRTC program,
-** and refuse those the device cannot run; a candidate that spills is
-** refused once one that does not spill has been seen. */
-static void prepare(kt__tuner *t, const int *idx, int n) {
-  prune(t, idx, n);
-  kt__call *calls = kt__calloc((size_t)(n ? n : 1), sizeof *calls);
-  int m = 0;
-  for (int j = 0; calls && j < n; j++)
-    if (t->cand[idx[j]].status == KT__PENDING) calls[m++] = t->cand[idx[j]].c;
-  if (calls) kt__variant_build_all(t->p, calls, m, kt__ncpus());
-  kt__free(calls);
-  for (int j = 0; j < n; j++) {
-    kt__cand *cd = &t->cand[idx[j]];
-    if (cd->status != KT__PENDING) continue;
-    void *fn;
-    if ((cd->compiled = kt__variant_info(t->p, &cd->c, &fn, &cd->attrs)))
-      snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(t->env->id));
-    if (cd->compiled) cd->status = KT_TRIAL_COMPILE_ERROR;
-    else if (!fits(t, cd)) cd->status = KT_TRIAL_RESOURCES;
-    else if (!cd->attrs.local_bytes) t->spill_free++;
+/* Asked by a compiling thread just before it compiles the batch's call i:
+** whether to give it back uncompiled, because the batch is abandoned or
+** because one of the candidate's field values has lost by PRUNE_MARGIN in
+** at least PRUNE_MIN measured candidates (VEC=1 for a 16-bit type, say).
+** Sets the candidate's pruned and detail: the tuning thread reads them
+** only after the build has given the variant back. */
+static int skip(void *user, int i) {
+  kt__tuner *t = user;
+  if (atomic_load(&t->stop)) return 1;
+  if (t->o.no_prune || t->order[i] < 0) return 0;
+  kt__cand *cd = &t->cand[t->order[i]];
+  const kt__spec *s = t->p->spec;
+  pthread_mutex_lock(&t->lock);
+  for (int f = 0; f < s->ncfields && !cd->pruned; f++) {
+    const evidence *e = evidence_of(t, f, cd->cfg[f]);
+    if (!e || e->n < PRUNE_MIN || e->best < PRUNE_MARGIN * t->ev_best) continue;
+    cd->pruned = 1;
+    snprintf(cd->detail, sizeof cd->detail, "not compiled: the %d candidates measured with %s=%lld took %.2f us at "
+             "best, the best measured %.2f us", e->n, s->cfields[f].name, (long long)cd->cfg[f], e->best, t->ev_best);
   }
+  pthread_mutex_unlock(&t->lock);
+  return cd->pruned;
+}
+
+/* Start compiling the listed candidates in the background, in the order
+** they are tried, after ref (when given) alone: the tuning thread tries
+** each as soon as it is built. What cannot fit the device is refused
+** first. NULL when nothing is left to compile or out of memory. */
+static kt__build *build_start(kt__tuner *t, const int *idx, int n, const kt__call *ref) {
+  prune(t, idx, n);
+  kt__call *calls = kt__calloc((size_t)n + 1, sizeof *calls);
+  if (!calls) return NULL;
+  int m = 0;
+  if (ref) {
+    t->order[m] = -1;
+    calls[m++] = *ref;
+  }
+  for (int j = 0; j < n; j++) {
+    if (t->cand[idx[j]].status != KT__PENDING) continue;
+    t->order[m] = idx[j];
+    calls[m++] = t->cand[idx[j]].c;
+  }
+  atomic_store(&t->stop, 0);
+  kt__buildopts o = {.lead = ref ? 1 : 0, .skip = skip, .user = t};
+  kt__build *b = kt__variant_build_start(t->p, calls, m, kt__ncpus(), &o);
+  kt__free(calls);
+  return b;
+}
+
+/* A candidate once the build is done with it: pruned, refused (compile
+** error, too large, spills while one that does not spill exists), or
+** ready to try. */
+static void settle(kt__tuner *t, kt__cand *cd) {
+  void *fn;
+  if (!kt__variant_settled(t->p, &cd->c) && cd->pruned) {
+    cd->status = KT_TRIAL_PRUNED;
+    return;
+  }
+  if ((cd->compiled = kt__variant_info(t->p, &cd->c, &fn, &cd->attrs))) {
+    snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(t->env->id));
+    cd->status = KT_TRIAL_COMPILE_ERROR;
+  } else if (!fits(t, cd)) {
+    cd->status = KT_TRIAL_RESOURCES;
+  } else if (!cd->attrs.local_bytes) {
+    t->spill_free++;
+  } else if (t->spill_free) {
+    cd->status = KT_TRIAL_RESOURCES;
+    snprintf(cd->detail, sizeof cd->detail, "spills %d bytes per thread to local memory", cd->attrs.local_bytes);
+  }
+}
+
+/* A candidate that spills is refused once one that does not spill has
+** been seen, also when it was tried before that one was built. */
+static void refuse_spills(kt__tuner *t, const int *idx, int n) {
   for (int j = 0; j < n && t->spill_free; j++) {
     kt__cand *cd = &t->cand[idx[j]];
-    if (cd->status != KT__PENDING || !cd->attrs.local_bytes) continue;
+    if (!kt__cand_ok(cd) || cd->prior || !cd->attrs.local_bytes) continue;
     cd->status = KT_TRIAL_RESOURCES;
     snprintf(cd->detail, sizeof cd->detail, "spills %d bytes per thread to local memory", cd->attrs.local_bytes);
   }
@@ -336,27 +453,74 @@ static int over_budget(const kt__tuner *t) {
   return cancelled(t) || (t->budget_ms > 0 && kt__now_ms() - t->t_start > t->budget_ms);
 }
 
-/* Prepare and try the listed candidates, in order, while the budget lasts. */
-static kt_status try_list(kt__tuner *t, const int *idx, int n) {
-  prepare(t, idx, n);
-  for (int j = 0; j < n; j++) {
-    kt__cand *cd = &t->cand[idx[j]];
-    if (cd->status != KT__PENDING) continue;
-    if (over_budget(t)) return KT_OK;
-    kt_status st = trial(t, cd);
-    if (st) return st;
-  }
+/* The reference config on scratch: its outputs are what every candidate
+** must reproduce, and it must stay inside its buffers. */
+static kt_status reference_run(kt__tuner *t, kt_stream caller) {
+  const char *name = t->p->spec->name;
+  kt__call ref = t->ref;
+  kt_status st;
+  void *fn;
+  char what[1100], why[600];
+  int ok;
+  snprintf(what, sizeof what, "%s: tuning", t->key);
+  if ((st = kt__variant_get(t->p, &ref, &fn)) ||
+      (st = kt__scratch_make(&t->sc, t->p, &t->base, t->orig, caller, what)) || (st = kt__timer_new(t->p, &t->timer)))
+    return st;
+  if ((st = kt__scratch_run(&t->sc, &ref)) || (st = kt__scratch_keep_reference(&t->sc)))
+    return kt__err(t->env->id, st, "%s %s: the default config failed on scratch: %s", name, t->key, t->sc.err);
+  if ((st = kt__scratch_guards(&t->sc, &ok, why, sizeof why)))
+    return kt__err(t->env->id, st, "%s %s: tuning: %s", name, t->key, t->sc.err);
+  if (!ok) return kt__err(t->env->id, KT_ERR_CONSTRAINT, "%s %s: the default config %s", name, t->key, why);
+  /* Candidates are judged against the reference, so it must reproduce. */
+  if ((st = kt__scratch_run(&t->sc, &ref)) || (st = kt__scratch_compare(&t->sc, &ok, why, sizeof why)))
+    return kt__err(t->env->id, st, "%s %s: the default config failed on scratch: %s", name, t->key, t->sc.err);
+  if (!ok)
+    kt__log(&t->env->log, KT_LOG_WARN,
+            "%s %s: the default config gave different results in two runs on the same inputs (%s): nothing can be "
+            "judged against it, so nothing is tuned or stored; the default config is used",
+            name, t->key, why);
+  if (!ok) t->res.outcome = KT_TUNE_UNSTABLE;
   return KT_OK;
 }
 
-static kt_status search(kt__tuner *t, const kt__strategy *strat, const int64_t *reference) {
+/* Try the listed candidates in order as the build b delivers them, while
+** the budget lasts; then wait for b to end. */
+static kt_status try_list(kt__tuner *t, const int *idx, int n, kt__build *b) {
+  kt_status st = KT_OK;
+  for (int j = 0; j < n && !st; j++) {
+    kt__cand *cd = &t->cand[idx[j]];
+    if (cd->status != KT__PENDING) continue;
+    if (over_budget(t)) break;
+    settle(t, cd);
+    if (cd->status != KT__PENDING) continue;
+    if (!(st = trial(t, cd))) evidence_note(t, cd);
+  }
+  atomic_store(&t->stop, 1); /* what is left of the build is not needed */
+  kt__variant_build_wait(b);
+  refuse_spills(t, idx, n);
+  return st;
+}
+
+/* The reference on scratch, then the strategy's batches. The first
+** batch compiles while the reference runs, the reference's variant
+** first. */
+static kt_status search(kt__tuner *t, const kt__strategy *strat, kt_stream caller, const int64_t *reference) {
   int *idx = kt__calloc((size_t)t->ncand + 1, sizeof *idx);
   if (!idx) return kt__err(t->env->id, KT_ERR_NOMEM, "%s: out of memory", t->p->spec->name);
   kt__search s = {t->p->spec, t->cand, t->ncand, reference, XXH3_64bits(t->key, strlen(t->key)), 2 * kt__ncpus()};
   _Alignas(8) unsigned char state[KT__STRATEGY_STATE] = {0};
-  kt_status st = KT_OK;
-  int n;
-  while (!st && !over_budget(t) && (n = strat->next(&s, state, idx)) > 0) st = try_list(t, idx, n);
+  int n = strat->next(&s, state, idx);
+  kt__build *b = build_start(t, idx, n > 0 ? n : 0, &t->ref);
+  kt_status st = reference_run(t, caller);
+  t->t_start = kt__now_ms();
+  while (!st && t->res.outcome != KT_TUNE_UNSTABLE && n > 0) {
+    st = try_list(t, idx, n, b);
+    b = NULL;
+    n = st || over_budget(t) ? 0 : strat->next(&s, state, idx);
+    if (n > 0) b = build_start(t, idx, n, NULL);
+  }
+  atomic_store(&t->stop, 1);
+  kt__variant_build_wait(b);
   kt__free(idx);
   return st;
 }
@@ -389,7 +553,8 @@ static void pick(kt__tuner *t, const int64_t *reference) {
   const kt__spec *s = t->p->spec;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
-    if (cd->status == KT__PENDING || (cd->prior && !kt__cand_ok(cd))) continue;
+    y->pruned += cd->status == KT_TRIAL_PRUNED;
+    if (cd->status == KT__PENDING || cd->status == KT_TRIAL_PRUNED || (cd->prior && !kt__cand_ok(cd))) continue;
     y->tried++;
     y->measured += !cd->prior;
     y->unconfirmed += cd->unconfirmed;
@@ -413,36 +578,6 @@ static void store_winner(kt__tuner *t, const kt__cand *w, const kt__tuneresult *
   if (kt__store_put_config(t->env->store, &row, NULL, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
 }
 
-/* The reference config on scratch: its outputs are what every candidate
-** must reproduce, and it must stay inside its buffers. */
-static kt_status reference_run(kt__tuner *t, kt_stream caller, const int64_t *reference) {
-  const char *name = t->p->spec->name;
-  kt__call ref = t->base;
-  kt_status st;
-  void *fn;
-  char what[1100], why[600];
-  int ok;
-  snprintf(what, sizeof what, "%s: tuning", t->key);
-  if ((st = kt__call_config(t->p, &ref, reference)) || (st = kt__variant_get(t->p, &ref, &fn)) ||
-      (st = kt__scratch_make(&t->sc, t->p, &t->base, t->orig, caller, what)) || (st = kt__timer_new(t->p, &t->timer)))
-    return st;
-  if ((st = kt__scratch_run(&t->sc, &ref)) || (st = kt__scratch_keep_reference(&t->sc)))
-    return kt__err(t->env->id, st, "%s %s: the default config failed on scratch: %s", name, t->key, t->sc.err);
-  if ((st = kt__scratch_guards(&t->sc, &ok, why, sizeof why)))
-    return kt__err(t->env->id, st, "%s %s: tuning: %s", name, t->key, t->sc.err);
-  if (!ok) return kt__err(t->env->id, KT_ERR_CONSTRAINT, "%s %s: the default config %s", name, t->key, why);
-  /* Candidates are judged against the reference, so it must reproduce. */
-  if ((st = kt__scratch_run(&t->sc, &ref)) || (st = kt__scratch_compare(&t->sc, &ok, why, sizeof why)))
-    return kt__err(t->env->id, st, "%s %s: the default config failed on scratch: %s", name, t->key, t->sc.err);
-  if (!ok)
-    kt__log(&t->env->log, KT_LOG_WARN,
-            "%s %s: the default config gave different results in two runs on the same inputs (%s): nothing can be "
-            "judged against it, so nothing is tuned or stored; the default config is used",
-            name, t->key, why);
-  if (!ok) t->res.outcome = KT_TUNE_UNSTABLE;
-  return KT_OK;
-}
-
 kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference, int64_t *best) {
   const kt__spec *s = t->p->spec;
   kt_status st;
@@ -452,14 +587,13 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   if (!strat) return kt__err(t->env->id, KT_ERR_INVALID, "%s: strategy %d is unknown", s->name, (int)t->o.strategy);
   t->budget_ms = t->o.budget_s > 0 ? t->o.budget_s * 1000 : strat->default_budget_s * 1000.0;
   t->planned = pending;
-  if ((st = reference_run(t, caller, reference))) return st;
+  t->ref = t->base;
+  if ((st = kt__call_config(t->p, &t->ref, reference)) || (st = search(t, strat, caller, reference))) return st;
   if (t->res.outcome == KT_TUNE_UNSTABLE) {
     memcpy(best, reference, (size_t)s->ncfields * sizeof *best);
     return KT_OK;
   }
-  double t_ref = kt__now_ms();
-  t->t_start = t_ref;
-  if ((st = search(t, strat, reference))) return st;
+  double t_ref = t->t_start;
   if (cancelled(t)) return kt__err(t->env->id, KT_ERR_CANCELLED, "%s %s: tuning cancelled", s->name, t->key);
   double t_trials = kt__now_ms();
   remeasure(t);
@@ -473,10 +607,10 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   memcpy(best, w->cfg, (size_t)s->ncfields * sizeof *best);
   double t_end = kt__now_ms();
   kt__log(&t->env->log, KT_LOG_INFO,
-          "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected; %.0f ms: reference "
-          "%.0f, trials and their compiles %.0f, re-measure %.0f",
-          s->name, t->key, w->json, w->median, y->default_us, y->tried, y->measured, y->rejected, t_end - t0,
-          t_ref - t0, t_trials - t_ref, t_end - t_trials);
+          "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected, %d not compiled "
+          "(predicted to lose); %.0f ms: reference %.0f, trials and their compiles %.0f, re-measure %.0f",
+          s->name, t->key, w->json, w->median, y->default_us, y->tried, y->measured, y->rejected, y->pruned,
+          t_end - t0, t_ref - t0, t_trials - t_ref, t_end - t_trials);
   if (y->unconfirmed)
     kt__log(&t->env->log, KT_LOG_WARN,
             "%s %s: %d configs were rejected on this call's data but not on synthetic inputs: their rejections and "

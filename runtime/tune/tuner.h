@@ -15,6 +15,7 @@ typedef struct kt__tuneopts {
   kt_strategy strategy;
   double budget_s;           /* > 0: no trial starts after this many seconds */
   int retune;                /* measure again what the cache says was measured */
+  int no_prune;              /* compile and measure every candidate */
   kt_progress_fn progress;   /* after each trial, or NULL */
   void *progress_user;
   const atomic_int *cancel;  /* nonzero: stop before the next trial, store
@@ -28,6 +29,7 @@ typedef struct kt__tuneresult {
   kt_tune_outcome outcome; /* TUNED, TUNED_LOCAL, UNSTABLE or NO_VALID */
   int win;                 /* index of the winner among the candidates, or -1 */
   int tried, measured, rejected, unconfirmed;
+  int pruned;              /* not compiled: predicted to lose */
   double default_us;       /* the reference's median, -1 when not measured */
 } kt__tuneresult;
 
