@@ -440,7 +440,7 @@ struct kt__build {
   kt__prog *p;
   kt__call *calls;        /* a copy: the build may outlive the caller's array */
   pending *w;
-  int n, m, group, lead, threads;
+  int m, group, lead, threads; /* m: claimed, to compile */
   atomic_int next;        /* the next pending variant to take */
   kt__skip_fn skip;
   void *user;
@@ -550,9 +550,12 @@ static int group_max(const kt__prog *p) {
   return 4;
 }
 
+/* As many compiling threads as there are groups to take, at most b->threads. */
 static void *build_thread(void *user) {
   kt__build *b = user;
-  kt__parallel_for(b->threads, b->threads, compile_groups, b);
+  int lead = b->lead < b->m ? b->lead : b->m;
+  int groups = lead + (b->m - lead + b->group - 1) / b->group;
+  kt__parallel_for(groups, b->threads, compile_groups, b);
   return NULL;
 }
 
@@ -567,7 +570,6 @@ static kt__build *build_new(kt__prog *p, const kt__call *calls, int n, int threa
   }
   memcpy(b->calls, calls, (size_t)n * sizeof *calls);
   b->p = p;
-  b->n = n;
   b->m = claim(p, b->calls, n, b->w);
   b->threads = threads < 1 ? 1 : threads;
   int group = (b->m + b->threads - 1) / b->threads, most = group_max(p);
