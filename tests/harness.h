@@ -76,6 +76,15 @@ struct kt_runtime *t_open(const struct kt_options *o);
     }                                                                          \
   } while (0)
 
+/* A script's summary: the last line of out must be want (with its
+** newline); when it is not, all of out goes to stderr first. */
+#define ASSERT_LAST_LINE(out, want)                                            \
+  do {                                                                         \
+    const char *o_ = (out);                                                    \
+    if (strcmp(t_last_line(o_), (want))) fprintf(stderr, "%s", o_);            \
+    ASSERT_STR_EQ(t_last_line(o_), (want));                                    \
+  } while (0)
+
 #define ASSERT_CONTAINS(hay, needle)                                           \
   do {                                                                         \
     const char *h_ = (hay), *n_ = (needle);                                    \

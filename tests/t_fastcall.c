@@ -11,9 +11,7 @@ static void the_c_launch_path_packs_as_ctypes_does(void) {
   int rc = t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 "
                                  "tests/python/test_fastcall.py");
   if (strstr(out, "was not built here")) SKIP("ktune._fastcall was not built (no Python headers)");
-  const char *last = t_last_line(out);
-  if (strcmp(last, "5 passed, 0 failed, 0 skipped\n")) fprintf(stderr, "%s", out);
-  ASSERT_STR_EQ(last, "5 passed, 0 failed, 0 skipped\n");
+  ASSERT_LAST_LINE(out, "5 passed, 0 failed, 0 skipped\n");
   ASSERT_EQ(rc, 0);
 }
 

@@ -9,9 +9,7 @@ static void vmap_folds_the_batch_into_the_rows(void) {
   char out[8192];
   if (t_sh(out, sizeof out, "python3 -c 'import jax'")) SKIP("jax does not import here");
   int rc = t_sh(out, sizeof out, "JAX_PLATFORMS=cpu python3 tests/python/test_jax_fold.py");
-  const char *last = t_last_line(out);
-  if (strcmp(last, "6 passed, 0 failed, 0 skipped\n")) fprintf(stderr, "%s", out);
-  ASSERT_STR_EQ(last, "6 passed, 0 failed, 0 skipped\n");
+  ASSERT_LAST_LINE(out, "6 passed, 0 failed, 0 skipped\n");
   ASSERT_EQ(rc, 0);
 }
 
