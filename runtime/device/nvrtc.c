@@ -37,23 +37,19 @@ static atomic_int absent;
 
 void kt__nvrtc_absent(int on) { atomic_store(&absent, on); }
 
-kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen) {
+/* Load the first of names that opens (once per process); later calls
+** report the first outcome. */
+static kt_status load(const char *const *names, size_t k, const char *tried, char *err, size_t errlen) {
   if (atomic_load(&absent)) {
     snprintf(err, errlen, "cannot load NVRTC (made absent for a test)");
     return KT_ERR_NO_NVRTC;
   }
   pthread_mutex_lock(&lock);
   if (!loaded) {
-    char alt[1024];
-    snprintf(alt, sizeof alt, "%s/lib64/libnvrtc.so.13", cuda_home ? cuda_home : "/usr/local/cuda");
-    const char *names[] = {"libnvrtc.so.13", alt, "libnvrtc.so"};
     void *h = NULL;
-    for (size_t i = 0; i < 3 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < k && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-      snprintf(load_err, sizeof load_err,
-               "cannot load NVRTC (libnvrtc.so.13, also tried %s): install the "
-               "CUDA toolkit or set CUDA_HOME",
-               alt);
+      snprintf(load_err, sizeof load_err, "cannot load NVRTC (%s): install the CUDA toolkit or set CUDA_HOME", tried);
       loaded = -1;
     } else {
       loaded = 1;
@@ -72,6 +68,26 @@ kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen) {
   if (st) snprintf(err, errlen, "%s", load_err);
   pthread_mutex_unlock(&lock);
   return st;
+}
+
+kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen) {
+  char alt[1024], tried[1100];
+  snprintf(alt, sizeof alt, "%s/lib64/libnvrtc.so.13", cuda_home ? cuda_home : "/usr/local/cuda");
+  snprintf(tried, sizeof tried, "libnvrtc.so.13, also tried %s", alt);
+  const char *names[] = {"libnvrtc.so.13", alt, "libnvrtc.so"};
+  return load(names, 3, tried, err, errlen);
+}
+
+kt_status kt__nvrtc_load_file(const char *file, char *err, size_t errlen) {
+  return load(&file, 1, file, err, errlen);
+}
+
+int kt__nvrtc_file(char *out, size_t n) {
+  Dl_info info;
+  pthread_mutex_lock(&lock);
+  int ok = loaded == 1 && dladdr(*(void **)&nv.nvrtcVersion, &info) && info.dli_fname && info.dli_fname[0] == '/';
+  pthread_mutex_unlock(&lock);
+  return ok && snprintf(out, n, "%s", info.dli_fname) < (int)n ? 0 : -1;
 }
 
 int kt__nvrtc_version(void) { return version; }

@@ -12,6 +12,10 @@
 #define KT_NVRTC_ABI 13
 
 kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen);
+/* Load that very file (a helper process loads what its parent did). */
+kt_status kt__nvrtc_load_file(const char *file, char *err, size_t errlen);
+/* The path of the NVRTC loaded into out; -1 when none is, or it is unknown. */
+int kt__nvrtc_file(char *out, size_t n);
 /* Tests: act as if NVRTC were not installed (on != 0), as on a machine that
 ** serves only from the cache. */
 void kt__nvrtc_absent(int on);

@@ -11,8 +11,8 @@
 
 /* NVRTC options: fixed ones, then the spec's. All of them feed the variant
 ** seed, so a changed option never reuses a module, except the include
-** paths: they name a machine's directories, not what is compiled (the
-** headers' bytes are in the spec hash). */
+** paths (they name a machine's directories, not what is compiled: the
+** headers' bytes are in the spec hash) and --no-cache. */
 static kt_status program_options(kt__prog *p) {
   const kt__env *env = p->env;
   const kt__spec *s = p->spec;
@@ -22,9 +22,13 @@ static kt_status program_options(kt__prog *p) {
   snprintf(p->optbuf[0], sizeof p->optbuf[0], "--gpu-architecture=%s", env->arch);
   snprintf(p->optbuf[1], sizeof p->optbuf[1], "-I%s/include", env->cuda_home);
   snprintf(p->optbuf[2], sizeof p->optbuf[2], "-I%s", s->source_dir);
-  enum { PATHS = 2 };
+  enum { UNHASHED = 3 };
   p->opts[p->nopts++] = p->optbuf[1];
   p->opts[p->nopts++] = p->optbuf[2];
+  /* The cache keeps every cubin; NVRTC's own cache would keep a second
+  ** copy in the driver's, and start the driver in every process that
+  ** compiles (helpers included) to do so. It changes no output. */
+  p->opts[p->nopts++] = "--no-cache";
   p->opts[p->nopts++] = p->optbuf[0];
   p->opts[p->nopts++] = "-std=c++17";
   /* NVRTC keeps a precompiled form of the toolkit headers in the process:
@@ -36,7 +40,7 @@ static kt_status program_options(kt__prog *p) {
   if (!h) return kt__err(env->id, KT_ERR_NOMEM, "%s: out of memory", s->path);
   XXH3_64bits_reset(h);
   XXH3_64bits_update(h, &s->spec_hash, sizeof s->spec_hash);
-  for (int i = PATHS; i < p->nopts; i++) XXH3_64bits_update(h, p->opts[i], strlen(p->opts[i]) + 1);
+  for (int i = UNHASHED; i < p->nopts; i++) XXH3_64bits_update(h, p->opts[i], strlen(p->opts[i]) + 1);
   p->variant_seed = XXH3_64bits_digest(h);
   XXH3_freeState(h);
   return KT_OK;
