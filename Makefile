@@ -32,7 +32,10 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 # creep into tools/.
 LIB_INC := -Iruntime -I.
 PUBLIC_INC := -I$(B)/include
-LIB_SRC := $(wildcard runtime/*/*.c) $(wildcard cache/*.c)
+LIB_SRC := $(filter-out runtime/helper/%,$(wildcard runtime/*/*.c)) $(wildcard cache/*.c)
+# ktune-nvrtc, the helper process NVRTC runs in (runtime/device/rcompile.h);
+# the library looks for it beside itself.
+HELPER_SRC := runtime/helper/ktune_nvrtc.c
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 CLI_SRC := $(wildcard tools/*.c)
@@ -52,7 +55,7 @@ PY_INC := $(shell python3 -c 'import sysconfig; print(sysconfig.get_paths()["inc
 PY_EXT := $(shell python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or "")' 2>/dev/null)
 PY_FASTCALL := $(if $(and $(PY_EXT),$(wildcard $(PY_INC)/Python.h)),$(B)/_fastcall$(PY_EXT))
 
-all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune.pc $(PY_FASTCALL)
+all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune-nvrtc $(B)/ktune.pc $(PY_FASTCALL)
 
 $(B)/_fastcall$(PY_EXT): tools/python/ktune/_fastcall.c $(B)/include/ktune.h
 	$(CC) $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I$(PY_INC) $(PUBLIC_INC) \
@@ -88,6 +91,12 @@ $(B)/libktune.so: $(call OBJ,$(B),$(LIB_SRC))
 $(B)/ktune: $(call OBJ,$(B),$(CLI_SRC)) $(B)/libktune.a
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
+$(B)/ktune-nvrtc: $(call OBJ,$(B),$(HELPER_SRC)) $(B)/libktune.a
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(B)/asan/ktune-nvrtc: $(call OBJ,$(B)/asan,$(HELPER_SRC) $(LIB_SRC))
+	$(CC) $(SAN) $(LDFLAGS) $^ $(LIBS) -o $@
+
 $(B)/ktune-test: $(call OBJ,$(B),$(TEST_SRC)) $(B)/libktune.a
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
@@ -117,10 +126,10 @@ test: all test-plain test-asan
 # The conventional name of the same.
 check: test
 
-test-plain: $(B)/ktune-test $(B)/ktune
+test-plain: $(B)/ktune-test $(B)/ktune $(B)/ktune-nvrtc
 	KTUNE_BIN=$(B)/ktune $(B)/ktune-test
 
-test-asan: $(B)/asan/ktune-test $(B)/asan/ktune
+test-asan: $(B)/asan/ktune-test $(B)/asan/ktune $(B)/asan/ktune-nvrtc
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0:use_tls=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 KTUNE_BIN=$(B)/asan/ktune $(B)/asan/ktune-test
 
@@ -209,8 +218,9 @@ demo: all
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig \
-	  $(DESTDIR)$(PREFIX)/share/ktune/kernels
+	  $(DESTDIR)$(PREFIX)/share/ktune/kernels $(DESTDIR)$(LIBDIR)/ktune
 	install -m 644 $(B)/libktune.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(B)/ktune-nvrtc $(DESTDIR)$(LIBDIR)/ktune/
 	install -m 755 $(B)/libktune.so $(DESTDIR)$(LIBDIR)/libktune.so.$(VERSION)
 	ln -sf libktune.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR)
 	ln -sf libktune.so.$(MAJOR) $(DESTDIR)$(LIBDIR)/libktune.so
@@ -224,7 +234,9 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libktune.a $(DESTDIR)$(LIBDIR)/libktune.so.$(VERSION) \
 	  $(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR) $(DESTDIR)$(LIBDIR)/libktune.so \
-	  $(DESTDIR)$(PREFIX)/include/ktune.h $(DESTDIR)$(PREFIX)/bin/ktune $(DESTDIR)$(LIBDIR)/pkgconfig/ktune.pc
+	  $(DESTDIR)$(PREFIX)/include/ktune.h $(DESTDIR)$(PREFIX)/bin/ktune $(DESTDIR)$(LIBDIR)/pkgconfig/ktune.pc \
+	  $(DESTDIR)$(LIBDIR)/ktune/ktune-nvrtc
+	-rmdir $(DESTDIR)$(LIBDIR)/ktune 2>/dev/null
 	cd kernels_src && for f in *.json *.cu *.cuh; do rm -f "$(DESTDIR)$(PREFIX)/share/ktune/kernels/$$f"; done
 	-rmdir $(DESTDIR)$(PREFIX)/share/ktune/kernels $(DESTDIR)$(PREFIX)/share/ktune 2>/dev/null
 

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "device/driver.h"
+#include "device/rcompile.h"
 #include "gpu_util.h"
 #include "harness.h"
 #include "../tools/shape.h"
@@ -217,10 +218,13 @@ static void keep_tuned_line(void *user, kt_log_level level, const char *msg) {
 
 /* Cold tuning of a norm forward key (about 100 candidates), no cache: the
 ** wall time, and where it went as the tuner's log line says. */
-static void cold_norm_once(const char *group) {
+static void cold_norm_once(const char *group, int helpers) {
   static char line[2048];
   line[0] = 0;
   setenv("KTUNE_COMPILE_GROUP", group, 1);
+  if (helpers) unsetenv("KTUNE_NVRTC_HELPER");
+  else setenv("KTUNE_NVRTC_HELPER", "off", 1);
+  kt__rc_reset(0); /* look for the helper again, and start fresh ones */
   kt_options o;
   kt_options_init(&o);
   o.no_cache = 1;
@@ -248,21 +252,25 @@ static void cold_norm_once(const char *group) {
   kt_stream_sync(rt, NULL);
   kt_stats s = {.size = sizeof s};
   kt_runtime_stats(rt, &s);
-  printf("cold tuning, layernorm_fwd rms bf16 D=3072, up to %s per NVRTC program: %.0f ms (%llu compiles, %.0f ms of "
-         "NVRTC summed over threads)%s\n",
-         group, (now_us() - t0) / 1e3, (unsigned long long)s.compiles, s.compile_ms, st ? kt_errmsg(rt) : "");
+  printf("cold tuning, layernorm_fwd rms bf16 D=3072, up to %s per NVRTC program, %s: %.0f ms (%llu compiles, %.0f ms "
+         "of NVRTC summed over threads)%s\n",
+         group, helpers ? "in helper processes" : "in this process", (now_us() - t0) / 1e3,
+         (unsigned long long)s.compiles, s.compile_ms, st ? kt_errmsg(rt) : "");
   printf("  %s\n", line);
   kt_device_free(rt, x);
   kt_device_free(rt, y);
   kt_device_free(rt, w);
   kt_runtime_close(rt);
   unsetenv("KTUNE_COMPILE_GROUP");
+  unsetenv("KTUNE_NVRTC_HELPER");
+  kt__rc_reset(0);
 }
 
+/* Each in helper processes and in this process, paired. */
 static void cold_norm(void) {
-  static const char *groups[] = {"4", "1", "4", "1"};
+  static const char *groups[] = {"4", "4", "1", "1", "4", "4"};
   printf("\n");
-  for (int i = 0; i < 4; i++) cold_norm_once(groups[i]);
+  for (int i = 0; i < 6; i++) cold_norm_once(groups[i], i % 2 == 0);
 }
 
 /* Budgeted search against exhaustive: each strategy tunes the key in a

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "device/rcompile.h"
 #include "dispatch/handles.h"
 #include "tune/devcompare.h"
 #include "harness.h"
@@ -259,6 +261,164 @@ static void background_build_gives_back_what_skip_refuses(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
 }
 
+/* The cubins of the calls' variants, concatenated into out (at most n
+** bytes); their total size, or 0 when one is missing. */
+static size_t cubins_of(kt_kernel *k, kt__call *calls, int m, unsigned char *out, size_t n) {
+  size_t used = 0;
+  for (int i = 0; i < m; i++) {
+    const void *cubin;
+    size_t size;
+    double ms;
+    if (kt__variant_cubin(&k->p, &calls[i], &cubin, &size, &ms) || used + size > n) return 0;
+    memcpy(out + used, cubin, size);
+    used += size;
+  }
+  return used;
+}
+
+/* A build's groups go to ktune-nvrtc processes (found beside the test
+** program), whose cubins are byte for byte those NVRTC makes in this
+** process; KTUNE_NVRTC_HELPER=off keeps NVRTC here. */
+static void builds_compile_in_helper_processes(void) {
+  static const int vals[6] = {11, 12, 21, 22, 41, 42};
+  static unsigned char there[1 << 20], here[1 << 20];
+  char where[1200], out[256];
+  unsigned s0, s1, s2;
+  kt__rc_reset(0);
+  s0 = kt__rc_started();
+  kt__rc_describe(where, sizeof where);
+  ASSERT_CONTAINS(where, "helper processes (");
+  ASSERT_CONTAINS(where, "/ktune-nvrtc)");
+  gfix f = {.rt = NULL}, g = {.rt = NULL};
+  kt__call calls[6];
+  kt_kernel *k = g_calls(&f, vals, 6, calls);
+  ASSERT_TRUE(k);
+  kt__variant_build_all(&k->p, calls, 6, 2);
+  s1 = kt__rc_started();
+  ASSERT_TRUE(s1 > s0 && s1 <= s0 + 2); /* one per compiling thread at most */
+  size_t a = cubins_of(k, calls, 6, there, sizeof there);
+  ASSERT_TRUE(a > 0);
+  setenv("KTUNE_NVRTC_HELPER", "off", 1);
+  kt__rc_reset(0);
+  kt__rc_describe(where, sizeof where);
+  ASSERT_STR_EQ(where, "this process (KTUNE_NVRTC_HELPER=off)");
+  kt_kernel *k2 = g_calls(&g, vals, 6, calls);
+  ASSERT_TRUE(k2);
+  kt__variant_build_all(&k2->p, calls, 6, 2);
+  kt_stats st = {.size = sizeof st};
+  kt_runtime_stats(g.rt, &st);
+  ASSERT_EQ(st.compiles, 6);
+  s2 = kt__rc_started();
+  ASSERT_EQ(s2, s1);
+  ASSERT_EQ(cubins_of(k2, calls, 6, here, sizeof here), a);
+  ASSERT_TRUE(!memcmp(here, there, a));
+  unsetenv("KTUNE_NVRTC_HELPER");
+  kt_runtime_close(g.rt);
+  kt_runtime_close(f.rt);
+  t_sh(out, sizeof out, "rm -rf '%s' '%s'", f.dir, g.dir);
+}
+
+/* KTUNE_NVRTC_HELPER as a script in dir: it says hello as a helper does,
+** then runs body once a request comes ("" : it never says hello). */
+static void fake_helper(const char *dir, const char *body, int greets) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/helper.sh", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fprintf(f, "#!/bin/sh\n%s%s\n", greets ? "printf 'KTH1\\000\\000\\000\\000\\000\\000\\000\\000' >&3\n"
+                                            "head -c 1 <&3 >/dev/null\n" : "", body);
+  fclose(f);
+  chmod(path, 0755);
+  setenv("KTUNE_NVRTC_HELPER", path, 1);
+  kt__rc_reset(0);
+}
+
+/* What a build of g A=1 B=1 and A=1 B=2 leaves: *ok good variants, and
+** the error of the last bad one in err. */
+static void build_two(kt_runtime *rt, kt_kernel *k, kt__call *calls, int *ok, char *err, size_t n) {
+  kt__variant_build_all(&k->p, calls, 2, 2);
+  *ok = 0;
+  for (int i = 0; i < 2; i++) {
+    void *fn;
+    if (!kt__variant_info(&k->p, &calls[i], &fn, NULL)) ++*ok;
+    else snprintf(err, n, "%s", kt_errmsg(rt));
+  }
+}
+
+/* A helper that crashes fails the variants it was compiling, with the
+** signal, and NVRTC is never tried in this process for them (it would crash
+** too); one that exits at once is taken for an idle one that timed out,
+** once; one that cannot start, or never greets, leaves NVRTC in this
+** process. */
+static void helper_failures(void) {
+  static const int vals[2] = {11, 12};
+  char err[KT_ERRMAX] = "", where[1200], out[256], want[1200];
+  int ok;
+  const char *bodies[] = {"kill -SEGV $$", "exit 0", "exit 7"};
+  const char *says[] = {"g A=1 B=2: NVRTC's helper process died: signal 11 (Segmentation fault)",
+                        "g A=1 B=2: NVRTC's helper process exited with status 0 while compiling",
+                        "g A=1 B=2: NVRTC's helper process exited with status 7 while compiling"};
+  for (int i = 0; i < 3; i++) {
+    gfix f = {.rt = NULL};
+    kt__call calls[2];
+    kt_kernel *k = g_calls(&f, vals, 2, calls);
+    ASSERT_TRUE(k);
+    fake_helper(f.dir, bodies[i], 1);
+    build_two(f.rt, k, calls, &ok, err, sizeof err);
+    ASSERT_EQ(ok, 0);
+    ASSERT_CONTAINS(err, says[i]);
+    kt_runtime_close(f.rt);
+    ASSERT_EQ(t_db_int(f.db, "SELECT count(*) FROM binaries"), 0);
+    t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+  }
+  for (int i = 0; i < 2; i++) {
+    gfix f = {.rt = NULL};
+    kt__call calls[2];
+    kt_kernel *k = g_calls(&f, vals, 2, calls);
+    ASSERT_TRUE(k);
+    fake_helper(f.dir, "exit 0", 0);
+    if (i) setenv("KTUNE_NVRTC_HELPER", "/nonexistent/ktune-nvrtc", 1);
+    kt__rc_reset(0);
+    build_two(f.rt, k, calls, &ok, err, sizeof err);
+    ASSERT_EQ(ok, 2);
+    kt__rc_describe(where, sizeof where);
+    if (i) snprintf(want, sizeof want, "this process (KTUNE_NVRTC_HELPER=/nonexistent/ktune-nvrtc is not an executable file)");
+    else snprintf(want, sizeof want, "this process (%s/helper.sh did not answer)", f.dir);
+    ASSERT_STR_EQ(where, want);
+    kt_runtime_close(f.rt);
+    t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+  }
+  unsetenv("KTUNE_NVRTC_HELPER");
+  kt__rc_reset(0);
+}
+
+/* Helpers end after their idle time; the next build finds them gone and
+** starts another. */
+static void idle_helpers_end(void) {
+  static const int vals[6] = {11, 12, 21, 22, 41, 42};
+  gfix f = {.rt = NULL};
+  kt__call calls[6];
+  kt_kernel *k = g_calls(&f, vals, 6, calls);
+  char out[256];
+  ASSERT_TRUE(k);
+  kt__rc_reset(700);
+  unsigned s0 = kt__rc_started();
+  kt__variant_build_all(&k->p, calls, 4, 2); /* two groups, on one or two helpers */
+  unsigned s1 = kt__rc_started();
+  ASSERT_TRUE(s1 == s0 + 1 || s1 == s0 + 2);
+  kt__variant_build_all(&k->p, calls + 4, 1, 1); /* one of them, still there */
+  ASSERT_EQ(kt__rc_started(), s1);
+  usleep(1200 * 1000);
+  kt__variant_build_all(&k->p, calls + 5, 1, 1); /* they have gone */
+  ASSERT_EQ(kt__rc_started(), s1 + 1);
+  for (int i = 0; i < 6; i++) ASSERT_EQ(kt__variant_settled(&k->p, &calls[i]), 1);
+  void *fn;
+  for (int i = 0; i < 6; i++) ASSERT_STATUS(kt__variant_info(&k->p, &calls[i], &fn, NULL), KT_OK);
+  kt_runtime_close(f.rt);
+  ASSERT_EQ(t_db_int(f.db, "SELECT count(*) FROM binaries"), 6);
+  t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+}
+
 /* The kernels that compare outputs on the device compile for sm_90, one
 ** per dtype, and the process keeps their cubin. */
 static void comparison_kernels_compile(void) {
@@ -294,6 +454,9 @@ const kt_test t_compile_tests[] = {
     {"compile: variants build in groups; a bad one fails alone", variants_build_in_groups},
     {"compile: a background build gives back what skip refuses, built later on demand",
      background_build_gives_back_what_skip_refuses},
+    {"compile: builds run NVRTC in helper processes, with the cubins it makes here", builds_compile_in_helper_processes},
+    {"compile: a helper that dies fails its variants; one that cannot start leaves NVRTC here", helper_failures},
+    {"compile: idle helpers end; the next build starts another", idle_helpers_end},
     {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},

@@ -149,6 +149,7 @@ static const struct {
     {"KTUNE_LOG", "log level: error, warn, info or debug (default warn)"},
     {"KTUNE_RECORD", "a file to append one --shapes line to per key the cache lacks (ktune tune --shapes)"},
     {"KTUNE_COMPILE_GROUP", "kernel instances per NVRTC program when tuning, 1 to 8 (default 4)"},
+    {"KTUNE_NVRTC_HELPER", "the ktune-nvrtc helper NVRTC runs in (default: beside libktune), or off"},
     {"KTUNE_LIB", "Python package: the libktune.so to load"},
     {"KTUNE_JAX_LIB", "Python package: the libktune_jax.so (XLA FFI handler) to load"},
     {"KTUNE_KERNELS", "Python package: the folder of the bundled kernels"},

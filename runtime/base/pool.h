@@ -1,6 +1,6 @@
 /* Run fn(user, i) for i in [0, n) on up to nthreads threads (the caller's
-** among them). Used to compile variants in parallel: NVRTC is thread-safe
-** and a compile is CPU-bound. */
+** among them). Used to compile variants in parallel: each thread hands
+** its NVRTC programs to a helper process (device/rcompile.h). */
 #ifndef KT_POOL_H
 #define KT_POOL_H
 

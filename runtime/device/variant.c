@@ -15,6 +15,7 @@
 #include "cache/codec.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
+#include "device/rcompile.h"
 #include "device/variant.h"
 
 /* UNBUILT: a background build claimed the variant and then skipped it
@@ -190,8 +191,8 @@ static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__v
   char prog[300], msg[KT_ERRMAX];
   snprintf(prog, sizeof prog, "%s.cu", s->name);
   double t0 = kt__now_ms();
-  kt_status st = kt__nvrtc_compile(s->source, prog, expr, p->opts, p->nopts, &v->cubin, &v->cubin_size, lowered,
-                                   msg, sizeof msg);
+  kt_status st = kt__rc_compile_many(&env->log, s->source, prog, &expr, 1, p->opts, p->nopts, &v->cubin,
+                                     &v->cubin_size, lowered, msg, sizeof msg);
   double ms = kt__now_ms() - t0;
   if (st) {
     snprintf(err, errlen, "%s: %s", vname, msg);
@@ -475,12 +476,17 @@ static void compile_group(kt__prog *p, pending **w, int n) {
   for (int i = 0; i < n; i++) exprs[i] = w[i]->expr;
   snprintf(prog, sizeof prog, "%s.cu", p->spec->name);
   double t0 = kt__now_ms();
-  kt_status st = n > 1 ? kt__nvrtc_compile_many(p->spec->source, prog, exprs, n, p->opts, p->nopts, &cubin, &size,
-                                                 lowered, err, sizeof err)
-                       : KT_ERR_COMPILE;
+  kt_status st = kt__rc_compile_many(&p->env->log, p->spec->source, prog, exprs, n, p->opts, p->nopts, &cubin,
+                                     &size, lowered, err, sizeof err);
   double ms = (kt__now_ms() - t0) / n;
   for (int i = 0; i < n; i++) {
     kt__variant *v = w[i]->v;
+    if (st && n == 1) { /* its own error already */
+      char msg[KT_ERRMAX];
+      v->compile_ms = ms;
+      publish(p, v, st, kt__fmt(msg, sizeof msg, "%s: %s", w[i]->vname, err));
+      continue;
+    }
     if (st || !(v->cubin = kt__malloc(size))) {
       if (!st) kt__free(lowered[i]);
       build_and_publish(p, w[i]->c, v);

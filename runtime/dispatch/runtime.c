@@ -7,7 +7,11 @@
 #include "base/alloc.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
+#include "device/rcompile.h"
 #include "dispatch/handles.h"
+
+/* Runtimes open in the process: NVRTC's helpers end with the last. */
+static atomic_int open_runtimes;
 
 kt_status kt_options_init(kt_options *o) {
   if (!o) return KT_ERR_INVALID;
@@ -145,6 +149,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   rt->env.id = kt__err_new_id();
   apply_options(rt, &o);
   *out = rt;
+  atomic_fetch_add(&open_runtimes, 1);
   const char *home = o.cuda_home ? o.cuda_home : getenv("CUDA_HOME");
   const char *sys = o.system_cache_path ? o.system_cache_path : getenv("KTUNE_SYSTEM_CACHE");
   const char *rec = o.record_path ? o.record_path : getenv("KTUNE_RECORD");
@@ -176,6 +181,7 @@ kt_status kt_runtime_close(kt_runtime *rt) {
   kt__free(rt->system_cache_path);
   kt__free(rt->record_path);
   kt__free(rt);
+  if (atomic_fetch_sub(&open_runtimes, 1) == 1) kt__rc_reset(0);
   return KT_OK;
 }
 

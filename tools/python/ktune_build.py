@@ -5,8 +5,8 @@ here because the package must install where no package index is reachable
 
 When built inside the project's source tree, the wheel also carries the
 bundled kernels (ktune/kernels/) and, if $KTUNE_WHEEL_LIB names one, a
-libktune.so (ktune/lib/libktune.so.0) and the ktune._fastcall module built
-beside it."""
+libktune.so (ktune/lib/libktune.so.0), with the ktune-nvrtc helper and
+the ktune._fastcall module built beside it."""
 import base64
 import hashlib
 import io
@@ -45,6 +45,10 @@ def _package_files():
     lib = os.environ.get("KTUNE_WHEEL_LIB")
     if lib:
         out.append(("%s/lib/libktune.so.0" % NAME, lib))
+        # The process NVRTC runs in: the library looks for it beside itself.
+        helper = os.path.join(os.path.dirname(os.path.abspath(lib)), "ktune-nvrtc")
+        if os.path.isfile(helper):
+            out.append(("%s/lib/ktune-nvrtc" % NAME, helper))
         # The C launch path built beside that library (make), for the
         # interpreter its name says; others take the ctypes path.
         libdir = os.path.dirname(os.path.abspath(lib))
@@ -73,7 +77,11 @@ def _wheel(wheel_directory, files):
     files.append(("%s/RECORD" % info, ("\n".join(record) + "\n").encode()))
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w", zipfile.ZIP_DEFLATED) as z:
         for arcname, data in files:
-            z.writestr(arcname, data)
+            zi = zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0))
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            # Installers keep the mode: the helper must stay executable.
+            zi.external_attr = (0o100755 if arcname.endswith("/ktune-nvrtc") else 0o100644) << 16
+            z.writestr(zi, data)
     return name
 
 

@@ -1,0 +1,41 @@
+/* NVRTC in helper processes (ktune-nvrtc). NVRTC serializes some of its
+** stages across the threads of one process, so that 16 compiling threads
+** keep about half of 16 CPUs busy; the same compiles spread over processes
+** do not wait on each other. A build's groups go to helpers, started on
+** demand (at most one per compiling thread) and ended after a few idle
+** seconds; without a helper, compiles run in this process as before.
+** Thread-safe. */
+#ifndef KT_RCOMPILE_H
+#define KT_RCOMPILE_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+
+/* As kt__nvrtc_compile_many, in a helper process when one can be had,
+** else in this process. A helper that dies while compiling fails the
+** group (KT_ERR_COMPILE, "the NVRTC helper process died: signal 11"):
+** whatever killed it would kill this process too. The first helper that
+** cannot be started turns helpers off for the process, with a log line. */
+kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char *prog_name,
+                              const char *const *exprs, int n, const char *const *opts, int nopts, void **cubin,
+                              size_t *size, char **lowered, char *err, size_t errlen);
+
+/* Where compiles run, for people: "helper processes (PATH)", or "this
+** process (WHY)". Starts nothing. */
+void kt__rc_describe(char *out, size_t n);
+
+/* End this process's helpers and look for the helper again when next
+** needed (the environment may have changed); kt_runtime_close calls it
+** when the last runtime closes. Tests: later helpers wait idle_ms for a
+** request (0: the default). */
+void kt__rc_reset(int idle_ms);
+/* Tests: how many helpers this process has started. */
+unsigned kt__rc_started(void);
+
+/* The helper's body: answers requests on fd until it is closed, or until
+** idle_ms pass without one; nvrtc_file is the NVRTC its parent loaded
+** ("" to look for it as the parent would). Returns the exit status. */
+int kt__rc_serve(int fd, const char *nvrtc_file, int idle_ms);
+
+#endif
