@@ -1,4 +1,5 @@
 /* NVRTC compilation to cubin, which needs no GPU. */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,14 +394,17 @@ static void helper_failures(void) {
 }
 
 /* Helpers end after their idle time; the next build finds them gone and
-** starts another. */
-static void idle_helpers_end(void) {
+** starts another. With SIGCHLD ignored (the kernel reaps children), the
+** same. */
+static void idle_helpers_end_with(int ignore_sigchld) {
   static const int vals[6] = {11, 12, 21, 22, 41, 42};
   gfix f = {.rt = NULL};
   kt__call calls[6];
   kt_kernel *k = g_calls(&f, vals, 6, calls);
   char out[256];
   ASSERT_TRUE(k);
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+  if (ignore_sigchld) sigaction(SIGCHLD, &ign, &old);
   kt__rc_reset(700);
   unsigned s0 = kt__rc_started();
   kt__variant_build_all(&k->p, calls, 4, 2); /* two groups, on one or two helpers */
@@ -415,9 +419,13 @@ static void idle_helpers_end(void) {
   void *fn;
   for (int i = 0; i < 6; i++) ASSERT_STATUS(kt__variant_info(&k->p, &calls[i], &fn, NULL), KT_OK);
   kt_runtime_close(f.rt);
+  if (ignore_sigchld) sigaction(SIGCHLD, &old, NULL);
   ASSERT_EQ(t_db_int(f.db, "SELECT count(*) FROM binaries"), 6);
   t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
 }
+
+static void idle_helpers_end(void) { idle_helpers_end_with(0); }
+static void idle_helpers_end_sigchld_ignored(void) { idle_helpers_end_with(1); }
 
 /* The kernels that compare outputs on the device compile for sm_90, one
 ** per dtype, and the process keeps their cubin. */
@@ -457,6 +465,7 @@ const kt_test t_compile_tests[] = {
     {"compile: builds run NVRTC in helper processes, with the cubins it makes here", builds_compile_in_helper_processes},
     {"compile: a helper that dies fails its variants; one that cannot start leaves NVRTC here", helper_failures},
     {"compile: idle helpers end; the next build starts another", idle_helpers_end},
+    {"compile: the same with SIGCHLD ignored (children reaped by the kernel)", idle_helpers_end_sigchld_ignored},
     {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},

@@ -207,7 +207,6 @@ static int spawn(helper *h, char *why, size_t wn) {
     return snprintf(why, wn, "cannot start %s: %s", pool.path, strerror(rc)), -1;
   }
   if (hello(h, why, wn)) return reap(h, 1), -1;
-  pool.spawned++;
   return 0;
 }
 
@@ -251,8 +250,13 @@ static helper *acquire(const kt__logger *log) {
   if (h && h->fd >= 0 && gone(h)) reap(h, 0);
   if (!h || h->fd >= 0) return h;
   char why[sizeof pool.why];
-  if (!spawn(h, why, sizeof why)) return h;
+  int failed = spawn(h, why, sizeof why);
   pthread_mutex_lock(&pool.mu);
+  if (!failed) {
+    pool.spawned++;
+    pthread_mutex_unlock(&pool.mu);
+    return h;
+  }
   h->busy = 0;
   if (pool.state > 0) {
     pool.state = -1;
@@ -313,7 +317,7 @@ static int read_answer(int fd, int n, kt_status *st, void **cubin, size_t *size,
 }
 
 static void describe_death(int status, char *err, size_t errlen) {
-  if (status < 0) snprintf(err, errlen, "NVRTC's helper process died (another part of the program reaped it)");
+  if (status < 0) snprintf(err, errlen, "NVRTC's helper process ended while compiling (its status was reaped elsewhere)");
   else if (WIFSIGNALED(status))
     snprintf(err, errlen, "NVRTC's helper process died: signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
   else snprintf(err, errlen, "NVRTC's helper process exited with status %d while compiling", WEXITSTATUS(status));
@@ -354,8 +358,9 @@ kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char
     release(h);
     if (rc == -2) return snprintf(err, errlen, "out of memory"), KT_ERR_NOMEM;
     /* Exit status 0: it ended on its idle timeout as the request came;
-    ** the next is checked or started afresh. */
-    if (status == 0 && attempt < 2) continue;
+    ** the next is checked or started afresh. -1: the status is unknown
+    ** (SIGCHLD ignored reaps children), so it may have been that too. */
+    if ((status == 0 || status < 0) && attempt < 2) continue;
     describe_death(status, err, errlen);
     return KT_ERR_COMPILE;
   }
