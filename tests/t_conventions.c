@@ -183,6 +183,14 @@ static void python_package_installs_with_pip(void) {
   ASSERT_CONTAINS(out, "set KTUNE_LIB to its path.");
   ASSERT_EQ(t_sh(out, sizeof out, "cd / && %s/v/bin/python -c 'import ktune; print(ktune.kernels_dir())'", dir), 0);
   ASSERT_CONTAINS(out, "/site-packages/ktune/kernels\n");
+  /* A wheel that carries the library carries its NVRTC helper, executable. */
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_WHEEL_LIB=%s/build/libktune.so %s/v/bin/python -m pip install -q --no-index "
+                 "--force-reinstall ./tools/python && cd / && %s/v/bin/python -c 'import ktune, os; "
+                 "p = os.path.join(os.path.dirname(ktune.__file__), \"lib\", \"ktune-nvrtc\"); "
+                 "print(os.access(p, os.X_OK), os.path.isfile(p.replace(\"ktune-nvrtc\", \"libktune.so.0\")))'",
+                 getenv("PWD"), dir, dir),
+            0);
+  ASSERT_STR_EQ(out, "True True\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s/v/bin/python -m pip install -q --no-index -e ./tools/python && cd / && "
                  "%s/v/bin/python -c 'import ktune; print(ktune.__file__)'", dir, dir),
             0);
