@@ -182,8 +182,3 @@ done:
   nv.nvrtcDestroyProgram(&p);
   return st;
 }
-
-kt_status kt__nvrtc_compile(const char *src, const char *prog_name, const char *name_expr, const char *const *opts,
-                            int nopts, void **cubin, size_t *size, char **lowered, char *err, size_t errlen) {
-  return kt__nvrtc_compile_many(src, prog_name, &name_expr, 1, opts, nopts, cubin, size, lowered, err, errlen);
-}

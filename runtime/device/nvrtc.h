@@ -22,17 +22,12 @@ void kt__nvrtc_absent(int on);
 /* e.g. 13000 for 13.0; 0 when not loaded. */
 int kt__nvrtc_version(void);
 
-/* Compile src and instantiate name_expr (a template instance); on success
-** *cubin (caller frees with kt__free), *size and *lowered (the mangled name,
-** caller frees with kt__free). On failure the message carries the compile
-** log: "NVRTC: rmsnorm.cu(12): error: identifier "x" is undefined". */
-kt_status kt__nvrtc_compile(const char *src, const char *prog_name,
-                            const char *name_expr, const char *const *opts,
-                            int nopts, void **cubin, size_t *size,
-                            char **lowered, char *err, size_t errlen);
-/* The same for n instances in one program: one cubin holding them all
-** (several per program cost less than one each: the headers are parsed
-** once), lowered[0..n) their names. A failure fails them all. */
+/* Compile src and instantiate exprs[0..n) (template instances) in one
+** program: one cubin holding them all (several per program cost less than
+** one each: the headers are parsed once). On success *cubin (caller frees
+** with kt__free), *size and lowered[0..n) (the mangled names, caller frees
+** each with kt__free). A failure fails them all; its message carries the
+** compile log: "NVRTC: rmsnorm.cu(12): error: identifier "x" is undefined". */
 kt_status kt__nvrtc_compile_many(const char *src, const char *prog_name, const char *const *exprs, int n,
                                  const char *const *opts, int nopts, void **cubin, size_t *size, char **lowered,
                                  char *err, size_t errlen);

@@ -228,16 +228,21 @@ static int gone(const helper *h) {
   return poll(&p, 1, 0) != 0;
 }
 
+/* Under the lock: this process's pool, and whether it has helpers (looked
+** for once, and again after kt__rc_reset); log may be NULL. */
+static void look(const kt__logger *log) {
+  if (pool.owner != getpid()) adopt_process();
+  if (pool.state) return;
+  pool.state = locate() ? -1 : 1;
+  if (pool.state < 0) kt__log(log, KT_LOG_DEBUG, "NVRTC runs in this process: %s", pool.why);
+  else kt__log(log, KT_LOG_DEBUG, "NVRTC runs in helper processes (%s)", pool.path);
+}
+
 /* An idle helper, or a new one when fewer than one per CPU run; NULL when
 ** none can be had (all busy, or helpers are off). */
 static helper *acquire(const kt__logger *log) {
   pthread_mutex_lock(&pool.mu);
-  if (pool.owner != getpid()) adopt_process();
-  if (!pool.state) {
-    pool.state = locate() ? -1 : 1;
-    if (pool.state < 0) kt__log(log, KT_LOG_DEBUG, "NVRTC runs in this process: %s", pool.why);
-    else kt__log(log, KT_LOG_DEBUG, "NVRTC runs in helper processes (%s)", pool.path);
-  }
+  look(log);
   helper *h = NULL, *free_slot = NULL;
   int most = kt__ncpus() < MAX_HELPERS ? kt__ncpus() : MAX_HELPERS;
   for (int i = 0; i < most && pool.state > 0 && !h; i++) {
@@ -369,8 +374,7 @@ kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char
 
 void kt__rc_describe(char *out, size_t n) {
   pthread_mutex_lock(&pool.mu);
-  if (pool.owner != getpid()) adopt_process();
-  if (!pool.state) pool.state = locate() ? -1 : 1;
+  look(NULL);
   if (pool.state > 0) snprintf(out, n, "helper processes (%s)", pool.path);
   else snprintf(out, n, "this process (%s)", pool.why);
   pthread_mutex_unlock(&pool.mu);
