@@ -408,7 +408,9 @@ static void norm_backward_tile_larger_than_rows(void) {
   kt_runtime_close(rt);
 }
 
-/* The key leaves T out: one tuning serves every T. */
+/* The forward's key leaves T out: one tuning serves every T. The
+** backward's holds T's power-of-two bucket (the rows a program owns decide
+** its best config) and leaves out P. */
 static void norm_key_leaves_out_T(void) {
   kt_runtime *rt = g_open();
   if (!rt) return;
@@ -421,10 +423,14 @@ static void norm_key_leaves_out_T(void) {
     kt_arg a[14];
     bwd_args(&nb, a);
     kt_kernel_key(b, a, 14, k1, sizeof k1);
-    a[9] = kt_arg_i32(24000);
+    a[9] = kt_arg_i32(512);
     a[12] = kt_arg_i32(132);
     kt_kernel_key(b, a, 14, k2, sizeof k2);
     ASSERT_STR_EQ(k1, k2);
+    ASSERT_CONTAINS(k1, "\"N\":512");
+    a[9] = kt_arg_i32(513);
+    kt_kernel_key(b, a, 14, k2, sizeof k2);
+    ASSERT_CONTAINS(k2, "\"N\":1024");
     fwd_args(&nb, a);
     kt_kernel_key(f, a, 13, k1, sizeof k1);
     a[8] = kt_arg_i32(1);

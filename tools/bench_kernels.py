@@ -95,9 +95,10 @@ def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None):
 
 # The norm grid: every D class (tiny, not a power of two, past one block's
 # registers), at T = 1, T = one wave of SMs, and T with T*D >= 16M (T capped
-# at 65536). The largest T comes first: N is not in the key, so the key is
-# tuned at the first call's shape, and the bandwidth-bound one is where a
-# config matters most.
+# at 65536). The forward's key leaves N out, so it is tuned at the first
+# call's shape (the largest T, the bandwidth-bound one, where a config
+# matters most); the backward's holds N's power-of-two bucket, so each row
+# of the backward is tuned at its own T.
 NORM_D = (64, 256, 1000, 1536, 4096, 5120, 8192, 12288, 16384)
 TORCH_DT = {"bf16": "bfloat16", "f16": "float16"}
 
