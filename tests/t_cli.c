@@ -167,8 +167,10 @@ static void compile_for_shapes(void) {
 }
 
 /* The norm backward's pipeline (STAGES > 0) is compiled only where it can
-** run: on sm_80 and later, with 16-byte vectors; and a partial-row buffer
-** that is not 8-byte aligned leaves only scalar configs (VEC = 1). */
+** run: on sm_80 and later, with 16-byte vectors; its programs of clusters
+** (CL > 1) only on sm_90 and later, with whole vectors in a block's share of
+** the row; and a partial-row buffer that is not 8-byte aligned leaves only
+** scalar configs (VEC = 1). */
 static void compile_norm_pipeline_where_it_runs(void) {
   static char out[32768];
   const char *dir = t_tmpdir();
@@ -178,11 +180,21 @@ static void compile_norm_pipeline_where_it_runs(void) {
             0);
   ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=3.");
   ASSERT_TRUE(!strstr(out, ".VEC=4.ITEMS=2.STAGES=3.")); /* 8-byte vectors */
+  ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=2.ITEMS=1.STAGES=0.ACC=0.CL=4."); /* 4 x 64 columns */
+  ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=4.ITEMS=1.STAGES=0.ACC=0.CL=2.");
+  ASSERT_CONTAINS(out, "BLOCK=64.ROWS=2.VEC=4.ITEMS=1.STAGES=0.ACC=0.CL=2."); /* a tile of 2 rows */
+  ASSERT_TRUE(!strstr(out, "BLOCK=64.ROWS=1.VEC=4.ITEMS=1.STAGES=0.ACC=0.CL=2.")); /* 256 threads' vectors */
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
+                 dir, bin(), "N=64,D=1000,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null"),
+            0);
+  ASSERT_CONTAINS(out, ".VEC=2.ITEMS=4.STAGES=0.ACC=0.CL=4."); /* 4 x 250 columns */
+  ASSERT_TRUE(!strstr(out, ".VEC=4.ITEMS=2.STAGES=0.ACC=0.CL=4.")); /* 250 is not whole vectors of 4 */
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_75 kernels_src/layernorm_bwd.json --shape '%s'",
                  dir, bin(), shape),
             0);
   ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=0.");
   ASSERT_TRUE(!strstr(out, "STAGES=2") && !strstr(out, "STAGES=3") && !strstr(out, "STAGES=4"));
+  ASSERT_TRUE(!strstr(out, ".CL=2.") && !strstr(out, ".CL=4.")); /* clusters need sm_90 */
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s,dw_part@4'",
                  dir, bin(), shape),

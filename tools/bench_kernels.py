@@ -107,13 +107,13 @@ def norm_rows(D, nsm):
     return (min(65536, -(-(1 << 24) // D)), nsm, 1)
 
 
-def bench_norms(rt, nsm, copy_gbs, dtypes):
+def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D):
     fwd, bwd, red = rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd"), rt.kernel("layernorm_bwd_reduce")
     eps = 1e-5
     for name in dtypes:
         dt = getattr(torch, TORCH_DT[name])
         for rms in (1, 0):
-            for D in NORM_D:
+            for D in dims:
                 for T in norm_rows(D, nsm):
                     bench_norm(fwd, bwd, red, T, D, dt, name, rms, eps, nsm, copy_gbs)
 
@@ -162,14 +162,15 @@ def bench_norm(fwd, bwd, red, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
     fwd.launch([y, x, None, nb, w, bb, mean, rstd, T, D, 1, eps, rms])
     dy = torch.randn_like(x)
     dx = torch.empty_like(x)
-    # P (programs, rows of partial sums) is the caller's choice and not in
-    # the key: time what ktune.ops passes (min(SMs, T)) and 2 and 4 per SM.
+    # P (programs, rows of partial sums) is the caller's choice, in the key
+    # as its power-of-two bucket: time a quarter and a half of the SMs (for
+    # programs that are clusters of 4 or 2 blocks), 1, 2 and 4 per SM.
     dwp = torch.empty(4 * nsm, D, device=dev)
     dbp = None if rms else torch.empty(4 * nsm, D, device=dev)
     dw = torch.empty_like(w)
     db = torch.empty_like(w) if b is not None else nb
-    best = None
-    for P in sorted({min(nsm, T), min(2 * nsm, T), min(4 * nsm, T)}):
+    best, seen = None, []
+    for P in sorted({min(max(1, nsm * k // 4), T) for k in (1, 2, 4, 8, 16)}):
         bargs = [dx, dwp, dbp, dy, x, w, mean, rstd, None, T, D, 1, P, rms]
         rargs = [dw, db, dwp, dbp, T, D, P]
 
@@ -178,9 +179,11 @@ def bench_norm(fwd, bwd, red, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
             red.launch(rargs)
 
         t = gpu_time_us(kt_bwd)
+        seen.append("P=%d %.1f [%s]" % (P, t, bwd.config_for(bargs)))
         if best is None or t < best[0]:
             best = (t, P, bwd.config_for(bargs))
     t_th = gpu_time_us(torch_norm_bwd(x, w, b, dy, D, eps, rms))
+    print("    backward by P: " + "; ".join(seen))
     report(family + " bwd", "%s P=%d" % (shape, best[1]), 3 * T * D * es, best[0], t_th, copy_gbs, best[2])
 
 
@@ -192,7 +195,8 @@ def main():
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     if only in ("", "norm"):
         dtypes = sys.argv[2].split(",") if len(sys.argv) > 2 else ["bf16", "f16"]
-        bench_norms(rt, nsm, copy_gbs, dtypes)
+        dims = tuple(int(d) for d in sys.argv[3].split(",")) if len(sys.argv) > 3 else NORM_D
+        bench_norms(rt, nsm, copy_gbs, dtypes, dims)
     pf, pb = rt.kernel("permute_rows"), rt.kernel("permute_rows_bwd")
     for T, D in ((16384, 4096), (32768, 2048), (4096, 1024), (450, 256)) if only in ("", "permute") else ():
         x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)

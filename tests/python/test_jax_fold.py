@@ -22,6 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+import ktune  # noqa: E402
 from ktune import jax as kj  # noqa: E402
 from checks import check, summary  # noqa: E402
 
@@ -248,11 +249,12 @@ def grads():
 
 def parts():
     assert kj._parts(4097, 1) == 129 and kj._parts(5, 1) == 5  # 4097 rows: 32 a program, 129 programs
+    assert kj._parts(SMS, 1) == SMS // 2 and kj._parts(SMS + 1, 1) == SMS // 2 + 1  # a wave of rows: 2 a program
     for T in range(1, 300):
         for n in (2, 3, 8, 40, 200):
             p = kj._parts(T, n)
             if p is not None:
-                assert 1 <= p <= T and T % p == 0 and n * p >= min(SMS, T), (T, n, p)
+                assert 1 <= p <= T and T % p == 0 and n * p >= ktune.norm_programs(T, SMS), (T, n, p)
 
 
 def indexed():

@@ -54,11 +54,15 @@ def close(name, got, want, atol, rtol):
 @test
 def norm_gradients_match_float64():
     torch.manual_seed(0)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     cases = [  # T, D, groups, dtype, rms, residual, weight, bias
         (450, 256, 1, torch.bfloat16, True, True, True, False),
         (7, 1000, 4, torch.float32, False, False, True, True),
         (100, 2048, 1, torch.float16, False, True, True, True),
         (33, 64, 1, torch.float32, True, False, False, False),
+        # a wave of rows (programs of two rows, the last of one) over long rows
+        (sms + 1, 16384, 1, torch.bfloat16, False, False, True, True),
+        (sms, 6000, 1, torch.float16, True, True, True, False),
     ]
     for T, D, G, dt, rms, has_res, has_w, has_b in cases:
         x = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True)

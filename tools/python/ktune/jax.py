@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import KtuneError, _capi, lib, runtime
+from . import KtuneError, _capi, lib, norm_programs, runtime
 
 __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_rows", "masked_softmax", "available"]
 
@@ -220,16 +220,16 @@ def _parts(T, n):
     examples share one backward launch: a count that splits its rows
     evenly (no program's rows reach into the next example). None where
     such a launch would have fewer programs than one launch an example
-    (rows split over min(SMs, T) programs), which then is faster. Either
+    (rows split over ktune.norm_programs(T, SMs)), which then is faster. Either
     way every program gets rows, so every partial row is written."""
     sms = _num_sms()
     if n == 1:  # every program gets rows: the reduce sums each partial row
-        bs = -(-T // max(1, min(sms, T)))
+        bs = -(-T // norm_programs(T, sms))
         return -(-T // bs)
     p = max(1, min(sms // n, T))
     while T % p:  # the most programs, at most p, that divide the rows evenly
         p -= 1
-    return p if n * p >= min(sms, T) else None
+    return p if n * p >= norm_programs(T, sms) else None
 
 
 _BWD_ROWS = _rows_fold((2,))        # dy, h, w, mean, rstd, dres

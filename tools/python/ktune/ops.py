@@ -16,7 +16,7 @@ once (pre-warm with `ktune tune` or one eager call before capturing).
 """
 import torch
 
-from . import KtuneError, null, runtime
+from . import KtuneError, norm_programs, null, runtime
 
 __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_rows", "masked_softmax", "norm_fwd",
            "norm_bwd"]
@@ -34,14 +34,14 @@ def _k(t, name):
     return k
 
 
-def _programs(t):
+def _programs(t, T):
     dev = t.get_device()
     n = _sms.get(dev)
     if n is None:
         n = _sms[dev] = torch.cuda.get_device_properties(t.device).multi_processor_count
-    # One backward program per SM: the pipelined backward keeps an SM's memory
-    # busy with one program, and each program adds a partial row to sum.
-    return n
+    # About one backward program per SM: the pipelined backward keeps an SM's
+    # memory busy with one program, and each program adds a partial row to sum.
+    return norm_programs(T, n)
 
 
 def _fast(a, b=None, c=None, d=None):
@@ -86,7 +86,7 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     dy2 = dy.reshape(-1, D).contiguous()
     T = h2.shape[0]
     dx = torch.empty_like(h2)
-    P = max(1, min(_programs(h), T))
+    P = _programs(h, T)
     wd = weight.dtype if weight is not None else h.dtype
     dwp = torch.empty(P, D, device=h.device) if weight is not None else None
     dbp = torch.empty(P, D, device=h.device) if has_bias else None
