@@ -6,7 +6,8 @@
 //
 // Three entries share the helpers below:
 //   layernorm_fwd         one group of TPR = BLOCK / ROWS threads per segment
-//   layernorm_bwd         a persistent grid: program p owns the rows
+//   layernorm_bwd         a persistent grid of programs (a block, or a
+//                         cluster of CL blocks): program p owns the rows
 //                         [p * BS, min((p + 1) * BS, N)), BS = cdiv(N, P),
 //                         writes dx for them and its partial dw/db row
 //   layernorm_bwd_reduce  sums the partial rows into dw and db
