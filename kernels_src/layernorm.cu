@@ -484,8 +484,9 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 // CL > 1 (sm_90; ITEMS > 0, G == 1) makes a program a cluster of CL blocks,
 // each holding a CL-th of every row's columns (L / CL, whole vectors): a
 // long row then fits in registers with room for more rows in flight, and
-// for a given count of blocks there are CL times fewer partial rows to write
-// and sum (the caller passes P = SMs / CL to get that). The row sums meet
+// one row, or one wave of rows, is spread over more SMs. With P = SMs / CL
+// there would be CL times fewer partial rows, but on an H100 33 clusters of
+// 4 did not run at once (a second wave, twice the time). The row sums meet
 // through distributed shared memory (cluster_sum2), one cluster barrier a
 // tile of ROWS rows: its latency is what ROWS > 1 amortises.
 template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,
@@ -745,9 +746,10 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
   if constexpr (CL > 1) kt::cluster_sync();
 }
 
-// The entry, twice: CL == 1 without a cluster attribute (a cluster of one
-// block measured up to 5% slower on the same config), CL > 1 with one. A
-// name expression's template arguments leave exactly one of them viable.
+// The entry, twice: CL == 1 without a cluster attribute, so those configs
+// launch as they did before clusters (a cluster of one block is still a
+// cluster launch), CL > 1 with one. A name expression's template arguments
+// leave exactly one of them viable.
 #define KT_NORM_BWD_ENTRY(ATTR, COND)                                                                             \
   template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,         \
             int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,                          \
