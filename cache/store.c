@@ -144,6 +144,9 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
   int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
   /* Without memory for the connection itself, SQLite leaves no handle. */
   if (!*db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
+  /* Before the probe: its first read waits out a writer (an import into
+  ** the same file) like every later one, instead of failing at once. */
+  sqlite3_busy_timeout(*db, KT__BUSY_TIMEOUT_MS);
   if (rc == SQLITE_OK) rc = probe(*db);
   if (rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY) {
     char uri[PATH_MAX * 3 + 32];
@@ -152,6 +155,7 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
     *db = NULL;
     rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (!*db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
+    sqlite3_busy_timeout(*db, KT__BUSY_TIMEOUT_MS);
     if (rc == SQLITE_OK) rc = probe(*db);
   }
   if (rc == SQLITE_NOMEM) return kt__db_err(s, *db, "opening", err, errlen);
@@ -159,7 +163,6 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
     snprintf(err, errlen, "%s: cannot open read-only: %s", path, sqlite3_errmsg(*db));
     return KT__C_CACHE;
   }
-  sqlite3_busy_timeout(*db, KT__BUSY_TIMEOUT_MS);
   return KT__C_OK;
 }
 
