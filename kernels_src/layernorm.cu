@@ -83,16 +83,22 @@ template <int TPR> __device__ __forceinline__ float group_sum(float v, float *pa
   return v;
 }
 
+// a and b summed over each aligned group of N lanes (a power of two up to
+// 32), by xor shuffles: every lane of a group gets the same bits.
+template <int N> __device__ __forceinline__ void xor_sum2(float &a, float &b) {
+#pragma unroll
+  for (int o = N / 2; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+}
+
 // Two sums over a group at once behind one barrier. part is one of two
 // halves the caller alternates between, so the half written now was last
 // read before the previous call's barrier.
 template <int TPR>
 __device__ __forceinline__ float2 group_sum2(float a, float b, float2 *part) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
+  xor_sum2<32>(a, b);
   if constexpr (TPR > 32) {
     constexpr int NW = TPR / 32;
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = make_float2(a, b);
@@ -100,11 +106,7 @@ __device__ __forceinline__ float2 group_sum2(float a, float b, float2 *part) {
     const float2 p = part[(threadIdx.x / TPR) * NW + threadIdx.x % NW];
     a = p.x;
     b = p.y;
-#pragma unroll
-    for (int o = NW / 2; o > 0; o >>= 1) {
-      a += __shfl_xor_sync(0xffffffffu, a, o);
-      b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
+    xor_sum2<NW>(a, b);
   }
   return make_float2(a, b);
 }
@@ -227,22 +229,14 @@ template <int TPR, int CL>
 __device__ __forceinline__ float2 cluster_sum2(float a, float b, float2 *part) {
   constexpr int NW = TPR / 32, NP = NW * CL;
   static_assert(NP <= 32 && (NP & (NP - 1)) == 0, "a warp adds every block's warp sums");
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
+  xor_sum2<32>(a, b);
   if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = make_float2(a, b);
   cluster_sync();
   const int e = (int)threadIdx.x % NP;
   const float2 p = cluster_ld2(part + (threadIdx.x / TPR) * NW + e % NW, (unsigned)(e / NW));
   a = p.x;
   b = p.y;
-#pragma unroll
-  for (int o = NP / 2; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
+  xor_sum2<NP>(a, b);
   return make_float2(a, b);
 }
 

@@ -277,6 +277,14 @@ static const ncase cases[] = {
     {3, 20000, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 0, 0},
 };
 
+/* Whether the device runs thread-block clusters (sm_90 and later; arch is
+** "sm_XY"). */
+static int has_clusters(kt_runtime *rt) {
+  kt_runtime_info info;
+  kt_runtime_get_info(rt, &info);
+  return atoi(info.arch + 3) >= 90;
+}
+
 static int load3(kt_runtime *rt, kt_kernel **f, kt_kernel **b, kt_kernel **r) {
   return g_load_kernels(rt, "kernels_src/layernorm_fwd.json", f, "kernels_src/layernorm_bwd.json", b,
                         "kernels_src/layernorm_bwd_reduce.json", r, NULL);
@@ -353,7 +361,7 @@ static void norm_backward_tile_larger_than_rows(void) {
                    items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
   kt_runtime_info info;
   kt_runtime_get_info(rt, &info);
-  const int clusters = atoi(info.arch + 3) >= 90; /* "sm_XY": clusters from sm_90 */
+  const int clusters = has_clusters(rt);
   int ran = 0, piped = 0, packed = 0, shared = 0, clustered = 0;
   for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
     struct timespec t0, t1;
@@ -512,10 +520,9 @@ static void small_norm_pipelined(void) {
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
   if (!rt) return;
-  kt_runtime_info info;
-  kt_runtime_get_info(rt, &info);
+  const int clusters = has_clusters(rt);
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-    if (runs[i].cl > 1 && atoi(info.arch + 3) < 90) continue; /* clusters need sm_90 */
+    if (runs[i].cl > 1 && !clusters) continue;
     nbufs nb;
     if (nb_setup(&nb, rt, runs[i].c, runs[i].P, 700 + i)) break;
     char fcfg[112], bcfg[112];
