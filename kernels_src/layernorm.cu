@@ -483,8 +483,13 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 // 4 did not run at once (a second wave, twice the time). The row sums meet
 // through distributed shared memory (cluster_sum2), one cluster barrier a
 // tile of ROWS rows: its latency is what ROWS > 1 amortises.
+//
+// REREAD = 1 (STAGES > 0) reads a tile's x and dy again from its pipeline
+// slot after the row sums, instead of holding x-hat and w * dy in registers
+// across them: 2 * ITEMS * VEC registers a thread freed (the slot is
+// refilled only at the next tile), for a second pass over shared memory.
 template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,
-          int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
+          int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
 __device__ __forceinline__ void
 norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,
          const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,
@@ -499,6 +504,7 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
   constexpr bool SACC = ACC != 0 && (HAS_WEIGHT || HAS_BIAS);
   static_assert(!SACC || (ITEMS > 0 && !GROUPED && ROWS == 1), "shared sums need a column per thread");
   static_assert(CL == 1 || (ITEMS > 0 && !GROUPED), "a cluster splits whole rows in registers");
+  static_assert(!REREAD || STAGES > 0, "a tile is read again from its pipeline slot");
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
   // Dynamic shared memory: the weight's sums, the bias's, then the stages.
@@ -556,29 +562,39 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
   auto segment = [&](const T *xs, const T *ds, long long seg, float mu, float rs, bool live) {
     const long long base = seg * L;
     const int wbase = (int)(seg % G) * L;
-    float xh[ITEMS > 0 ? ITEMS : 1][VEC], g[ITEMS > 0 ? ITEMS : 1][VEC];
+    // x-hat and w * dy of the thread's items: held for the pass after the
+    // sums, or (REREAD) one item's worth computed again there.
+    constexpr int HELD = REREAD || ITEMS == 0 ? 1 : ITEMS;
+    float xh[HELD][VEC], g[HELD][VEC];
+    auto item = [&](int i, float *xo, float *go, float *d) {
+      kt::vload<VEC>(xo, xs + i);
+      kt::vload<VEC>(d, ds + i);
+      float wv[VEC];
+      if constexpr (HAS_WEIGHT) kt::vload<VEC>(wv, w + wbase + i);
+#pragma unroll
+      for (int k = 0; k < VEC; k++) {
+        xo[k] = (xo[k] - mu) * rs;
+        go[k] = HAS_WEIGHT ? d[k] * wv[k] : d[k];
+      }
+    };
     float s1 = 0.f, s2 = 0.f;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
+      const int h = REREAD ? 0 : j;
       if (live && i < LEN) {
         float d[VEC];
-        kt::vload<VEC>(xh[j], xs + i);
-        kt::vload<VEC>(d, ds + i);
-        float wv[VEC];
-        if constexpr (HAS_WEIGHT) kt::vload<VEC>(wv, w + wbase + i);
+        item(i, xh[h], g[h], d);
         float pw[VEC];
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
-          xh[j][k] = (xh[j][k] - mu) * rs;
-          g[j][k] = HAS_WEIGHT ? d[k] * wv[k] : d[k];
-          s1 += xh[j][k] * g[j][k];
-          s2 += g[j][k];
+          s1 += xh[h][k] * g[h][k];
+          s2 += g[h][k];
           if constexpr (!IN_PART && !SACC) {
-            if constexpr (HAS_WEIGHT) dwa[j][k] += d[k] * xh[j][k];
+            if constexpr (HAS_WEIGHT) dwa[j][k] += d[k] * xh[h][k];
             if constexpr (HAS_BIAS) dba[j][k] += d[k];
           } else {
-            pw[k] = d[k] * xh[j][k];
+            pw[k] = d[k] * xh[h][k];
           }
         }
         if constexpr (IN_PART && HAS_WEIGHT) kt::add_f32<VEC>(dwp + wbase + i, pw, true);
@@ -587,7 +603,7 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
         if constexpr (SACC && HAS_BIAS) sb.add(j, lane, d);
       } else {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) xh[j][k] = g[j][k] = 0.f;
+        for (int k = 0; k < VEC; k++) xh[h][k] = g[h][k] = 0.f;
       }
     }
     float2 r;
@@ -602,11 +618,16 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
       if (i >= LEN) continue;
+      const int h = REREAD ? 0 : j;
       float o[VEC], rr[VEC];
+      if constexpr (REREAD) {
+        float d[VEC];
+        item(i, xh[0], g[0], d);
+      }
       if constexpr (HAS_DRESIDUAL) kt::vload<VEC>(rr, dres + base + i);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
-        o[k] = (g[j][k] - (xh[j][k] * c1 + c2)) * rs;
+        o[k] = (g[h][k] - (xh[h][k] * c1 + c2)) * rs;
         if constexpr (HAS_DRESIDUAL) o[k] += rr[k];
       }
       kt::vstore<VEC>(dx + base + i, o);
@@ -746,15 +767,15 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
 // leave exactly one of them viable.
 #define KT_NORM_BWD_ENTRY(ATTR, COND)                                                                             \
   template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,         \
-            int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,                          \
+            int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,              \
             typename kt::enable_if<(COND), int>::type = 0>                                                         \
   __global__ void ATTR __launch_bounds__(BLOCK, ITEMS * VEC <= 8 ? 1024 / BLOCK : 1)                              \
   layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,                      \
                 const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,                        \
                 const float *__restrict__ mean, const float *__restrict__ rstd, const T *__restrict__ dres,         \
                 int n_rows, int D, int G, int P, int rms) {                                                        \
-    norm_bwd<T, W, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT, HAS_BIAS,     \
-             GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, P, rms);                     \
+    norm_bwd<T, W, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, REREAD, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,      \
+             HAS_BIAS, GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, P, rms);             \
   }
 KT_NORM_BWD_ENTRY(, CL == 1)
 KT_NORM_BWD_ENTRY(KT_CLUSTER(CL), CL > 1)

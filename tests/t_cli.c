@@ -170,7 +170,8 @@ static void compile_for_shapes(void) {
 ** run: on sm_80 and later, with 16-byte vectors; its programs of clusters
 ** (CL > 1) only on sm_90 and later, with whole vectors in a block's share of
 ** the row; and a partial-row buffer that is not 8-byte aligned leaves only
-** scalar configs (VEC = 1). */
+** scalar configs (VEC = 1). A tile is read again from its slot (REREAD = 1)
+** only in the pipeline, by threads of 16 values or more. */
 static void compile_norm_pipeline_where_it_runs(void) {
   static char out[32768];
   const char *dir = t_tmpdir();
@@ -189,6 +190,10 @@ static void compile_norm_pipeline_where_it_runs(void) {
             0);
   ASSERT_CONTAINS(out, ".VEC=2.ITEMS=4.STAGES=0.ACC=0.CL=4."); /* 4 x 250 columns */
   ASSERT_TRUE(!strstr(out, ".VEC=4.ITEMS=2.STAGES=0.ACC=0.CL=4.")); /* 250 is not whole vectors of 4 */
+  /* A tile read again from its slot: pipelined, 16 or more values a thread. */
+  ASSERT_CONTAINS(out, "BLOCK=64.ROWS=1.VEC=8.ITEMS=2.STAGES=2.ACC=0.CL=1.REREAD=1.");
+  ASSERT_TRUE(!strstr(out, "BLOCK=64.ROWS=1.VEC=8.ITEMS=2.STAGES=0.ACC=0.CL=1.REREAD=1."));
+  ASSERT_TRUE(!strstr(out, "BLOCK=128.ROWS=1.VEC=8.ITEMS=1.STAGES=2.ACC=0.CL=1.REREAD=1.")); /* 8 values */
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_75 kernels_src/layernorm_bwd.json --shape '%s'",
                  dir, bin(), shape),
             0);

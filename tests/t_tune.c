@@ -463,6 +463,15 @@ static void cli_key_and_lint(void) {
                 "{\"D\":256,\"HAS_RES\":1,\"T\":\"bf16\",\"res\":16,\"w\":16,\"x\":16,\"y\":16}\n"
                 "{\"D\":256,\"HAS_RES\":1,\"T\":\"bf16\",\"res\":16,\"w\":16,\"x\":16,\"y\":16}\n"
                 "{\"D\":256,\"HAS_RES\":0,\"T\":\"bf16\",\"res\":0,\"w\":16,\"x\":2,\"y\":16}\n");
+  /* The backward's reduce: P (the partial rows) by its bucket, N left out. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/layernorm_bwd_reduce.json --shape D=4096,P=264,W=bf16,N=7 "
+                 "--shape D=4096,P=300,W=bf16,N=65536 --shape D=4096,P=1,W=bf16,N=1",
+                 bin),
+            0);
+  ASSERT_STR_EQ(out,
+                "{\"D\":4096,\"P\":512,\"W\":\"bf16\",\"db\":16,\"db_part\":16,\"dw\":16,\"dw_part\":16}\n"
+                "{\"D\":4096,\"P\":512,\"W\":\"bf16\",\"db\":16,\"db_part\":16,\"dw\":16,\"dw_part\":16}\n"
+                "{\"D\":4096,\"P\":1,\"W\":\"bf16\",\"db\":16,\"db_part\":16,\"dw\":16,\"dw_part\":16}\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,T=bf16", bin), 2);
   ASSERT_CONTAINS(out, "D is in the tuning key; give its value");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape D=1,T=bf16,Q=3", bin), 2);
