@@ -306,11 +306,11 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
                 "the pipeline copies 16-byte vectors of whole segments");
   static_assert(!PACK || (ITEMS > 0 && sizeof(T) == 2 && !HAS_RESIDUAL),
                 "a packed segment is 16-bit x as loaded (x + res needs f32)");
-  __shared__ float part[2][BLOCK / 32];
+  __shared__ float2 part[2][BLOCK / 32];
   int phase = 0;
   auto sum = [&](float v) {
     phase ^= 1;
-    return kt::group_sum<TPR>(v, part[phase]);
+    return kt::group_sum<TPR>(v, reinterpret_cast<float *>(part[phase]));
   };
   extern __shared__ float4 stage_mem[];
   (void)rms;
@@ -336,6 +336,20 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
     using H = typename kt::pick<PACK != 0, T, float>::type;
     kt::Vec<H, VEC> v[ITEMS > 0 ? ITEMS : 1];
     float s = 0.f, mu = 0.f;
+    // LayerNorm's mean and variance in one reduction where that is exact
+    // enough: sums of x - K and (x - K)^2, K the segment's first element, so
+    // that they are about the spread, not the mean. Their rounding moves the
+    // variance by at most about L * 2^-24 of it (where x[0] is the one far
+    // outlier), under a 16-bit output's own rounding for L <= 16384; f32
+    // segments and longer ones take a reduction for the mean and one for the
+    // deviations about it. The choice is the same in every thread (barriers).
+    const bool one = !IS_RMS_NORM && sizeof(T) == 2 && L <= 16384;
+    float K = 0.f;
+    if (one && live) {
+      float k0[1];
+      load_h<1, HAS_RESIDUAL>(k0, x + base, HAS_RESIDUAL ? res + base : nullptr);
+      K = k0[0];
+    }
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
@@ -351,23 +365,44 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 #pragma unroll
         for (int k = 0; k < VEC; k++) v[j].v[k] = kt::from_f<H>(0.f);
       }
-#pragma unroll
-      for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]);
-    }
-    if constexpr (!IS_RMS_NORM) mu = sum(s) / (float)L;
-    float q = 0.f;
-#pragma unroll
-    for (int j = 0; j < ITEMS; j++) {
-      const int i = (lane + j * TPR) * VEC;
       if (i < L) {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) {
-          const float e = kt::to_f_here(v[j].v[k]) - mu;
-          q += e * e;
-        }
+        for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]) - K;
       }
     }
-    const float rs = rsqrtf(sum(q) / (float)L + eps);
+    float q = 0.f, rs;
+    if (one) {
+#pragma unroll
+      for (int j = 0; j < ITEMS; j++) {
+        const int i = (lane + j * TPR) * VEC;
+        if (i < L) {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) {
+            const float e = kt::to_f_here(v[j].v[k]) - K;
+            q += e * e;
+          }
+        }
+      }
+      phase ^= 1;
+      const float2 r = kt::group_sum2<TPR>(s, q, part[phase]);
+      const float ds = r.x / (float)L;
+      mu = K + ds;
+      rs = rsqrtf(fmaxf(r.y / (float)L - ds * ds, 0.f) + eps);
+    } else {
+      if constexpr (!IS_RMS_NORM) mu = sum(s) / (float)L;
+#pragma unroll
+      for (int j = 0; j < ITEMS; j++) {
+        const int i = (lane + j * TPR) * VEC;
+        if (i < L) {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) {
+            const float e = kt::to_f_here(v[j].v[k]) - mu;
+            q += e * e;
+          }
+        }
+      }
+      rs = rsqrtf(sum(q) / (float)L + eps);
+    }
     if (!live) return;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {

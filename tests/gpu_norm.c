@@ -47,8 +47,9 @@ static int nb_upload(nbufs *n) {
   return 0;
 }
 
-/* Inputs, and every reference output, in float64 from the rounded inputs. */
-static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
+/* Inputs, and every reference output, in float64 from the rounded inputs;
+** skew, where given, reshapes x first (its values are rounded after). */
+static int nb_make_skewed(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed, void (*skew)(nbufs *)) {
   memset(n, 0, sizeof *n);
   n->c = c;
   n->P = P;
@@ -70,6 +71,10 @@ static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
   g_buf_rand(&n->b, &seed, -0.5, 0.5);
   g_buf_rand(&n->dy, &seed, -1, 1);
   g_buf_rand(&n->dres, &seed, -1, 1);
+  if (skew) {
+    skew(n);
+    g_buf_round(&n->x);
+  }
   n->h = malloc(N * sizeof(double));
   n->ry = malloc(N * sizeof(double));
   n->rdx = malloc(N * sizeof(double));
@@ -130,6 +135,10 @@ static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
     }
   }
   return nb_upload(n);
+}
+
+static int nb_make(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t seed) {
+  return nb_make_skewed(n, rt, c, P, seed, NULL);
 }
 
 /* nb_make, the failure reported (nb freed) when it fails. */
@@ -466,6 +475,55 @@ static void norm_key_leaves_out_T(void) {
   kt_runtime_close(rt);
 }
 
+/* Rows whose statistics cancel: the first element an outlier (+100, -100:
+** the shift of LayerNorm's one-pass variance is that element), a row
+** offset by 300 and one by -300 with its first element at the far end; the
+** rest drawn as usual. */
+static void skew_rows(nbufs *n) {
+  const size_t L = (size_t)(n->c.D / n->c.G);
+  const double first[] = {100, -100, 0, 0}, add[] = {0, 0, 300, -300};
+  for (size_t s = 0; s < (size_t)n->c.T * n->c.G && s < 4; s++) {
+    for (size_t i = 0; i < L; i++) n->x.h[s * L + i] += add[s];
+    n->x.h[s * L] += first[s] + (s == 3 ? -3 : 0);
+  }
+}
+
+/* LayerNorm's forward on 16-bit rows whose mean and variance cancel, in
+** registers (ITEMS > 0: rows of up to 16384 take the one-pass variance about
+** their first element, longer ones two reductions), packed, pipelined and
+** grouped: every output within the usual tolerances of float64. (f32 rows
+** take two reductions, as before; on the rows offset by 300 their mean's
+** rounding puts y outside this file's f32 tolerance of 2e-5.) */
+static void norm_forward_statistics_that_cancel(void) {
+  static const struct {
+    ncase c;
+    const char *cfg;
+  } runs[] = {
+      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0"},
+      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=1"},
+      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,PACK=0"},
+      {{6, 1000, 1, KT_F16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=0,PACK=0"},
+      {{4, 4000, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0"},
+      {{4, 32768, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0"},
+  };
+  kt_kernel *f, *b, *r;
+  kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
+  if (!rt) return;
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    nbufs nb;
+    if (nb_make_skewed(&nb, rt, runs[i].c, 4, 1100 + i, skew_rows)) {
+      t_fail(__FILE__, __LINE__, "setup: %s", kt_errmsg(rt));
+      nb_free(&nb);
+      break;
+    }
+    int rf = run_fwd(f, &nb, runs[i].cfg);
+    if (rf > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
+    nb_free(&nb);
+    if (rf) break;
+  }
+  kt_runtime_close(rt);
+}
+
 /* Small cases only, for compute-sanitizer (make gpu-sanitize). */
 static void small_norm(void) {
   static const ncase small[] = {
@@ -555,6 +613,7 @@ const kt_test gpu_norm_tests[] = {
     {"norm_backward_tile_larger_than_rows", norm_backward_tile_larger_than_rows},
     {"norm_tuned", norm_tuned},
     {"norm_key_leaves_out_T", norm_key_leaves_out_T},
+    {"norm_forward_statistics_that_cancel", norm_forward_statistics_that_cancel},
     {"small_norm", small_norm},
     {"small_norm_pipelined", small_norm_pipelined},
     {NULL, NULL},
