@@ -370,37 +370,29 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
         for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]) - K;
       }
     }
+    // The squares about K (one reduction) or about the mean (a reduction for
+    // it first; RMSNorm's mean is 0).
+    if (!one && !IS_RMS_NORM) mu = sum(s) / (float)L;
+    const float c = one ? K : mu;
     float q = 0.f, rs;
-    if (one) {
 #pragma unroll
-      for (int j = 0; j < ITEMS; j++) {
-        const int i = (lane + j * TPR) * VEC;
-        if (i < L) {
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (i < L) {
 #pragma unroll
-          for (int k = 0; k < VEC; k++) {
-            const float e = kt::to_f_here(v[j].v[k]) - K;
-            q += e * e;
-          }
+        for (int k = 0; k < VEC; k++) {
+          const float e = kt::to_f_here(v[j].v[k]) - c;
+          q += e * e;
         }
       }
+    }
+    if (one) {
       phase ^= 1;
       const float2 r = kt::group_sum2<TPR>(s, q, part[phase]);
       const float ds = r.x / (float)L;
       mu = K + ds;
       rs = rsqrtf(fmaxf(r.y / (float)L - ds * ds, 0.f) + eps);
     } else {
-      if constexpr (!IS_RMS_NORM) mu = sum(s) / (float)L;
-#pragma unroll
-      for (int j = 0; j < ITEMS; j++) {
-        const int i = (lane + j * TPR) * VEC;
-        if (i < L) {
-#pragma unroll
-          for (int k = 0; k < VEC; k++) {
-            const float e = kt::to_f_here(v[j].v[k]) - mu;
-            q += e * e;
-          }
-        }
-      }
       rs = rsqrtf(sum(q) / (float)L + eps);
     }
     if (!live) return;
