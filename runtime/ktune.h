@@ -381,8 +381,9 @@ typedef struct kt_options {
   int no_prune;           /* nonzero: a tuning compiles and measures every
                              candidate; zero: a candidate is not compiled
                              when a field value it has lost by 10% or more
-                             in the 6 or more candidates measured with it
-                             (docs/tuning.md, "Pruning") */
+                             in the 6 or more candidates measured with it,
+                             and in 2 or more beside each of its other
+                             values (docs/tuning.md, "Pruning") */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */

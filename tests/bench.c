@@ -388,6 +388,8 @@ static void prune_compare(void) {
       {"kernels_src/layernorm_fwd.json", "N=4096,D=1024,G=1,T=f32,W=f32,rms=0,res=null,res_out=null"},
       {"kernels_src/layernorm_bwd.json", "N=16384,D=1024,G=1,P=264,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null"},
       {"kernels_src/layernorm_bwd.json", "N=4096,D=4096,G=1,P=264,T=bf16,W=bf16,rms=0,dres=null"},
+      {"kernels_src/layernorm_bwd.json", "N=1024,D=16384,G=1,P=132,T=bf16,W=bf16,rms=0,dres=null"},
+      {"kernels_src/layernorm_fwd.json", "N=3277,D=5120,G=1,T=bf16,W=bf16,rms=0,mean=null,rstd=null,res=null,res_out=null"},
       {"kernels_src/masked_softmax.json", "N=8192,L=1000,T=bf16,bias=null"},
       {"kernels_src/masked_softmax.json", "N=4096,L=4096,T=f16"},
       {"kernels_src/rmsnorm.json", "N=4096,D=3072,T=bf16,res=null"},

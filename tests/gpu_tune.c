@@ -205,38 +205,40 @@ int fault_child(const char *cache) {
   return 0;
 }
 
-/* One cold tuning of a layernorm_fwd key (about 100 candidates) in a
-** fresh cache, pruned or not; the report, or NULL (*skipped when there is
-** no GPU). */
+/* One cold tuning of a layernorm_bwd key (RMSNorm bf16, D = 1024: 385
+** candidates, all tried) in a fresh cache, pruned or not; the report, or
+** NULL (*skipped when there is no GPU). */
 static kt_tune_report *tune_norm(const char *cache, int no_prune, int *skipped) {
   kt_options o;
   kt_options_init(&o);
   o.cache_path = cache;
   o.no_prune = no_prune;
+  o.strategy = KT_STRATEGY_EXHAUSTIVE;
   o.log_level = KT_LOG_ERROR;
   kt_runtime *rt = g_open_with(&o);
   kt_kernel *k;
+  kt_inputs *in = NULL;
   kt_tune_report *r = NULL;
   if ((*skipped = !rt)) return NULL;
-  enum { N = 4096, D = 3072 };
-  uint64_t x = 0, y = 0, w = 0;
-  if (!kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k) && !kt_device_alloc(rt, (size_t)N * D * 2, &x) &&
-      !kt_device_alloc(rt, (size_t)N * D * 2, &y) && !kt_device_alloc(rt, D * 2, &w) &&
-      !kt_device_fill(rt, x, 0x3c, (size_t)N * D * 2) && !kt_device_fill(rt, w, 0x3c, D * 2)) {
-    kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                  kt_arg_ptr(w, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
-                  kt_arg_i32(N), kt_arg_i32(D), kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
-    if (kt_kernel_tune(k, a, 13, &r)) printf("    %s\n", kt_errmsg(rt));
-  }
-  kt_device_free(rt, x);
-  kt_device_free(rt, y);
-  kt_device_free(rt, w);
+  /* Made-up pointers, 64 MiB apart: kt_inputs_make reads only where they
+  ** are (none overlaps, none is null but mean, db_part and dres). */
+#define AT(i) ((uint64_t)(i) << 26)
+  kt_arg a[] = {kt_arg_ptr(AT(1), KT_BF16), kt_arg_ptr(AT(2), KT_F32), kt_arg_ptr(0, KT_F32),
+                kt_arg_ptr(AT(3), KT_BF16), kt_arg_ptr(AT(4), KT_BF16), kt_arg_ptr(AT(5), KT_BF16),
+                kt_arg_ptr(0, KT_F32), kt_arg_ptr(AT(6), KT_F32), kt_arg_ptr(0, KT_BF16),
+                kt_arg_i32(16384), kt_arg_i32(1024), kt_arg_i32(1), kt_arg_i32(264), kt_arg_i32(1)};
+#undef AT
+  if (kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", &k) || kt_inputs_make(k, a, 14, 7, &in) ||
+      kt_kernel_tune(k, kt_inputs_args(in), 14, &r))
+    printf("    %s\n", kt_errmsg(rt));
+  kt_inputs_free(in);
   kt_runtime_close(rt);
   return r;
 }
 
 /* Pruning before compile: a candidate is not compiled once a field value
-** of it has lost by 10% in 6 measured candidates. It is reported as
+** of it has lost by 10% in 6 measured candidates, and in 2 or more beside
+** each of its other values (tune/evidence.h). It is reported as
 ** pruned (not measured, not stored, with the evidence), the trials table
 ** holds only what was measured, and no_prune measures everything. One
 ** variant per NVRTC program keeps the compiles close behind the trials. */

@@ -6,6 +6,7 @@
 
 #include "call/alias.h"
 #include "tune/compare.h"
+#include "tune/evidence.h"
 #include "harness.h"
 #include "spec/key.h"
 #include "ktune.h"
@@ -493,6 +494,77 @@ static void cli_key_and_lint(void) {
   ASSERT_STR_EQ(out, "0 problems in 2 specs\n");
 }
 
+/* cfg from "BLOCK=256,ROWS=1,...": every field of s named once. */
+static void cfg_of(const kt__spec *s, const char *text, int64_t *cfg) {
+  for (int f = 0; f < s->ncfields; f++) {
+    const char *at = strstr(text, s->cfields[f].name);
+    ASSERT_TRUE(at && at[strlen(s->cfields[f].name)] == '=');
+    cfg[f] = strtoll(at + strlen(s->cfields[f].name) + 1, NULL, 10);
+  }
+}
+
+/* Pruning judges a field value beside each of the candidate's other values.
+** The case it exists for: on layernorm_bwd at D = 16384, STAGES = 2 and
+** REREAD = 1 lost in clusters (CL = 2) and won without; judging STAGES = 2
+** alone pruned the winner (BLOCK = 1024, CL = 1) before it was measured. */
+static void pruning_judges_values_beside_each_other(void) {
+  kt_runtime *rt = t_offline(1);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", &k), KT_OK);
+  const kt__spec *s = k->p.spec;
+  kt__evidence *e = kt__evidence_new(s);
+  ASSERT_TRUE(e);
+  int64_t cfg[KT_MAX_CFIELDS];
+  char why[512] = "";
+  static const char *clustered[] = {
+      "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=2,REREAD=0", "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=2,REREAD=1",
+      "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=3,ACC=0,CL=2,REREAD=0", "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=3,ACC=0,CL=2,REREAD=1",
+      "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,REREAD=0", "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,REREAD=1"};
+  cfg_of(s, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,REREAD=1", cfg);
+  ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0); /* nothing measured */
+  for (int i = 0; i < 6; i++) {
+    cfg_of(s, clustered[i], cfg);
+    kt__evidence_note(e, cfg, 80.0 + i);
+  }
+  cfg_of(s, "BLOCK=512,ROWS=1,VEC=4,ITEMS=8,STAGES=0,ACC=1,CL=1,REREAD=0", cfg);
+  kt__evidence_note(e, cfg, 66.0);
+  /* STAGES=2 lost by 21% in 4 candidates, REREAD=1 in 3, VEC=8 in 6, all
+  ** beside CL=2: nothing is known of them beside CL=1 or BLOCK=1024. */
+  cfg_of(s, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,REREAD=1", cfg);
+  ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
+  cfg_of(s, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=1,REREAD=1", cfg);
+  ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
+  /* Beside values each measured twice or more with it, VEC=8 has lost. */
+  cfg_of(s, "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=3,ACC=0,CL=2,REREAD=1", cfg);
+  ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 1);
+  ASSERT_STR_EQ(why, "not compiled: the 6 candidates measured with VEC=8 (at least 2 beside each of its other values) "
+                     "took 80.00 us at best, the best measured 66.00 us");
+  /* Once VEC=8 wins beside CL=1, what loses is CL=2. */
+  cfg_of(s, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,REREAD=1", cfg);
+  kt__evidence_note(e, cfg, 55.0);
+  cfg_of(s, "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=3,ACC=0,CL=2,REREAD=1", cfg);
+  ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 1);
+  ASSERT_STR_EQ(why, "not compiled: the 6 candidates measured with CL=2 (at least 2 beside each of its other values) "
+                     "took 80.00 us at best, the best measured 55.00 us");
+  /* BLOCK=1024 beside CL=2 was never measured: no prediction. */
+  cfg_of(s, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,REREAD=1", cfg);
+  ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
+  /* Five measured are too few, whatever the pairs say. */
+  kt__evidence_free(e);
+  ASSERT_TRUE((e = kt__evidence_new(s)));
+  for (int i = 0; i < 5; i++) {
+    cfg_of(s, clustered[i], cfg);
+    kt__evidence_note(e, cfg, 80.0);
+  }
+  cfg_of(s, "BLOCK=512,ROWS=1,VEC=4,ITEMS=8,STAGES=0,ACC=1,CL=1,REREAD=0", cfg);
+  kt__evidence_note(e, cfg, 66.0);
+  cfg_of(s, clustered[0], cfg);
+  ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
+  kt__evidence_free(e);
+  kt_runtime_close(rt);
+}
+
 const kt_test t_tune_tests[] = {
     {"tune: keys leave out ignored params (T, eps)", keys_ignore_what_the_spec_says},
     {"tune: pointer alignment classes in the key", alignment_classes},
@@ -508,5 +580,6 @@ const kt_test t_tune_tests[] = {
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},
+    {"tune: pruning judges a field value beside each of the candidate's others", pruning_judges_values_beside_each_other},
     {NULL, NULL},
 };

@@ -17,6 +17,7 @@
 #include "device/nvrtc.h"
 #include "spec/key.h"
 #include "tune/confirm.h"
+#include "tune/evidence.h"
 #include "tune/scratch.h"
 #include "tune/search.h"
 #include "tune/timer.h"
@@ -24,17 +25,6 @@
 #define MAX_CANDIDATES 4096
 #define REMEASURE 3
 #define BURST 8 /* launches per repetition of a short kernel (kt__bench) */
-/* Pruning before compile: a candidate is not compiled when one of its
-** field values has been measured in at least PRUNE_MIN candidates and the
-** fastest of them is at least PRUNE_MARGIN times the fastest measured. */
-#define PRUNE_MIN 6
-#define PRUNE_MARGIN 1.10
-
-/* What the measurements so far say of one value of one config field. */
-typedef struct evidence {
-  int n;          /* candidates measured with it */
-  double best;    /* the fastest of them, microseconds */
-} evidence;
 
 struct kt__tuner {
   kt__prog *p;
@@ -54,9 +44,7 @@ struct kt__tuner {
   kt__call ref;           /* the base call with the reference config */
   /* Read by the compiling threads (skip), written by the tuning thread. */
   pthread_mutex_t lock;
-  evidence *ev;           /* per field value, from ev_at[field] on */
-  int ev_at[KT_MAX_CFIELDS];
-  double ev_best;         /* the fastest measured */
+  kt__evidence *ev;       /* what the measured candidates say (pruning) */
   int *order;             /* the batch being built: candidate of each call */
   atomic_int stop;        /* nonzero: the batch's build compiles nothing more */
   char key[1024];
@@ -127,17 +115,12 @@ static void retry_rejected(kt__tuner *t) {
             t->p->spec->name, t->key, again);
 }
 
-/* Room for the evidence of every field value, and for a batch's order;
-** 0, or -1 when out of memory (t->cand is the caller's to free). */
+/* The evidence, and room for a batch's order; 0, or -1 when out of memory
+** (t->cand is the caller's to free). */
 static int evidence_init(kt__tuner *t, const kt__spec *s) {
-  int n = 0;
-  for (int f = 0; f < s->ncfields; f++) {
-    t->ev_at[f] = n;
-    n += s->cfields[f].n;
-  }
-  if (!(t->ev = kt__calloc((size_t)n + 1, sizeof *t->ev)) ||
-      !(t->order = kt__calloc(MAX_CANDIDATES + 1, sizeof *t->order)) || pthread_mutex_init(&t->lock, NULL)) {
-    kt__free(t->ev);
+  if (!(t->ev = kt__evidence_new(s)) || !(t->order = kt__calloc(MAX_CANDIDATES + 1, sizeof *t->order)) ||
+      pthread_mutex_init(&t->lock, NULL)) {
+    kt__evidence_free(t->ev);
     kt__free(t->order);
     return -1;
   }
@@ -145,24 +128,11 @@ static int evidence_init(kt__tuner *t, const kt__spec *s) {
   return 0;
 }
 
-static evidence *evidence_of(kt__tuner *t, int f, int64_t v) {
-  const kt__cfield *cf = &t->p->spec->cfields[f];
-  for (int i = 0; i < cf->n; i++)
-    if (cf->values[i] == v) return &t->ev[t->ev_at[f] + i];
-  return NULL;
-}
-
-/* A candidate measured (now or by an earlier tuning) counts for each of
-** its field values. */
+/* A candidate measured (now or by an earlier tuning) is evidence. */
 static void evidence_note(kt__tuner *t, const kt__cand *cd) {
   if (!kt__cand_ok(cd)) return;
   pthread_mutex_lock(&t->lock);
-  for (int f = 0; f < t->p->spec->ncfields; f++) {
-    evidence *e = evidence_of(t, f, cd->cfg[f]);
-    if (!e) continue;
-    if (!e->n++ || cd->median < e->best) e->best = cd->median;
-  }
-  if (t->ev_best <= 0 || cd->median < t->ev_best) t->ev_best = cd->median;
+  kt__evidence_note(t->ev, cd->cfg, cd->median);
   pthread_mutex_unlock(&t->lock);
 }
 
@@ -208,7 +178,7 @@ void kt__tuner_free(kt__tuner *t) {
   kt__timer_free(t->timer);
   kt__scratch_free(&t->sc);
   pthread_mutex_destroy(&t->lock);
-  kt__free(t->ev);
+  kt__evidence_free(t->ev);
   kt__free(t->order);
   kt__free(t->cand);
   kt__free(t);
@@ -294,8 +264,8 @@ static int prune(kt__tuner *t, const int *idx, int n) {
 
 /* Asked by a compiling thread just before it compiles the batch's call i:
 ** whether to give it back uncompiled, because the batch is abandoned or
-** because one of the candidate's field values has lost by PRUNE_MARGIN in
-** at least PRUNE_MIN measured candidates (VEC=1 for a 16-bit type, say).
+** because the measurements so far predict it to lose (tune/evidence.h:
+** VEC=1 for a 16-bit type, say).
 ** Sets the candidate's pruned and detail: the tuning thread reads them
 ** only after the build has given the variant back. */
 static int skip(void *user, int i) {
@@ -303,15 +273,8 @@ static int skip(void *user, int i) {
   if (atomic_load(&t->stop)) return 1;
   if (t->o.no_prune || t->order[i] < 0) return 0;
   kt__cand *cd = &t->cand[t->order[i]];
-  const kt__spec *s = t->p->spec;
   pthread_mutex_lock(&t->lock);
-  for (int f = 0; f < s->ncfields && !cd->pruned; f++) {
-    const evidence *e = evidence_of(t, f, cd->cfg[f]);
-    if (!e || e->n < PRUNE_MIN || e->best < PRUNE_MARGIN * t->ev_best) continue;
-    cd->pruned = 1;
-    snprintf(cd->detail, sizeof cd->detail, "not compiled: the %d candidates measured with %s=%lld took %.2f us at "
-             "best, the best measured %.2f us", e->n, s->cfields[f].name, (long long)cd->cfg[f], e->best, t->ev_best);
-  }
+  cd->pruned = kt__evidence_prunes(t->ev, cd->cfg, cd->detail, sizeof cd->detail);
   pthread_mutex_unlock(&t->lock);
   return cd->pruned;
 }
