@@ -218,6 +218,27 @@ __device__ __forceinline__ float2 cluster_ld2(const float2 *p, unsigned rank) {
   return v;
 }
 
+// Four floats at p (16-byte aligned), read from the shared memory of block
+// rank of this cluster.
+__device__ __forceinline__ void add4(float4 &a, float4 b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
+}
+__device__ __forceinline__ float4 cluster_ld4(const float *p, unsigned rank) {
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#if __CUDA_ARCH__ >= 900
+  unsigned a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(a)
+               : "memory");
+#endif
+  return v;
+}
+
 // group_sum2 over the groups of TPR threads at the same place in each of a
 // cluster's CL blocks (a segment split over the blocks): the warps' sums
 // meet behind one cluster barrier (which also serves as the block's), and
@@ -475,6 +496,55 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
   }
 }
 
+// The subgroups' dw/db sums (of the thread's NACC items) added into dw and
+// db (a partial row, or shared memory) in turn, the first storing:
+// deterministic, no atomics.
+template <int VEC, int NACC, int TPR, int ROWS, int HAS_WEIGHT, int HAS_BIAS>
+__device__ __forceinline__ void add_in_turn(float *dw, float *db, const float (*dwa)[VEC], const float (*dba)[VEC],
+                                            int lane, int sub, int LEN) {
+  for (int t = 0; t < ROWS; t++) {
+    if (sub == t) {
+#pragma unroll
+      for (int j = 0; j < NACC; j++) {
+        const int i = (lane + j * TPR) * VEC;
+        if (i >= LEN) continue;
+        if constexpr (HAS_WEIGHT) kt::add_f32<VEC>(dw + i, dwa[j], t > 0);
+        if constexpr (HAS_BIAS) kt::add_f32<VEC>(db + i, dba[j], t > 0);
+      }
+    }
+    if (ROWS > 1) __syncthreads();
+  }
+}
+
+// MG > 1: the dw/db sums of a cluster's MG blocks, each over its share of
+// the program's rows, added into the program's partial rows. Each block
+// first adds its subgroups' sums, in turn, into ms (its stage memory, free
+// once every thread is past its last tile: at least 2 * ROWS * LEN 16-bit
+// or f32 values, room for two sums of LEN floats). Then each block adds one
+// MG-th of the columns over the cluster's blocks, in rank order, and writes
+// them. No atomics: the same bits every run.
+template <int VEC, int NACC, int TPR, int ROWS, int MG, int HAS_WEIGHT, int HAS_BIAS>
+__device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], const float (*dba)[VEC], int lane,
+                                           int sub, int LEN, float *dwp, float *dbp) {
+  float *mw = ms, *mb = ms + (HAS_WEIGHT ? LEN : 0);
+  __syncthreads();
+  add_in_turn<VEC, NACC, TPR, ROWS, HAS_WEIGHT, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);
+  kt::cluster_sync();  // every block's sums in its shared memory
+  const int rank = (int)blockIdx.x % MG, per = (LEN / 4 + MG - 1) / MG * 4;
+  const int end = min(LEN, (rank + 1) * per);
+  for (int c = rank * per + (int)threadIdx.x * 4; c < end; c += (int)blockDim.x * 4) {
+    float4 w = make_float4(0.f, 0.f, 0.f, 0.f), b = w;
+#pragma unroll
+    for (int r = 0; r < MG; r++) {
+      if constexpr (HAS_WEIGHT) kt::add4(w, kt::cluster_ld4(mw + c, (unsigned)r));
+      if constexpr (HAS_BIAS) kt::add4(b, kt::cluster_ld4(mb + c, (unsigned)r));
+    }
+    if constexpr (HAS_WEIGHT) *reinterpret_cast<float4 *>(dwp + c) = w;
+    if constexpr (HAS_BIAS) *reinterpret_cast<float4 *>(dbp + c) = b;
+  }
+  kt::cluster_sync();  // no block leaves while another reads its sums
+}
+
 // dx = rstd * (wdy - (xhat * mean(wdy * xhat) + mean(wdy))) [+ dres], with
 // xhat = (x - mean) * rstd, wdy = w * dy (the mean(wdy) term only for
 // LayerNorm); dw += dy * xhat, db += dy over the program's rows.
@@ -515,7 +585,15 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 // slot after the row sums, instead of holding x-hat and w * dy in registers
 // across them: 2 * ITEMS * VEC registers a thread freed (the slot is
 // refilled only at the next tile), for a second pass over shared memory.
-template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,
+//
+// MG > 1 (sm_90; STAGES > 0, CL == 1, ACC == 0) makes a program a cluster
+// of MG blocks that split its rows, not its columns: each block streams its
+// share with no barrier between them, and at the end they add their dw/db
+// sums through distributed shared memory (merge_sums). MG blocks then write
+// one partial row where MG programs of one block would write MG, so with P
+// = SMs / MG the partial rows written, and read again by the reduce, are
+// MG times fewer.
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL, int MG,
           int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
 __device__ __forceinline__ void
 norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,
@@ -532,6 +610,8 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
   static_assert(!SACC || (ITEMS > 0 && !GROUPED && ROWS == 1), "shared sums need a column per thread");
   static_assert(CL == 1 || (ITEMS > 0 && !GROUPED), "a cluster splits whole rows in registers");
   static_assert(!REREAD || STAGES > 0, "a tile is read again from its pipeline slot");
+  static_assert(MG == 1 || (CL == 1 && STAGES > 0 && !SACC && !IN_PART && (HAS_WEIGHT || HAS_BIAS)),
+                "merged programs split rows streamed through the pipeline, their sums in registers");
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
   // Dynamic shared memory: the weight's sums, the bias's, then the stages.
@@ -545,11 +625,16 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
   const int LEN = L / CL;   // the columns of a segment this block holds
   const int lane = threadIdx.x % TPR;
   const int sub = threadIdx.x / TPR;
-  const int prog = (int)blockIdx.x / CL;
+  const int prog = (int)blockIdx.x / (CL * MG);
   const int bs = (n_rows + P - 1) / P;
-  const long long row0 = (long long)prog * bs;
-  if (row0 >= n_rows) return;  // the whole cluster: one program's rows
-  const long long row1 = min(row0 + bs, (long long)n_rows);
+  const long long p0 = (long long)prog * bs;
+  if (p0 >= n_rows) return;  // the whole cluster: one program's rows
+  const long long p1 = min(p0 + bs, (long long)n_rows);
+  // This block's rows: MG > 1, a share of the program's (maybe none: the
+  // block still joins the merge); else all of them.
+  const long long share = (p1 - p0 + MG - 1) / MG;
+  const long long row0 = min(p0 + ((int)blockIdx.x % MG) * share, p1);
+  const long long row1 = min(row0 + share, p1);
   const long long seg_end = row1 * G;
   // From here on columns count from this block's first (G == 1 when CL > 1).
   const int c0 = ((int)blockIdx.x % CL) * LEN;
@@ -769,31 +854,22 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
         kt::add_f32<VEC>(dbp + i, v, false);
       }
     }
+  } else if constexpr (MG > 1) {
+    merge_sums<VEC, NACC, TPR, ROWS, MG, HAS_WEIGHT, HAS_BIAS>(reinterpret_cast<float *>(stages), dwa, dba, lane, sub,
+                                                              LEN, dwp, dbp);
   } else if constexpr (!IN_PART && (HAS_WEIGHT || HAS_BIAS)) {
-    // Subgroups add their sums in turn: deterministic, no atomics.
-    for (int t = 0; t < ROWS; t++) {
-      if (sub == t) {
-#pragma unroll
-        for (int j = 0; j < NACC; j++) {
-          const int i = (lane + j * TPR) * VEC;
-          if (i >= LEN) continue;
-          if constexpr (HAS_WEIGHT) kt::add_f32<VEC>(dwp + i, dwa[j], t > 0);
-          if constexpr (HAS_BIAS) kt::add_f32<VEC>(dbp + i, dba[j], t > 0);
-        }
-      }
-      if (ROWS > 1) __syncthreads();
-    }
+    add_in_turn<VEC, NACC, TPR, ROWS, HAS_WEIGHT, HAS_BIAS>(dwp, dbp, dwa, dba, lane, sub, LEN);
   }
   // No block leaves while another of its cluster may still read its part.
   if constexpr (CL > 1) kt::cluster_sync();
 }
 
-// The entry, twice: CL == 1 without a cluster attribute, so those configs
-// launch as they did before clusters (a cluster of one block is still a
-// cluster launch), CL > 1 with one. A name expression's template arguments
+// The entry, twice: CL * MG == 1 without a cluster attribute, so those
+// configs launch as they did before clusters (a cluster of one block is
+// still a cluster launch), CL * MG > 1 with one. A name expression's template arguments
 // leave exactly one of them viable.
 #define KT_NORM_BWD_ENTRY(ATTR, COND)                                                                             \
-  template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,         \
+  template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL, int MG, \
             int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,              \
             typename kt::enable_if<(COND), int>::type = 0>                                                         \
   __global__ void ATTR __launch_bounds__(BLOCK, ITEMS * VEC <= 8 ? 1024 / BLOCK : 1)                              \
@@ -801,11 +877,11 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
                 const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,                        \
                 const float *__restrict__ mean, const float *__restrict__ rstd, const T *__restrict__ dres,         \
                 int n_rows, int D, int G, int P, int rms) {                                                        \
-    norm_bwd<T, W, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, REREAD, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,      \
+    norm_bwd<T, W, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, MG, REREAD, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,  \
              HAS_BIAS, GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, P, rms);             \
   }
-KT_NORM_BWD_ENTRY(, CL == 1)
-KT_NORM_BWD_ENTRY(KT_CLUSTER(CL), CL > 1)
+KT_NORM_BWD_ENTRY(, CL * MG == 1)
+KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 #undef KT_NORM_BWD_ENTRY
 
 // dw[c] = sum of dw_part[p][c] over the programs that own rows (the same

@@ -344,7 +344,8 @@ static void norm_tuned(void) {
 
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
 ** (with PACK 0 and 1) and backward (with ACC 0 and 1, REREAD 0 and 1, and on
-** sm_90 programs of CL = 1, 2 and 4 blocks that split each row's columns),
+** sm_90 programs of CL = 1, 2 and 4 blocks that split each row's columns,
+** or of MG = 2 and 4 blocks that split the program's rows),
 ** where a program owns
 ** fewer rows than a tile holds: T=450 over 264 programs (2 rows each), 200
 ** programs (3 rows; 50 programs own none) and T=7 (programs of one row, most
@@ -372,7 +373,7 @@ static void norm_backward_tile_larger_than_rows(void) {
   kt_runtime_info info;
   kt_runtime_get_info(rt, &info);
   const int clusters = has_clusters(rt);
-  int ran = 0, piped = 0, packed = 0, shared = 0, clustered = 0, reread = 0;
+  int ran = 0, piped = 0, packed = 0, shared = 0, clustered = 0, reread = 0, merged = 0;
   for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -399,16 +400,18 @@ static void norm_backward_tile_larger_than_rows(void) {
                        vecs[vi], items[ii], stages[si]);
               for (int acc = 0; acc < 2 && !bad; acc++)
                 for (int cl = 1; cl <= 4 && !bad; cl *= 2)
-                  for (int rr = 0; rr < 2 && !bad; rr++) {
-                    snprintf(fcfg, sizeof fcfg, "%s,ACC=%d,CL=%d,REREAD=%d", cfg, acc, cl, rr);
-                    int rb = run_bwd(b, r, &nb, fcfg);
-                    if (rb < 0) bad = 1;
-                    ran += !rb;
-                    piped += si > 0 && !rb;
-                    shared += acc && !rb;
-                    clustered += cl > 1 && !rb;
-                    reread += rr && !rb;
-                  }
+                  for (int mg = 1; mg <= 4 && !bad; mg *= 2)
+                    for (int rr = 0; rr < 2 && !bad; rr++) {
+                      snprintf(fcfg, sizeof fcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d", cfg, acc, cl, mg, rr);
+                      int rb = run_bwd(b, r, &nb, fcfg);
+                      if (rb < 0) bad = 1;
+                      ran += !rb;
+                      piped += si > 0 && !rb;
+                      shared += acc && !rb;
+                      clustered += cl > 1 && !rb;
+                      merged += mg > 1 && !rb;
+                      reread += rr && !rb;
+                    }
               for (int pk = 0; pk < 2 && !bad; pk++) {
                 snprintf(fcfg, sizeof fcfg, "%s,PACK=%d", cfg, pk);
                 int rf = run_fwd(f, &nb, fcfg);
@@ -426,8 +429,8 @@ static void norm_backward_tile_larger_than_rows(void) {
     if (bad) break;
   }
   printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
-         "%d with shared sums (ACC = 1), %d in clusters (CL > 1), %d reading tiles again (REREAD = 1)\n", ran, piped,
-         packed, shared, clustered, reread);
+         "%d with shared sums (ACC = 1), %d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles "
+         "again (REREAD = 1)\n", ran, piped, packed, shared, clustered, merged, reread);
   if (ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
   if (piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
   if (packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", packed);
@@ -435,6 +438,8 @@ static void norm_backward_tile_larger_than_rows(void) {
   if (reread < 20) t_fail(__FILE__, __LINE__, "only %d backward configs reading tiles again ran", reread);
   if (clusters ? clustered < 40 : clustered != 0)
     t_fail(__FILE__, __LINE__, "%d backward configs in clusters ran on %s", clustered, info.arch);
+  if (clusters ? merged < 20 : merged != 0)
+    t_fail(__FILE__, __LINE__, "%d backward configs merging rows' sums ran on %s", merged, info.arch);
   kt_runtime_close(rt);
 }
 
@@ -550,7 +555,11 @@ static void small_norm(void) {
 ** four rows over programs of five; and tiles read again from their slots
 ** (REREAD=1): a ragged LayerNorm row of 3000 with dres, tiles of two RMSNorm
 ** rows in f16 whose ring wraps, shared sums beside it, and clusters of two
-** over programs of one row, seven of which own none. */
+** over programs of one row, seven of which own none; and programs of blocks
+** that split their rows (MG > 1): two blocks of 3 and 2 rows in tiles of
+** two with dres, four over a ragged row of 3000 read again where one block
+** owns none, an f16 RMSNorm ring that wraps, and an f32 bias alone in
+** quarters of 252 columns. */
 static void small_norm_pipelined(void) {
   enum { BWD = 1, FWD = 2, BOTH = 3 };
   static const struct {
@@ -561,44 +570,51 @@ static void small_norm_pipelined(void) {
     int acc;  /* the backward's ACC */
     int cl;   /* the backward's CL */
     int rr;   /* the backward's REREAD */
+    int mg;   /* the backward's MG */
   } runs[] = {
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4", 0, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0, 1, 0},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2", 0, 0, 1, 0},
-      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0},
-      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0},
-      {{7, 1000, 1, KT_F16, KT_F16, 0, 0, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0},
-      {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0},
-      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0, 1, 0},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 1, 1, 0},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1, 1, 0},
-      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=64,ROWS=1,VEC=4,ITEMS=4,STAGES=2", 0, 1, 1, 0},
-      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 1, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=64,ROWS=1,VEC=8,ITEMS=1,STAGES=3", 0, 0, 4, 0},
-      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=4,ITEMS=4,STAGES=0", 0, 1, 2, 0},
-      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=32,ROWS=1,VEC=2,ITEMS=4,STAGES=0", 0, 0, 4, 0},
-      {{1200, 1024, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=1,STAGES=4", 0, 0, 2, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 7, BWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0},
-      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1},
-      {{1200, 1024, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=2,STAGES=3", 0, 0, 1, 1},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 1, 1, 1},
-      {{9, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 0, 2, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4", 0, 0, 1, 0, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0, 1},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2", 0, 0, 1, 0, 1},
+      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1},
+      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1},
+      {{7, 1000, 1, KT_F16, KT_F16, 0, 0, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0, 1},
+      {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0, 1},
+      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0, 1, 0, 1},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 1, 1, 0, 1},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1, 1, 0, 1},
+      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=64,ROWS=1,VEC=4,ITEMS=4,STAGES=2", 0, 1, 1, 0, 1},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 1, 1, 0, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0, 1},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=64,ROWS=1,VEC=8,ITEMS=1,STAGES=3", 0, 0, 4, 0, 1},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=4,ITEMS=4,STAGES=0", 0, 1, 2, 0, 1},
+      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=32,ROWS=1,VEC=2,ITEMS=4,STAGES=0", 0, 0, 4, 0, 1},
+      {{1200, 1024, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=1,STAGES=4", 0, 0, 2, 0, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 7, BWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0, 1},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1, 1},
+      {{1200, 1024, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=2,STAGES=3", 0, 0, 1, 1, 1},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 1, 1, 1, 1},
+      {{9, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 0, 2, 1, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 2},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1, 4},
+      {{1200, 1024, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=2,STAGES=4", 0, 0, 1, 0, 2},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 3, BWD, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0, 1, 0, 4},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
   if (!rt) return;
   const int clusters = has_clusters(rt);
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-    if (runs[i].cl > 1 && !clusters) continue;
+    const int mg = runs[i].mg;
+    if ((runs[i].cl > 1 || mg > 1) && !clusters) continue;
     nbufs nb;
     if (nb_setup(&nb, rt, runs[i].c, runs[i].P, 700 + i)) break;
     char fcfg[112], bcfg[112];
     snprintf(fcfg, sizeof fcfg, "%s,PACK=%d", runs[i].cfg, runs[i].pack);
-    snprintf(bcfg, sizeof bcfg, "%s,ACC=%d,CL=%d,REREAD=%d", runs[i].cfg, runs[i].acc, runs[i].cl, runs[i].rr);
+    snprintf(bcfg, sizeof bcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d", runs[i].cfg, runs[i].acc, runs[i].cl, mg,
+             runs[i].rr);
     int rf = runs[i].which & FWD ? run_fwd(f, &nb, fcfg) : 0;
     int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, bcfg) : 0;
     if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", rf > 0 ? fcfg : bcfg, kt_errmsg(rt));

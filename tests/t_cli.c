@@ -171,7 +171,9 @@ static void compile_for_shapes(void) {
 ** (CL > 1) only on sm_90 and later, with whole vectors in a block's share of
 ** the row; and a partial-row buffer that is not 8-byte aligned leaves only
 ** scalar configs (VEC = 1). A tile is read again from its slot (REREAD = 1)
-** only in the pipeline, by threads of 16 values or more. */
+** only in the pipeline, by threads of 16 values or more. Programs of blocks
+** that split the rows (MG > 1) only on sm_90, in the pipeline, with the sums
+** in registers, not beside CL > 1, and only where there are sums. */
 static void compile_norm_pipeline_where_it_runs(void) {
   static char out[32768];
   const char *dir = t_tmpdir();
@@ -185,21 +187,31 @@ static void compile_norm_pipeline_where_it_runs(void) {
   ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=4.ITEMS=1.STAGES=0.ACC=0.CL=2.");
   ASSERT_CONTAINS(out, "BLOCK=64.ROWS=2.VEC=4.ITEMS=1.STAGES=0.ACC=0.CL=2."); /* a tile of 2 rows */
   ASSERT_TRUE(!strstr(out, "BLOCK=64.ROWS=1.VEC=4.ITEMS=1.STAGES=0.ACC=0.CL=2.")); /* 256 threads' vectors */
+  ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=8.ITEMS=1.STAGES=3.ACC=0.CL=1.MG=2.");
+  ASSERT_CONTAINS(out, "BLOCK=64.ROWS=2.VEC=8.ITEMS=1.STAGES=2.ACC=0.CL=1.MG=4.");
+  ASSERT_TRUE(!strstr(out, ".STAGES=0.ACC=0.CL=1.MG=2.") && !strstr(out, ".STAGES=0.ACC=0.CL=1.MG=4."));
+  ASSERT_TRUE(!strstr(out, ".ACC=1.CL=1.MG=2.") && !strstr(out, ".CL=2.MG=2.") && !strstr(out, ".CL=4.MG=2."));
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
                  dir, bin(), "N=64,D=1000,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null"),
             0);
   ASSERT_CONTAINS(out, ".VEC=2.ITEMS=4.STAGES=0.ACC=0.CL=4."); /* 4 x 250 columns */
   ASSERT_TRUE(!strstr(out, ".VEC=4.ITEMS=2.STAGES=0.ACC=0.CL=4.")); /* 250 is not whole vectors of 4 */
   /* A tile read again from its slot: pipelined, 16 or more values a thread. */
-  ASSERT_CONTAINS(out, "BLOCK=64.ROWS=1.VEC=8.ITEMS=2.STAGES=2.ACC=0.CL=1.REREAD=1.");
-  ASSERT_TRUE(!strstr(out, "BLOCK=64.ROWS=1.VEC=8.ITEMS=2.STAGES=0.ACC=0.CL=1.REREAD=1."));
-  ASSERT_TRUE(!strstr(out, "BLOCK=128.ROWS=1.VEC=8.ITEMS=1.STAGES=2.ACC=0.CL=1.REREAD=1.")); /* 8 values */
+  ASSERT_CONTAINS(out, "BLOCK=64.ROWS=1.VEC=8.ITEMS=2.STAGES=2.ACC=0.CL=1.MG=1.REREAD=1.");
+  ASSERT_TRUE(!strstr(out, "BLOCK=64.ROWS=1.VEC=8.ITEMS=2.STAGES=0.ACC=0.CL=1.MG=1.REREAD=1."));
+  ASSERT_TRUE(!strstr(out, "BLOCK=128.ROWS=1.VEC=8.ITEMS=1.STAGES=2.ACC=0.CL=1.MG=1.REREAD=1.")); /* 8 values */
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
+                 dir, bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,w=null,dw_part=null,db_part=null,dres=null"),
+            0);
+  ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=3.ACC=0.CL=1.MG=1.");
+  ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=4.")); /* no sums to merge */
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_75 kernels_src/layernorm_bwd.json --shape '%s'",
                  dir, bin(), shape),
             0);
   ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=0.");
   ASSERT_TRUE(!strstr(out, "STAGES=2") && !strstr(out, "STAGES=3") && !strstr(out, "STAGES=4"));
   ASSERT_TRUE(!strstr(out, ".CL=2.") && !strstr(out, ".CL=4.")); /* clusters need sm_90 */
+  ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=4."));
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s,dw_part@4'",
                  dir, bin(), shape),

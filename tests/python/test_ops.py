@@ -63,7 +63,14 @@ def norm_gradients_match_float64():
         # a wave of rows (programs of two rows, the last of one) over long rows
         (sms + 1, 16384, 1, torch.bfloat16, False, False, True, True),
         (sms, 6000, 1, torch.float16, True, True, True, False),
+        # long rows over half as many programs (MG = 2 where clusters run)
+        (3 * sms + 5, 8192, 1, torch.bfloat16, False, True, True, True),
+        (2 * sms + 7, 12288, 1, torch.float16, True, False, True, False),
     ]
+    assert ktune.norm_programs(3 * sms + 5, sms, 8192, True) == sms // 2
+    assert ktune.norm_programs(3 * sms + 5, sms, 4096, True) == sms
+    assert ktune.norm_programs(3 * sms + 5, sms, 8192, False) == sms
+    assert ktune.norm_programs(sms + 1, sms, 16384, True) == -(-(sms + 1) // 2)
     for T, D, G, dt, rms, has_res, has_w, has_b in cases:
         x = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True)
         r = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True) if has_res else None

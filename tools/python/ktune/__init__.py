@@ -92,16 +92,22 @@ def null(dtype):
 _TORCH_DTYPES = None
 
 
-def norm_programs(T, sms):
-    """Programs (rows of partial sums) for layernorm_bwd over T rows on sms
-    SMs. Within two rows a program of one wave, two rows each: half the
+def norm_programs(T, sms, D=0, clusters=False):
+    """Programs (rows of partial sums) for layernorm_bwd over T rows of D on
+    sms SMs. Within two rows a program of one wave, two rows each: half the
     partial rows to sum, and a program's fixed cost shared by two rows
     (measured on an H100 at T = 132: D = 4096 and 16384, both norms, as fast
     or faster than T programs of one row). Otherwise one program an SM, or a
-    row."""
+    row; but with clusters (the backward can run MG = 2: sm_90 or later, one
+    group, 16-byte aligned rows, dw or db to sum) and D >= 8192, half an SM
+    each: the tuner then picks programs of two blocks that split their rows,
+    which write half the partial rows (H100, bf16: LayerNorm 1024x16384
+    55.7 -> 50.5 us, 1366x12288 53.2 -> 49.1, 2048x8192 47.2 -> 45.6; none
+    at D = 4096)."""
     if sms // 2 < T <= 2 * sms:
         return -(-T // 2)
-    return max(1, min(sms, T))
+    P = max(1, min(sms, T))
+    return max(1, sms // 2) if clusters and D >= 8192 and P == sms else P
 
 
 def _torch_codes():

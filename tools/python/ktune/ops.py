@@ -34,14 +34,20 @@ def _k(t, name):
     return k
 
 
-def _programs(t, T):
+def _programs(t, T, D, clusters):
     dev = t.get_device()
     n = _sms.get(dev)
     if n is None:
-        n = _sms[dev] = torch.cuda.get_device_properties(t.device).multi_processor_count
+        props = torch.cuda.get_device_properties(t.device)
+        n = _sms[dev] = (props.multi_processor_count, props.major >= 9)
     # About one backward program per SM: the pipelined backward keeps an SM's
     # memory busy with one program, and each program adds a partial row to sum.
-    return norm_programs(T, n)
+    return norm_programs(T, n[0], D, clusters and n[1])
+
+
+def _aligned(n, *ts):
+    """Whether every tensor given (None aside) starts n-byte aligned."""
+    return all(t is None or t.data_ptr() % n == 0 for t in ts)
 
 
 def _fast(a, b=None, c=None, d=None):
@@ -86,13 +92,18 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     dy2 = dy.reshape(-1, D).contiguous()
     T = h2.shape[0]
     dx = torch.empty_like(h2)
-    P = _programs(h, T)
+    dres = dresidual.reshape(-1, D).contiguous() if dresidual is not None else None
+    # Programs of two blocks that split their rows need the pipeline: one
+    # group, whole 16-byte vectors (VEC of them for the weight), sums to merge.
+    vec = 16 // h.element_size()
+    merge = (groups == 1 and D % vec == 0 and (weight is not None or has_bias) and _aligned(16, h2, dy2, dres) and
+             (weight is None or _aligned(vec * weight.element_size(), weight)))
+    P = _programs(h, T, D, merge)
     wd = weight.dtype if weight is not None else h.dtype
     dwp = torch.empty(P, D, device=h.device) if weight is not None else None
     dbp = torch.empty(P, D, device=h.device) if has_bias else None
     dw = torch.empty(D, device=h.device, dtype=wd) if weight is not None else None
     db = torch.empty(D, device=h.device, dtype=wd) if has_bias else None
-    dres = dresidual.reshape(-1, D).contiguous() if dresidual is not None else None
     _k(h, "layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, weight if weight is not None else null(wd),
                                    None if rms else mean, rstd, dres, T, D, groups, P, 1 if rms else 0])
     if weight is not None or has_bias:
