@@ -22,7 +22,7 @@ __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_row
            "norm_bwd"]
 
 _kernels = {}
-_sms = {}
+_devices = {}  # device index -> (SMs, whether it runs clusters: sm_90 and later)
 
 
 def _k(t, name):
@@ -36,10 +36,10 @@ def _k(t, name):
 
 def _programs(t, T, D, clusters):
     dev = t.get_device()
-    n = _sms.get(dev)
+    n = _devices.get(dev)
     if n is None:
         props = torch.cuda.get_device_properties(t.device)
-        n = _sms[dev] = (props.multi_processor_count, props.major >= 9)
+        n = _devices[dev] = (props.multi_processor_count, props.major >= 9)
     # About one backward program per SM: the pipelined backward keeps an SM's
     # memory busy with one program, and each program adds a partial row to sum.
     return norm_programs(T, n[0], D, clusters and n[1])
