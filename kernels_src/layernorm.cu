@@ -206,37 +206,42 @@ __device__ __forceinline__ void cluster_sync() {
   __trap();
 #endif
 }
+// The address of p (a variable of this block's shared memory) in the shared
+// memory of block rank of this cluster.
+__device__ __forceinline__ unsigned cluster_addr(const void *p, unsigned rank) {
+  unsigned a = 0;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+#endif
+  return a;
+}
 // *p, read from the shared memory of block rank of this cluster (p is the
 // same variable in this block's).
 __device__ __forceinline__ float2 cluster_ld2(const float2 *p, unsigned rank) {
   float2 v = make_float2(0.f, 0.f);
 #if __CUDA_ARCH__ >= 900
-  unsigned a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a) : "memory");
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(cluster_addr(p, rank)) : "memory");
 #endif
   return v;
 }
-
-// Four floats at p (16-byte aligned), read from the shared memory of block
-// rank of this cluster.
-__device__ __forceinline__ void add4(float4 &a, float4 b) {
-  a.x += b.x;
-  a.y += b.y;
-  a.z += b.z;
-  a.w += b.w;
-}
+// Four floats at p (16-byte aligned), read the same way.
 __device__ __forceinline__ float4 cluster_ld4(const float *p, unsigned rank) {
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
 #if __CUDA_ARCH__ >= 900
-  unsigned a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+  const unsigned a = cluster_addr(p, rank);
   asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                : "r"(a)
                : "memory");
 #endif
   return v;
+}
+// a += b, lane by lane.
+__device__ __forceinline__ void add4(float4 &a, float4 b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
 }
 
 // group_sum2 over the groups of TPR threads at the same place in each of a
@@ -866,8 +871,8 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
 
 // The entry, twice: CL * MG == 1 without a cluster attribute, so those
 // configs launch as they did before clusters (a cluster of one block is
-// still a cluster launch), CL * MG > 1 with one. A name expression's template arguments
-// leave exactly one of them viable.
+// still a cluster launch), CL * MG > 1 with one. A name expression's
+// template arguments leave exactly one of them viable.
 #define KT_NORM_BWD_ENTRY(ATTR, COND)                                                                             \
   template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL, int MG, \
             int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,              \

@@ -222,9 +222,7 @@ kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg) {
     long long v = strtoll(eq + 1, &end, 10);
     if (end == eq + 1 || (*end && *end != ','))
       return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": %s needs an integer", s->name, text, s->cfields[f].name);
-    int in = 0;
-    for (int i = 0; i < s->cfields[f].n; i++) in |= s->cfields[f].values[i] == v;
-    if (!in)
+    if (kt__cfield_value(&s->cfields[f], v) < 0)
       return kt__err(id, KT_ERR_CONSTRAINT, "%s: config \"%s\": %s=%lld is not in the spec's space", s->name, text,
                      s->cfields[f].name, v);
     cfg[f] = v;

@@ -98,6 +98,12 @@ int kt__spec_cfield(const kt__spec *s, const char *name, size_t len) {
   return -1;
 }
 
+int kt__cfield_value(const kt__cfield *f, int64_t v) {
+  for (int i = 0; i < f->n; i++)
+    if (f->values[i] == v) return i;
+  return -1;
+}
+
 /* A new name for the slot namespace: an identifier, unique, not reserved. */
 static kt_status new_name(ctx *c, const char *field, const char *name) {
   if (!is_ident(name))

@@ -47,13 +47,6 @@ void kt__evidence_free(kt__evidence *e) {
   kt__free(e);
 }
 
-/* The index of v in field f's list, or -1. */
-static int value_index(const kt__spec *s, int f, int64_t v) {
-  for (int i = 0; i < s->cfields[f].n; i++)
-    if (s->cfields[f].values[i] == v) return i;
-  return -1;
-}
-
 static cell *pair_cell(const kt__evidence *e, int f, int i, int g, int j) {
   if (f > g) return pair_cell(e, g, j, f, i);
   return &e->pair[e->pair_at[f][g] + i * e->s->cfields[g].n + j];
@@ -66,7 +59,7 @@ static void add(cell *c, double us) {
 void kt__evidence_note(kt__evidence *e, const int64_t *cfg, double median_us) {
   const kt__spec *s = e->s;
   int vi[KT_MAX_CFIELDS];
-  for (int f = 0; f < s->ncfields; f++) vi[f] = value_index(s, f, cfg[f]);
+  for (int f = 0; f < s->ncfields; f++) vi[f] = kt__cfield_value(&s->cfields[f], cfg[f]);
   for (int f = 0; f < s->ncfields; f++) {
     if (vi[f] < 0) continue;
     add(&e->one[e->at[f] + vi[f]], median_us);
@@ -96,7 +89,7 @@ int kt__evidence_prunes(const kt__evidence *e, const int64_t *cfg, char *why, si
   const kt__spec *s = e->s;
   if (e->best <= 0) return 0;
   int vi[KT_MAX_CFIELDS];
-  for (int f = 0; f < s->ncfields; f++) vi[f] = value_index(s, f, cfg[f]);
+  for (int f = 0; f < s->ncfields; f++) vi[f] = kt__cfield_value(&s->cfields[f], cfg[f]);
   for (int f = 0; f < s->ncfields; f++) {
     if (vi[f] < 0 || !lost_beside_all(e, vi, f)) continue;
     const cell *c1 = &e->one[e->at[f] + vi[f]];

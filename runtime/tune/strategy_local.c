@@ -12,18 +12,12 @@ typedef struct state {
   int started;
 } state;
 
-static int field_index(const kt__cfield *f, int64_t v) {
-  for (int i = 0; i < f->n; i++)
-    if (f->values[i] == v) return i;
-  return -1;
-}
-
 /* Whether a and b differ, each field by at most one step of its list. */
 static int neighbours(const kt__spec *s, const int64_t *a, const int64_t *b) {
   int diff = 0;
   for (int f = 0; f < s->ncfields; f++) {
     if (a[f] == b[f]) continue;
-    int d = field_index(&s->cfields[f], a[f]) - field_index(&s->cfields[f], b[f]);
+    int d = kt__cfield_value(&s->cfields[f], a[f]) - kt__cfield_value(&s->cfields[f], b[f]);
     if (d != 1 && d != -1) return 0;
     diff++;
   }
