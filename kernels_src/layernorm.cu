@@ -43,6 +43,20 @@ __device__ __forceinline__ float to_f_here(__half v) {
   asm volatile("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(__half_as_ushort(v)));
   return f;
 }
+// The same widening, not volatile: scheduled freely, but not hoisted out of
+// the loop it is written in, so 16-bit values held across rows stay 16-bit
+// in registers (a held bf16 weight: 56 registers where kt::to_f took 61).
+__device__ __forceinline__ float to_f_late(float v) { return v; }
+__device__ __forceinline__ float to_f_late(__nv_bfloat16 v) {
+  float f;
+  asm("mov.b32 %0, {%1, %2};" : "=f"(f) : "h"((unsigned short)0), "h"(__bfloat16_as_ushort(v)));
+  return f;
+}
+__device__ __forceinline__ float to_f_late(__half v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(__half_as_ushort(v)));
+  return f;
+}
 
 template <bool C, typename A, typename B> struct pick { using type = A; };
 template <bool C, typename A> struct enable_if {};
@@ -673,6 +687,21 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
     }
   }
 
+  // The weight at the thread's columns, read once where every segment the
+  // block walks has the same columns (one group, held in registers) and
+  // kept as stored: not read again from L1 for every row. At most 16 KB a
+  // block (4 registers a thread at 1024 threads): past that the sums'
+  // registers spill.
+  constexpr bool HOLD_W = HAS_WEIGHT && ITEMS > 0 && !GROUPED && ITEMS * VEC * sizeof(W) * BLOCK <= 16384;
+  kt::Vec<W, VEC> wk[HOLD_W ? ITEMS : 1];
+  if constexpr (HOLD_W) {
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+      const int i = (lane + j * TPR) * VEC;
+      if (i < LEN) wk[j] = *reinterpret_cast<const kt::Vec<W, VEC> *>(w + i);
+    }
+  }
+
   // One segment held in registers, read from xs and ds (global memory or a
   // pipeline slot, indexed from the segment's start). Every thread of the
   // block calls it the same number of times (it contains the barrier).
@@ -683,11 +712,16 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
     // sums, or (REREAD) one item's worth computed again there.
     constexpr int HELD = REREAD || ITEMS == 0 ? 1 : ITEMS;
     float xh[HELD][VEC], g[HELD][VEC];
-    auto item = [&](int i, float *xo, float *go, float *d) {
+    auto item = [&](int j, int i, float *xo, float *go, float *d) {
       kt::vload<VEC>(xo, xs + i);
       kt::vload<VEC>(d, ds + i);
       float wv[VEC];
-      if constexpr (HAS_WEIGHT) kt::vload<VEC>(wv, w + wbase + i);
+      if constexpr (HOLD_W) {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) wv[k] = kt::to_f_late(wk[j].v[k]);
+      } else if constexpr (HAS_WEIGHT) {
+        kt::vload<VEC>(wv, w + wbase + i);
+      }
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         xo[k] = (xo[k] - mu) * rs;
@@ -701,7 +735,7 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
       const int h = REREAD ? 0 : j;
       if (live && i < LEN) {
         float d[VEC];
-        item(i, xh[h], g[h], d);
+        item(j, i, xh[h], g[h], d);
         float pw[VEC];
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
@@ -739,7 +773,7 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
       float o[VEC], rr[VEC];
       if constexpr (REREAD) {
         float d[VEC];
-        item(i, xh[0], g[0], d);
+        item(j, i, xh[0], g[0], d);
       }
       if constexpr (HAS_DRESIDUAL) kt::vload<VEC>(rr, dres + base + i);
 #pragma unroll
