@@ -26,18 +26,29 @@ except Exception:  # Triton is optional
     triton = None
 
 
-def wall_us(fn, n=2000, rounds=5):
-    for _ in range(50):
+def burst_us(fn, n):
+    """Wall time per call over n back-to-back calls, one synchronize."""
+    t0 = time.perf_counter()
+    for _ in range(n):
         fn()
     torch.cuda.synchronize()
-    res = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
+    return (time.perf_counter() - t0) * 1e6 / n
+
+
+def interleaved_us(calls, rounds=5):
+    """For each (fn, n) in calls, the median over rounds of burst_us(fn, n),
+    the rounds taken in turn (a round of each, then the next): a host whose
+    speed drifts over the minutes of a run moves every row alike, not the
+    rows timed last."""
+    for fn, _ in calls:
+        for _ in range(50):
             fn()
-        torch.cuda.synchronize()
-        res.append((time.perf_counter() - t0) * 1e6 / n)
-    return statistics.median(res)
+    torch.cuda.synchronize()
+    res = [[] for _ in calls]
+    for _ in range(rounds):
+        for (fn, n), r in zip(calls, res):
+            r.append(burst_us(fn, n))
+    return [statistics.median(r) for r in res]
 
 
 if triton is not None:
@@ -96,23 +107,24 @@ def host_costs(dev):
     def grad_th_ln():
         F.layer_norm(xg, (D,), wg, bg, 1e-5).backward(dy)
 
-    rows = [("ktune.ops.rms_norm", wall_us(lambda: ops.rms_norm(x, w, 1e-6), 5000)),
-            ("torch.nn.functional.rms_norm", wall_us(lambda: F.rms_norm(x, (D,), w, 1e-6), 5000)),
-            ("ktune.ops.layer_norm", wall_us(lambda: ops.layer_norm(x, w, b, 1e-5), 5000)),
-            ("torch.nn.functional.layer_norm", wall_us(lambda: F.layer_norm(x, (D,), w, b, 1e-5), 5000)),
-            ("kernel handle, %s" % ("C launch path (ktune._fastcall)" if fast else "ctypes path (C path not built)"),
-             wall_us(lambda: k.launch(raw), 5000)),
-            ("kernel handle, ctypes path", wall_us(lambda: k._slow_launch(raw, None, None), 5000)),
-            ("rms_norm forward + backward, ktune", wall_us(grad_kt_rms, 2000)),
-            ("rms_norm forward + backward, torch", wall_us(grad_th_rms, 2000)),
-            ("layer_norm forward + backward, ktune", wall_us(grad_kt_ln, 2000)),
-            ("layer_norm forward + backward, torch", wall_us(grad_th_ln, 2000))]
+    calls = [("ktune.ops.rms_norm", lambda: ops.rms_norm(x, w, 1e-6), 5000),
+             ("torch.nn.functional.rms_norm", lambda: F.rms_norm(x, (D,), w, 1e-6), 5000),
+             ("ktune.ops.layer_norm", lambda: ops.layer_norm(x, w, b, 1e-5), 5000),
+             ("torch.nn.functional.layer_norm", lambda: F.layer_norm(x, (D,), w, b, 1e-5), 5000),
+             ("kernel handle, %s" % ("C launch path (ktune._fastcall)" if fast else "ctypes path (C path not built)"),
+              lambda: k.launch(raw), 5000),
+             ("kernel handle, ctypes path", lambda: k._slow_launch(raw, None, None), 5000),
+             ("rms_norm forward + backward, ktune", grad_kt_rms, 2000),
+             ("rms_norm forward + backward, torch", grad_th_rms, 2000),
+             ("layer_norm forward + backward, ktune", grad_kt_ln, 2000),
+             ("layer_norm forward + backward, torch", grad_th_ln, 2000)]
     if triton is not None:
         x1, w1 = x[:1], w
-        rows.append(("Triton @autotune RMSNorm kernel (cache hit, T = 1)",
-                     wall_us(lambda: triton_rmsnorm(x1, w1, 1e-6))))
+        calls.append(("Triton @autotune RMSNorm kernel (cache hit, T = 1)",
+                      lambda: triton_rmsnorm(x1, w1, 1e-6), 2000))
+    rows = list(zip([c[0] for c in calls], interleaved_us([c[1:] for c in calls])))
     print("\nper-call host cost from Python, T=4 D=4096 bf16 (wall time per call over 5000 back-to-back calls, "
-          "2000 with backward; median of 5 rounds, one synchronize a round)")
+          "2000 with backward; median of 5 rounds, one synchronize a round, the rows' rounds in turn)")
     print("| call | µs per call |")
     print("| --- | ---: |")
     for name, t in rows:
@@ -147,8 +159,9 @@ def main():
         torch.cuda.synchronize()
         diff = (got[0].float() - want[0].float()).abs().max().item()
         n = 300 if T * D > 1 << 24 else 2000
-        print("| %dx%d | %.1f | %.1f | %.1f | %.1f |" % (T, D, wall_us(kt_block, n), wall_us(th_block, n),
-                                                         graph_time_us(kt_block), graph_time_us(th_block)))
+        eager = interleaved_us([(kt_block, n), (th_block, n)])
+        print("| %dx%d | %.1f | %.1f | %.1f | %.1f |" % (T, D, eager[0], eager[1], graph_time_us(kt_block),
+                                                         graph_time_us(th_block)))
         if diff > 0.1:
             print("  (outputs differ: max |ktune - torch| = %.3g)" % diff)
     st = rt.stats()

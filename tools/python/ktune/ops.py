@@ -34,7 +34,9 @@ def _k(t, name):
     return k
 
 
-def _programs(t, T, D, clusters):
+def _programs(t, T, D, mergeable, *args):
+    """norm_programs for t's device; mergeable(*args) says whether programs of
+    two blocks can run, asked only where norm_programs would use them."""
     dev = t.get_device()
     n = _devices.get(dev)
     if n is None:
@@ -42,12 +44,29 @@ def _programs(t, T, D, clusters):
         n = _devices[dev] = (props.multi_processor_count, props.major >= 9)
     # About one backward program per SM: the pipelined backward keeps an SM's
     # memory busy with one program, and each program adds a partial row to sum.
-    return norm_programs(T, n[0], D, clusters and n[1])
+    P = norm_programs(T, n[0], D)
+    if n[1]:
+        Pm = norm_programs(T, n[0], D, True)
+        if Pm != P and mergeable(*args):
+            return Pm
+    return P
 
 
-def _aligned(n, *ts):
-    """Whether every tensor given (None aside) starts n-byte aligned."""
-    return all(t is None or t.data_ptr() % n == 0 for t in ts)
+def _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
+    """Whether layernorm_bwd can split a program's rows over two blocks: the
+    pipeline (one group, whole 16-byte vectors, VEC of them for the weight)
+    and sums to merge."""
+    vec = 16 // h2.element_size()
+    if groups != 1 or D % vec or (weight is None and not has_bias):
+        return False
+    if any(t is not None and t.data_ptr() % 16 for t in (h2, dy2, dres)):
+        return False
+    return weight is None or weight.data_ptr() % (vec * weight.element_size()) == 0
+
+
+def _rows(t, D):
+    """t as contiguous rows of D: t itself where it already is."""
+    return t if t.dim() == 2 and t.is_contiguous() else t.reshape(-1, D).contiguous()
 
 
 def _fast(a, b=None, c=None, d=None):
@@ -67,15 +86,14 @@ _is_compiling = torch.compiler.is_compiling
 def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, stats):
     D = x.shape[-1]
     flat = x.dim() == 2
-    x2 = x if flat else x.reshape(-1, D)
-    if not x2.is_contiguous():
-        x2 = x2.contiguous()
+    x2 = _rows(x, D)
     T = x2.shape[0]
     y = torch.empty_like(x2)
-    res2 = residual.reshape(-1, D).contiguous() if residual is not None else None
+    res2 = _rows(residual, D) if residual is not None else None
     h = torch.empty_like(x2) if store_residual else None
-    mean = torch.empty(T * groups, device=x.device) if stats and not rms else None
-    rstd = torch.empty(T * groups, device=x.device) if stats else None
+    dev = x.device if stats else None
+    mean = torch.empty(T * groups, device=dev) if stats and not rms else None
+    rstd = torch.empty(T * groups, device=dev) if stats else None
     wd = weight.dtype if weight is not None else (bias.dtype if bias is not None else x.dtype)
     _k(x, "layernorm_fwd").launch([
         y, x2, res2, h if h is not None else null(x.dtype),
@@ -88,22 +106,18 @@ def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, 
 
 def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     D = h.shape[-1]
-    h2 = h.reshape(-1, D).contiguous()
-    dy2 = dy.reshape(-1, D).contiguous()
+    h2 = _rows(h, D)
+    dy2 = _rows(dy, D)
     T = h2.shape[0]
     dx = torch.empty_like(h2)
-    dres = dresidual.reshape(-1, D).contiguous() if dresidual is not None else None
-    # Programs of two blocks that split their rows need the pipeline: one
-    # group, whole 16-byte vectors (VEC of them for the weight), sums to merge.
-    vec = 16 // h.element_size()
-    merge = (groups == 1 and D % vec == 0 and (weight is not None or has_bias) and _aligned(16, h2, dy2, dres) and
-             (weight is None or _aligned(vec * weight.element_size(), weight)))
-    P = _programs(h, T, D, merge)
+    dres = _rows(dresidual, D) if dresidual is not None else None
+    P = _programs(h, T, D, _mergeable, D, groups, weight, has_bias, h2, dy2, dres)
     wd = weight.dtype if weight is not None else h.dtype
-    dwp = torch.empty(P, D, device=h.device) if weight is not None else None
-    dbp = torch.empty(P, D, device=h.device) if has_bias else None
-    dw = torch.empty(D, device=h.device, dtype=wd) if weight is not None else None
-    db = torch.empty(D, device=h.device, dtype=wd) if has_bias else None
+    dev = h.device
+    dwp = torch.empty(P, D, device=dev) if weight is not None else None
+    dbp = torch.empty(P, D, device=dev) if has_bias else None
+    dw = torch.empty(D, device=dev, dtype=wd) if weight is not None else None
+    db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
     _k(h, "layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, weight if weight is not None else null(wd),
                                    None if rms else mean, rstd, dres, T, D, groups, P, 1 if rms else 0])
     if weight is not None or has_bias:
