@@ -688,9 +688,9 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
   }
 
   // The weight at the thread's columns, read once where every segment the
-  // block walks has the same columns (one group, held in registers) and
-  // kept as stored: not read again from L1 for every row. At most 16 KB a
-  // block (4 registers a thread at 1024 threads): past that the sums'
+  // block walks has the same columns (one group, segments in registers),
+  // and kept as stored: not read again from L1 for every row. At most 16 KB
+  // a block (4 registers a thread at 1024 threads): past that the sums'
   // registers spill.
   constexpr bool HOLD_W = HAS_WEIGHT && ITEMS > 0 && !GROUPED && ITEMS * VEC * sizeof(W) * BLOCK <= 16384;
   kt::Vec<W, VEC> wk[HOLD_W ? ITEMS : 1];
