@@ -56,10 +56,15 @@ static void add(cell *c, double us) {
   if (!c->n++ || us < c->best) c->best = us;
 }
 
+/* vi[f]: the index of cfg[f] in field f's values, -1 where it has none. */
+static void value_indices(const kt__spec *s, const int64_t *cfg, int *vi) {
+  for (int f = 0; f < s->ncfields; f++) vi[f] = kt__cfield_value(&s->cfields[f], cfg[f]);
+}
+
 void kt__evidence_note(kt__evidence *e, const int64_t *cfg, double median_us) {
   const kt__spec *s = e->s;
   int vi[KT_MAX_CFIELDS];
-  for (int f = 0; f < s->ncfields; f++) vi[f] = kt__cfield_value(&s->cfields[f], cfg[f]);
+  value_indices(s, cfg, vi);
   for (int f = 0; f < s->ncfields; f++) {
     if (vi[f] < 0) continue;
     add(&e->one[e->at[f] + vi[f]], median_us);
@@ -89,7 +94,7 @@ int kt__evidence_prunes(const kt__evidence *e, const int64_t *cfg, char *why, si
   const kt__spec *s = e->s;
   if (e->best <= 0) return 0;
   int vi[KT_MAX_CFIELDS];
-  for (int f = 0; f < s->ncfields; f++) vi[f] = kt__cfield_value(&s->cfields[f], cfg[f]);
+  value_indices(s, cfg, vi);
   for (int f = 0; f < s->ncfields; f++) {
     if (vi[f] < 0 || !lost_beside_all(e, vi, f)) continue;
     const cell *c1 = &e->one[e->at[f] + vi[f]];
