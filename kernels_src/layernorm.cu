@@ -923,6 +923,19 @@ KT_NORM_BWD_ENTRY(, CL * MG == 1)
 KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 #undef KT_NORM_BWD_ENTRY
 
+// Column c of the partial rows p = threadIdx.y, + SP, ... below parts, in
+// order, of a (and of b where B): unrolled so that eight rows' loads are in
+// flight at once, where the sum would otherwise wait on L2 once a row.
+template <int SP, bool B>
+__device__ __forceinline__ void column_sums(const float *__restrict__ a, const float *__restrict__ b, int c,
+                                            int parts, int D, float &sa, float &sb) {
+#pragma unroll(B ? 4 : 8)
+  for (int p = threadIdx.y; p < parts; p += SP) {
+    sa += a[(long long)p * D + c];
+    if constexpr (B) sb += b[(long long)p * D + c];
+  }
+}
+
 // dw[c] = sum of dw_part[p][c] over the programs that own rows (the same
 // count layernorm_bwd derives from N and P); db likewise. A BD x SP block:
 // SP threads split the partial rows of BD columns, then add in shared memory.
@@ -936,12 +949,12 @@ layernorm_bwd_reduce(W *__restrict__ dw, W *__restrict__ db, const float *__rest
   const int bs = P > 0 ? (n_rows + P - 1) / P : 0;
   const int parts = bs > 0 ? (n_rows + bs - 1) / bs : 0;
   float aw = 0.f, ab = 0.f;
-  if (c < D) {
-    for (int p = threadIdx.y; p < parts; p += SP) {
-      if (dw) aw += dw_part[(long long)p * D + c];
-      if (db) ab += db_part[(long long)p * D + c];
-    }
-  }
+  if (c < D && dw && db)
+    column_sums<SP, true>(dw_part, db_part, c, parts, D, aw, ab);
+  else if (c < D && dw)
+    column_sums<SP, false>(dw_part, nullptr, c, parts, D, aw, ab);
+  else if (c < D && db)
+    column_sums<SP, false>(db_part, nullptr, c, parts, D, ab, aw);
   sw[threadIdx.y][threadIdx.x] = aw;
   sb[threadIdx.y][threadIdx.x] = ab;
   __syncthreads();
