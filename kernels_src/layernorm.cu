@@ -924,8 +924,9 @@ KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 #undef KT_NORM_BWD_ENTRY
 
 // Column c of the partial rows p = threadIdx.y, + SP, ... below parts, in
-// order, of a (and of b where B): unrolled so that eight rows' loads are in
-// flight at once, where the sum would otherwise wait on L2 once a row.
+// order, of a (and of b where B): unrolled so that eight loads are in flight
+// at once (eight rows, or four of each array), where the sum would
+// otherwise wait on L2 once a row.
 template <int SP, bool B>
 __device__ __forceinline__ void column_sums(const float *__restrict__ a, const float *__restrict__ b, int c,
                                             int parts, int D, float &sa, float &sb) {
