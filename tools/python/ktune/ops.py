@@ -34,9 +34,9 @@ def _k(t, name):
     return k
 
 
-def _programs(t, T, D, mergeable, *args):
-    """norm_programs for t's device; mergeable(*args) says whether programs of
-    two blocks can run, asked only where norm_programs would use them."""
+def _programs(t, T, D):
+    """norm_programs for t's device: without programs of two blocks, and with
+    them where the device runs clusters (else the same)."""
     dev = t.get_device()
     n = _devices.get(dev)
     if n is None:
@@ -45,11 +45,7 @@ def _programs(t, T, D, mergeable, *args):
     # About one backward program per SM: the pipelined backward keeps an SM's
     # memory busy with one program, and each program adds a partial row to sum.
     P = norm_programs(T, n[0], D)
-    if n[1]:
-        Pm = norm_programs(T, n[0], D, True)
-        if Pm != P and mergeable(*args):
-            return Pm
-    return P
+    return P, (norm_programs(T, n[0], D, True) if n[1] else P)
 
 
 def _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
@@ -111,7 +107,10 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     T = h2.shape[0]
     dx = torch.empty_like(h2)
     dres = _rows(dresidual, D) if dresidual is not None else None
-    P = _programs(h, T, D, _mergeable, D, groups, weight, has_bias, h2, dy2, dres)
+    P, Pm = _programs(h, T, D)
+    # Programs of two blocks where they would be used and can run (asked only then).
+    if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
+        P = Pm
     wd = weight.dtype if weight is not None else h.dtype
     dev = h.device
     dwp = torch.empty(P, D, device=dev) if weight is not None else None
