@@ -627,7 +627,8 @@ typedef struct kt_param_info {
   const char *name;
   kt_arg_kind kind;
   const char *dtype;  /* pointers: a dtype name or a type variable */
-  const char *access; /* pointers: "in", "out" or "inout"; else "" */
+  const char *access; /* pointers: "in", "out", "inout" or "consumed" (read,
+                         then undefined); else "" */
   int optional;       /* pointers: may be 0 */
   const char *key;    /* scalars: "exact", "pow2" or "ignore"; else "" */
   const char *init;   /* the spec's input generator ("randn", "permutation(N)",

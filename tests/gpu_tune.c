@@ -129,6 +129,44 @@ static void in_place_call_applies_once(void) {
   kt_runtime_close(rt);
 }
 
+/* A consumed input (drain's x: read, then overwritten with the config's
+** BLOCK): every config runs on a fresh copy of it and passes, since it is
+** never compared (it differs between configs); the caller's x reaches the
+** real launch untouched by the tuning, so y is exactly 2x. */
+static void consumed_input_is_tuned_on_copies(void) {
+  static logbuf lb;
+  kt_runtime *rt = open_with(fresh_cache(), &lb);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/drain.json", &k), KT_OK);
+  enum { N = 100003 };
+  static float hx[N], hy[N];
+  for (int i = 0; i < N; i++) hx[i] = (float)(i % 1000) * 0.25f - 9.0f;
+  uint64_t x, y;
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof hx, &x), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof hy, &y), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, x, hx, sizeof hx), KT_OK);
+  ASSERT_STATUS(kt_device_fill(rt, y, 0xFF, sizeof hy), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(y, KT_F32), kt_arg_ptr(x, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_i32(N)};
+  kt_status st = kt_launch(k, NULL, a, 4);
+  if (st) t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, hy, y, sizeof hy), KT_OK);
+  long bad = 0;
+  for (int i = 0; i < N; i++) bad += hy[i] != 2.0f * hx[i];
+  kt_device_free(rt, x);
+  kt_device_free(rt, y);
+  ASSERT_EQ(bad, 0);
+  ASSERT_EQ(lb.tunings, 1);
+  lister l = {rt, {0}};
+  ASSERT_STATUS(kt_cache_list(rt, "drain", on_row, &l), KT_OK);
+  ASSERT_EQ(l.c.rows, 1);
+  ASSERT_EQ(l.c.ok, 3);
+  ASSERT_EQ(l.c.mismatch, 0);
+  kt_runtime_close(rt);
+}
+
 /* Configs that overlap writes between programs, leave rows undone, or write
 ** past the output are rejected with the reason; a correct one wins. 450
 ** rows: fewer rows per program than the largest tile. */
@@ -656,6 +694,7 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
+    {"gpu tune: a consumed input is tuned on copies and never compared", consumed_input_is_tuned_on_copies},
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
     {"gpu tune: pruned candidates are reported, never compiled or stored", pruned_candidates_are_reported_never_stored},
     {"gpu tune: a faulting config is quarantined across processes", faulting_config_is_quarantined},

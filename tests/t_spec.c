@@ -229,7 +229,7 @@ static void malformed_params(void) {
   BAD(edit("\"name\": \"N\", \"type\": \"i32\"", "\"name\": \"N\", \"type\": \"u7\""), KT_ERR_SPEC,
       "bad.json: params[2] (N): \"type\" must be \"ptr\", \"i32\", \"i64\" or \"f32\", not \"u7\"");
   BAD(edit("\"access\": \"out\"", "\"access\": \"rw\""), KT_ERR_SPEC,
-      "bad.json: params[0] (y): \"access\" must be \"in\", \"out\" or \"inout\"");
+      "bad.json: params[0] (y): \"access\" must be \"in\", \"out\", \"inout\" or \"consumed\"");
   BAD(edit("\"access\": \"out\", \"extent\": \"N*D\"", "\"access\": \"out\""), KT_ERR_SPEC,
       "bad.json: params[0] (y).extent: missing: a pointer param needs its extent in elements");
   BAD(edit("\"extent\": \"N*D\"", "\"extent\": \"N*\""), KT_ERR_SPEC,
@@ -243,6 +243,9 @@ static void malformed_params(void) {
       "expression in \"N*eps\"");
   BAD(edit("\"extent\": \"N*D\", \"optional\"", "\"extent\": \"N*D\", \"atol\": 0.1, \"optional\""),
       KT_ERR_SPEC, "bad.json: params[1] (res): \"atol\" applies to outputs; this param is an input");
+  BAD(edit("\"access\": \"in\", \"extent\": \"N*D\", \"optional\"",
+           "\"access\": \"consumed\", \"extent\": \"N*D\", \"rtol\": 0.1, \"optional\""),
+      KT_ERR_SPEC, "bad.json: params[1] (res): \"rtol\" applies to outputs; this param is consumed (never compared)");
   BAD(edit("\"name\": \"eps\"", "\"name\": \"smem\""), KT_ERR_SPEC,
       "bad.json: params[4]: 'smem' is reserved");
   BAD(edit("\"extent\": \"N*D\"", "\"extent\": \"N*BLOCK\""), KT_ERR_SPEC,

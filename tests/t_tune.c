@@ -79,25 +79,25 @@ static void pow2_buckets(void) {
 
 static void alias_groups(void) {
   /* adjacent, not overlapping */
-  kt__range a[] = {{0, 100, 0, 1, -1}, {100, 200, 1, 0, -1}};
+  kt__range a[] = {{0, 100, 0, 1, -1, 0}, {100, 200, 1, 0, -1, 0}};
   ASSERT_EQ(kt__alias_group(a, 2), 2);
   ASSERT_TRUE(a[0].group != a[1].group);
   /* nested */
-  kt__range b[] = {{0, 1000, 0, 1, -1}, {200, 300, 1, 0, -1}, {2000, 3000, 2, 0, -1}};
+  kt__range b[] = {{0, 1000, 0, 1, -1, 0}, {200, 300, 1, 0, -1, 0}, {2000, 3000, 2, 0, -1, 0}};
   ASSERT_EQ(kt__alias_group(b, 3), 2);
   ASSERT_EQ(b[0].group, b[1].group);
   ASSERT_TRUE(b[2].group != b[0].group);
   /* identical */
-  kt__range c[] = {{500, 900, 0, 1, -1}, {500, 900, 1, 0, -1}};
+  kt__range c[] = {{500, 900, 0, 1, -1, 0}, {500, 900, 1, 0, -1, 0}};
   ASSERT_EQ(kt__alias_group(c, 2), 1);
   ASSERT_EQ(c[0].group, c[1].group);
   /* three-way chain: A overlaps B, B overlaps C, A does not touch C */
-  kt__range d[] = {{200, 350, 2, 0, -1}, {0, 100, 0, 1, -1}, {50, 250, 1, 0, -1}};
+  kt__range d[] = {{200, 350, 2, 0, -1, 0}, {0, 100, 0, 1, -1, 0}, {50, 250, 1, 0, -1, 0}};
   ASSERT_EQ(kt__alias_group(d, 3), 1);
   ASSERT_EQ(d[0].group, d[1].group);
   ASSERT_EQ(d[1].group, d[2].group);
   /* one byte of overlap counts */
-  kt__range e[] = {{0, 101, 0, 1, -1}, {100, 200, 1, 0, -1}, {300, 300, 2, 0, -1}};
+  kt__range e[] = {{0, 101, 0, 1, -1, 0}, {100, 200, 1, 0, -1, 0}, {300, 300, 2, 0, -1, 0}};
   ASSERT_EQ(kt__alias_group(e, 3), 2);
   ASSERT_EQ(e[0].group, e[1].group);
 }
@@ -222,22 +222,48 @@ static void alias_rules(void) {
   /* The reads may share anything. */
   l[2].v.ptr = 0x300000 + 2;
   ASSERT_STATUS(kt_launch(ln, NULL, l, 13), KT_ERR_NO_DEVICE);
+
+  /* A consumed arg (left undefined) shares bytes with nothing, even in a
+  ** spec that runs in place; its output may still be its other input. */
+  kt_kernel *dr;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/drain.json", &dr), KT_OK);
+  kt_param_info pi;
+  ASSERT_STATUS(kt_kernel_param(dr, 1, &pi), KT_OK);
+  ASSERT_STR_EQ(pi.access, "consumed");
+  kt_arg d[] = {kt_arg_ptr(0x500000, KT_F32), kt_arg_ptr(0x600000, KT_F32), kt_arg_ptr(0x600000, KT_F32),
+                kt_arg_i32(100)};
+  ASSERT_STATUS(kt_launch(dr, NULL, d, 4), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "drain: x (consumed) overlaps w in all 400 bytes (the same range); a consumed arg is "
+                               "left undefined, so it cannot share bytes");
+  d[0].v.ptr = d[2].v.ptr = 0x700000; /* y in place of w */
+  ASSERT_STATUS(kt_launch(dr, NULL, d, 4), KT_ERR_NO_DEVICE);
+  d[1].v.ptr = 0x700000; /* x in place of y: two written args */
+  ASSERT_STATUS(kt_launch(dr, NULL, d, 4), KT_ERR_ALIAS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "drain: y (written) overlaps x (written) in all 400 bytes (the same range); two "
+                               "written args cannot share bytes");
   kt_runtime_close(rt);
 }
 
 /* The rules on ranges alone, including a range that would run past the end
 ** of the address space (it ends there, and still overlaps). */
 static void alias_partners(void) {
-  kt__range r[3] = {{100, 200, 0, 1, 0}, {100, 200, 1, 0, 0}, {UINT64_MAX - 8, UINT64_MAX, 2, 0, 0}};
+  kt__range r[3] = {{100, 200, 0, 1, 0, 0}, {100, 200, 1, 0, 0, 0}, {UINT64_MAX - 8, UINT64_MAX, 2, 0, 0, 0}};
   ASSERT_EQ(kt__alias_partner(r, 3, 0, 1), -1);
   ASSERT_EQ(kt__alias_partner(r, 3, 0, 0), 1);
   ASSERT_EQ(kt__alias_partner(r, 3, 1, 0), -1); /* only written ranges have partners */
   r[1].written = 1;
   ASSERT_EQ(kt__alias_partner(r, 3, 0, 1), 1);
-  r[1] = (kt__range){150, 150, 1, 0, 0}; /* empty: shares nothing */
+  r[1] = (kt__range){150, 150, 1, 0, 0, 0}; /* empty: shares nothing */
   ASSERT_EQ(kt__alias_partner(r, 3, 0, 0), -1);
-  r[0] = (kt__range){UINT64_MAX - 4, UINT64_MAX, 0, 1, 0};
+  r[0] = (kt__range){UINT64_MAX - 4, UINT64_MAX, 0, 1, 0, 0};
   ASSERT_EQ(kt__alias_partner(r, 3, 0, 1), 2);
+  /* A consumed range (left undefined) shares bytes with nothing, not even
+  ** an identical read in a spec that runs in place. */
+  kt__range q[2] = {{100, 200, 0, 1, 0, 1}, {100, 200, 1, 0, 0, 0}};
+  ASSERT_EQ(kt__alias_partner(q, 2, 0, 1), 1);
+  q[1].start = 200;
+  q[1].end = 300; /* adjacent */
+  ASSERT_EQ(kt__alias_partner(q, 2, 0, 1), -1);
 }
 
 static void cached_configs_are_validated(void) {

@@ -21,7 +21,8 @@ kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt
     if (__builtin_mul_overflow((uint64_t)ext, (uint64_t)c->slots[q->esize_slot], &bytes) ||
         bytes > UINT64_MAX - args[i].v.ptr)
       bytes = UINT64_MAX - args[i].v.ptr;
-    r[*n] = (kt__range){args[i].v.ptr, args[i].v.ptr + bytes, i, q->access != KT__IN, 0};
+    r[*n] = (kt__range){.start = args[i].v.ptr, .end = args[i].v.ptr + bytes, .param = i,
+                        .written = q->access != KT__IN, .consumed = q->access == KT__CONSUMED};
     (*n)++;
   }
   return KT_OK;
@@ -34,13 +35,14 @@ static uint64_t shared_bytes(const kt__range *a, const kt__range *b) {
 
 /* Overlap is allowed only between two reads, or, for a spec that runs in
 ** place, between a written range and an identical one that is only read:
-** anything partial makes the result depend on the order programs run. */
+** anything partial makes the result depend on the order programs run. A
+** consumed range may lose its bytes while the other is read: never. */
 int kt__alias_partner(const kt__range *r, int n, int i, int inplace) {
   if (!r[i].written) return -1;
   for (int j = 0; j < n; j++) {
     if (j == i || !shared_bytes(&r[i], &r[j])) continue;
     int identical = r[i].start == r[j].start && r[i].end == r[j].end;
-    if (!(inplace && identical && !r[j].written)) return j;
+    if (!(inplace && identical && !r[j].written && !r[i].consumed)) return j;
   }
   return -1;
 }
@@ -60,11 +62,12 @@ kt_status kt__alias_refuse(kt__prog *p, const kt__range *r, int n) {
     else snprintf(where, sizeof where, "%llu bytes (%s starts %llu bytes %s %s)", (unsigned long long)shared_bytes(a, b),
                   an, (unsigned long long)(a->start > b->start ? a->start - b->start : b->start - a->start),
                   a->start > b->start ? "after" : "before", bn);
-    const char *why = b->written ? "two written args cannot share bytes"
-                      : s->inplace ? "running in place needs identical ranges"
+    const char *why = b->written    ? "two written args cannot share bytes"
+                      : a->consumed ? "a consumed arg is left undefined, so it cannot share bytes"
+                      : s->inplace  ? "running in place needs identical ranges"
                                    : "this kernel cannot run in place";
-    return kt__err(p->env->id, KT_ERR_ALIAS, "%s: %s (written) overlaps %s%s in %s; %s", s->name, an, bn,
-                   b->written ? " (written)" : "", where, why);
+    return kt__err(p->env->id, KT_ERR_ALIAS, "%s: %s (%s) overlaps %s%s in %s; %s", s->name, an,
+                   a->consumed ? "consumed" : "written", bn, b->written ? " (written)" : "", where, why);
   }
   return KT_OK;
 }

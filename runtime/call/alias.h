@@ -1,7 +1,8 @@
 /* Which pointer args share bytes, and which sharing a call may have. Two
 ** reads may share anything; a written arg may share bytes only with an
 ** identical range that is only read, and only when the spec runs in place
-** (an element-wise kernel reading x[i] before writing y[i]). Anything
+** (an element-wise kernel reading x[i] before writing y[i]); a consumed
+** arg (left undefined) with nothing. Anything
 ** partial (one element, one row, one range nested in another) makes the
 ** result depend on the order programs run, so it is refused, or staged.
 ** The tuner gives every group of overlapping ranges that holds a written
@@ -19,6 +20,7 @@ typedef struct kt__range {
   int param;
   int written;
   int group;            /* set by kt__alias_group */
+  int consumed;         /* left undefined by the kernel: it shares bytes with nothing */
 } kt__range;
 
 /* Byte ranges of the non-null pointer args of a bound call (extent times

@@ -81,7 +81,7 @@ static int copy_inputs(job *j, kt_stream stream, const kt_arg *args, size_t limi
     size_t bytes = r[i].end - r[i].start, off = r[i].start % 256;
     st = kt__dev_malloc(&j->copy[r[i].param], bytes + off + 1, err, sizeof err);
     a->v.ptr = j->copy[r[i].param] + off;
-    if (!st && j->k->p.spec->params[r[i].param].access != KT__OUT && bytes)
+    if (!st && KT__READS(j->k->p.spec->params[r[i].param].access) && bytes)
       st = kt__dev_dtod_async(a->v.ptr, r[i].start, bytes, stream, err, sizeof err);
   }
   if (!st) st = kt__dev_event_create(&j->ready, err, sizeof err);

@@ -10,7 +10,7 @@ int kt_kernel_nparams(const kt_kernel *k) { return k ? k->p.spec->nparams : 0; }
 
 kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
   if (!k || !out || i < 0 || i >= k->p.spec->nparams) return KT_ERR_INVALID;
-  static const char *access[] = {"", "in", "out", "inout"};
+  static const char *access[] = {"", "in", "out", "inout", "consumed"};
   static const char *keys[] = {"exact", "pow2", "ignore"};
   static const kt_arg_kind kinds[] = {0, KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32};
   const kt__param *p = &k->p.spec->params[i];

@@ -56,7 +56,9 @@ static void remember(const kt_kernel *k, unsigned gen, const int64_t *sig, const
   p->n = k->p.spec->nparams;
   memcpy(p->sig, sig, (size_t)(2 * p->n) * sizeof p->sig[0]);
   p->nptr = nr;
-  for (int i = 0; i < nr; i++) p->r[i] = (kt__range){0, r[i].end - r[i].start, r[i].param, r[i].written, 0};
+  for (int i = 0; i < nr; i++)
+    p->r[i] = (kt__range){.end = r[i].end - r[i].start, .param = r[i].param, .written = r[i].written,
+                          .consumed = r[i].consumed};
   p->d = *d;
 }
 

@@ -2,7 +2,8 @@
 ** place: each written arg that shares bytes it may not is redirected to a
 ** stream-ordered temporary before the launch, and the temporaries are
 ** copied into the caller's outputs after it, in param order, all on the
-** caller's stream. An inout arg's temporary starts as a copy of it. */
+** caller's stream. The temporary of an arg that is also read (inout,
+** consumed) starts as a copy of it. */
 #include <string.h>
 
 #include "dispatch/handles.h"
@@ -25,7 +26,7 @@ kt_status kt__stage_begin(kt_kernel *k, const kt__call *c, const kt_arg *args, k
     ** to the same key and variant. */
     st = kt__dev_malloc_async(&sg->tmp[i], bytes + 256, stream, err, sizeof err);
     kt__dptr p = sg->tmp[i] + r->start % 256;
-    if (!st && k->p.spec->params[r->param].access == KT__INOUT)
+    if (!st && KT__READS(k->p.spec->params[r->param].access))
       st = kt__dev_dtod_async(p, r->start, bytes, stream, err, sizeof err);
     sg->args[r->param].v.ptr = p;
     if (st) st = kt__err(env->id, st, "%s: staging: %s", name, err);

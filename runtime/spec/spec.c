@@ -234,7 +234,8 @@ static const named param_types[] = {
     {"ptr", KT__P_PTR}, {"i32", KT__P_I32}, {"i64", KT__P_I64}, {"f32", KT__P_F32}, {NULL, 0}};
 static const named key_policies[] = {
     {"exact", KT__KEY_EXACT}, {"pow2", KT__KEY_POW2}, {"ignore", KT__KEY_IGNORE}, {NULL, 0}};
-static const named accesses[] = {{"in", KT__IN}, {"out", KT__OUT}, {"inout", KT__INOUT}, {NULL, 0}};
+static const named accesses[] = {
+    {"in", KT__IN}, {"out", KT__OUT}, {"inout", KT__INOUT}, {"consumed", KT__CONSUMED}, {NULL, 0}};
 
 /* The value named by string item j in table t; -1 when j is not a string or
 ** names none of them. */
@@ -280,7 +281,7 @@ static kt_status parse_pointer(ctx *c, const cJSON *j, const char *f, kt__param 
   if (p->tvar < 0 && kt_dtype_parse(dt->valuestring, &p->dtype))
     return bad(c, f, "\"dtype\": \"%s\" is neither a dtype nor a type variable", dt->valuestring);
   if ((int)(p->access = lookup(accesses, cJSON_GetObjectItemCaseSensitive(j, "access"))) < 0)
-    return bad(c, f, "\"access\" must be \"in\", \"out\" or \"inout\"");
+    return bad(c, f, "\"access\" must be \"in\", \"out\", \"inout\" or \"consumed\"");
   const cJSON *opt = cJSON_GetObjectItemCaseSensitive(j, "optional");
   if (opt && !cJSON_IsBool(opt)) return bad(c, f, "\"optional\" must be true or false");
   p->optional = cJSON_IsTrue(opt);
@@ -290,7 +291,9 @@ static kt_status parse_pointer(ctx *c, const cJSON *j, const char *f, kt__param 
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, tolname[k]);
     if (!t) continue;
     if (!cJSON_IsNumber(t) || t->valuedouble < 0) return bad(c, f, "\"%s\" must be a number >= 0", tolname[k]);
-    if (p->access == KT__IN) return bad(c, f, "\"%s\" applies to outputs; this param is an input", tolname[k]);
+    if (!KT__COMPARED(p->access))
+      return bad(c, f, "\"%s\" applies to outputs; this param is %s", tolname[k],
+                 p->access == KT__IN ? "an input" : "consumed (never compared)");
     *tol[k] = t->valuedouble;
   }
   return KT_OK;

@@ -22,7 +22,12 @@
 
 enum { KT__P_PTR = 1, KT__P_I32, KT__P_I64, KT__P_F32 };
 enum { KT__KEY_EXACT = 0, KT__KEY_POW2, KT__KEY_IGNORE };
-enum { KT__IN = 1, KT__OUT = 2, KT__INOUT = 3 };
+/* A pointer's access. CONSUMED: read, then left undefined (the kernel may
+** drop its cache lines unwritten), so the runtime treats it as written
+** (scratch copies when tuning, the alias rules) but never compares it. */
+enum { KT__IN = 1, KT__OUT = 2, KT__INOUT = 3, KT__CONSUMED = 4 };
+#define KT__READS(a) ((a) != KT__OUT)
+#define KT__COMPARED(a) ((a) == KT__OUT || (a) == KT__INOUT)
 enum { KT__BUILTIN_NUM_SMS, KT__BUILTIN_CC, KT__BUILTIN_MAX_SMEM,
        KT__BUILTIN_L2_BYTES, KT__NBUILTINS };
 
@@ -32,7 +37,7 @@ typedef struct kt__param {
   int key;           /* KT__KEY_*, scalars only */
   int specialize;    /* integer scalar compiled in as a constant */
   /* pointers */
-  int access;        /* KT__IN/OUT/INOUT */
+  int access;        /* KT__IN/OUT/INOUT/CONSUMED */
   int optional;
   kt_dtype dtype;    /* fixed element type, or KT_DTYPE_NONE with tvar */
   int tvar;          /* index into types, or -1 */
