@@ -937,13 +937,31 @@ __device__ __forceinline__ void column_sums(const float *__restrict__ a, const f
   }
 }
 
+// The 128-byte lines wholly inside columns [lo, hi) of the first `parts`
+// rows of a (rows of D floats), dropped from L2 without being written back
+// (sm_80 and later): read once, these dirty lines would otherwise reach
+// DRAM later. Lines shared with other columns are left as they are.
+__device__ __forceinline__ void drop_lines(float *a, int parts, int D, int lo, int hi) {
+#if __CUDA_ARCH__ >= 800
+  const int nt = (int)(blockDim.x * blockDim.y), t = (int)(threadIdx.y * blockDim.x + threadIdx.x);
+  for (int p = t; p < parts; p += nt) {
+    const unsigned long long s = (unsigned long long)(a + (long long)p * D + lo);
+    const unsigned long long e = (unsigned long long)(a + (long long)p * D + hi);
+    for (unsigned long long l = (s + 127) & ~127ull; l + 128 <= e; l += 128)
+      asm volatile("discard.global.L2 [%0], 128;" ::"l"(l) : "memory");
+  }
+#endif
+}
+
 // dw[c] = sum of dw_part[p][c] over the programs that own rows (the same
 // count layernorm_bwd derives from N and P); db likewise. A BD x SP block:
 // SP threads split the partial rows of BD columns, then add in shared memory.
+// The partial rows are consumed: once every thread of the block has read
+// its columns, their lines are dropped (drop_lines).
 template <typename W, int BD, int SP>
 __global__ void __launch_bounds__(BD * SP)
-layernorm_bwd_reduce(W *__restrict__ dw, W *__restrict__ db, const float *__restrict__ dw_part,
-                     const float *__restrict__ db_part, int n_rows, int D, int P) {
+layernorm_bwd_reduce(W *__restrict__ dw, W *__restrict__ db, float *__restrict__ dw_part,
+                     float *__restrict__ db_part, int n_rows, int D, int P) {
   __shared__ float sw[SP][BD], sb[SP][BD];
   kt::grid_wait();
   const int c = blockIdx.x * BD + threadIdx.x;
@@ -959,6 +977,9 @@ layernorm_bwd_reduce(W *__restrict__ dw, W *__restrict__ db, const float *__rest
   sw[threadIdx.y][threadIdx.x] = aw;
   sb[threadIdx.y][threadIdx.x] = ab;
   __syncthreads();
+  const int lo = (int)blockIdx.x * BD, hi = min(D, lo + BD);
+  if (dw) drop_lines(dw_part, parts, D, lo, hi);
+  if (db) drop_lines(db_part, parts, D, lo, hi);
   if (threadIdx.y != 0 || c >= D) return;
 #pragma unroll
   for (int k = 1; k < SP; k++) {

@@ -257,7 +257,8 @@ def _bwd_launch(batch, st, dy2, h2, w, mean, rstd, dres2):
 @functools.lru_cache(maxsize=None)
 def _reducer(D, wdt, has_w, has_bias):
     """The partial rows of dw and db summed by layernorm_bwd_reduce; under
-    vmap, each example's summed by XLA."""
+    vmap, each example's summed by XLA. The reduce consumes them (they are
+    undefined after it): the backward's outputs that only it reads."""
     wd = _dt(wdt)
 
     def launch(dwp, dbp):

@@ -113,6 +113,7 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
         P = Pm
     wd = weight.dtype if weight is not None else h.dtype
     dev = h.device
+    # The partial rows: written by the backward, consumed by the reduce.
     dwp = torch.empty(P, D, device=dev) if weight is not None else None
     dbp = torch.empty(P, D, device=dev) if has_bias else None
     dw = torch.empty(D, device=dev, dtype=wd) if weight is not None else None
