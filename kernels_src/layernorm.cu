@@ -78,6 +78,9 @@ template <int VEC> __device__ __forceinline__ void add_f32(float *dst, const flo
   }
 }
 
+// The power of two at or above n (n <= 32): the lanes that add n warps' sums.
+__host__ __device__ constexpr int lanes_for(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
+
 // Sum over a group of TPR threads (whole warps). Every thread of the block
 // calls it the same number of times: it synchronises when TPR > 32. part is
 // one of two halves the caller alternates between, as for group_sum2.
@@ -86,13 +89,15 @@ template <int TPR> __device__ __forceinline__ float group_sum(float v, float *pa
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if constexpr (TPR > 32) {
     // The warps' sums are added by shuffles too: lane l of every warp reads
-    // sum l % NW of its group, so no thread holds NW loads in registers.
-    constexpr int NW = TPR / 32;
+    // sum l % N2 of its group (0 past the NW sums, when NW is not a power of
+    // two), so no thread holds NW loads in registers.
+    constexpr int NW = TPR / 32, N2 = lanes_for(NW);
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
     __syncthreads();
-    v = part[(threadIdx.x / TPR) * NW + threadIdx.x % NW];
+    const int l = (int)(threadIdx.x % N2);
+    v = N2 == NW || l < NW ? part[(threadIdx.x / TPR) * NW + l] : 0.f;
 #pragma unroll
-    for (int o = NW / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = N2 / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   }
   return v;
 }
@@ -114,13 +119,14 @@ template <int TPR>
 __device__ __forceinline__ float2 group_sum2(float a, float b, float2 *part) {
   xor_sum2<32>(a, b);
   if constexpr (TPR > 32) {
-    constexpr int NW = TPR / 32;
+    constexpr int NW = TPR / 32, N2 = lanes_for(NW);
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = make_float2(a, b);
     __syncthreads();
-    const float2 p = part[(threadIdx.x / TPR) * NW + threadIdx.x % NW];
+    const int l = (int)(threadIdx.x % N2);
+    const float2 p = N2 == NW || l < NW ? part[(threadIdx.x / TPR) * NW + l] : make_float2(0.f, 0.f);
     a = p.x;
     b = p.y;
-    xor_sum2<NW>(a, b);
+    xor_sum2<N2>(a, b);
   }
   return make_float2(a, b);
 }
@@ -333,9 +339,19 @@ __device__ __forceinline__ void store_norm(T *y, const H *h, float mu, float rs,
 // by cp.async; as in layernorm_bwd, a thread reads back only what it copied.
 // It is held to the registers that let all 1024 / BLOCK blocks the grid
 // counts on fit on an SM at once.
-template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int PACK,
+//
+// OCC > 1 (ITEMS > 0, STAGES == 0) holds the compiler to the registers that
+// let OCC blocks share an SM (64K / (BLOCK * OCC) a thread): one more row in
+// flight per SM where the registers it would take alone leave room for one
+// fewer. LayerNorm, bf16, H100, the fastest of four interleaved graph
+// timings: 3277x5120 at BLOCK=256, ITEMS=3: 25.49 -> 24.76 us (OCC=5, 56 -> 48
+// registers); 4096x4096 at BLOCK=256, ITEMS=2: 24.92 -> 24.68 (OCC=6);
+// 1366x12288 at BLOCK=384, ITEMS=4 (a row exactly): 26.63 -> 25.52 (OCC=3),
+// where BLOCK=512, ITEMS=3 took 26.12. Past the point where the values
+// spill, it loses (3277x5120, OCC=6: 27.71); the tuner decides.
+template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int PACK, int OCC,
           int IS_RMS_NORM, int HAS_RESIDUAL, int STORE_RESIDUAL_OUT, int HAS_WEIGHT, int HAS_BIAS>
-__global__ void __launch_bounds__(BLOCK, STAGES > 0 ? 1024 / BLOCK : 1)
+__global__ void __launch_bounds__(BLOCK, STAGES > 0 ? 1024 / BLOCK : OCC)
 layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ res,
               T *__restrict__ res_out, const W *__restrict__ w, const W *__restrict__ b,
               float *__restrict__ mean, float *__restrict__ rstd, int n_rows, int D, int G,
