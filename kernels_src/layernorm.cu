@@ -421,6 +421,18 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 #pragma unroll
         for (int k = 0; k < VEC; k++) v[j].v[k] = kt::from_f<H>(0.f);
       }
+      if (!PACK && !IS_RMS_NORM && i < L) {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]) - K;
+      }
+    }
+    // A packed segment's sum in a loop of its own: its widening is volatile,
+    // and between the loads it kept each load waiting on the one before
+    // (LayerNorm, bf16, 1366x12288 at BLOCK=512, ITEMS=3: 33.87 us, 26.87
+    // after). RMSNorm needs no sum of x.
+#pragma unroll
+    for (int j = 0; j < (PACK && !IS_RMS_NORM ? ITEMS : 0); j++) {
+      const int i = (lane + j * TPR) * VEC;
       if (i < L) {
 #pragma unroll
         for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]) - K;
