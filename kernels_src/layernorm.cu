@@ -79,7 +79,19 @@ template <int VEC> __device__ __forceinline__ void add_f32(float *dst, const flo
 }
 
 // The power of two at or above n (n <= 32): the lanes that add n warps' sums.
-__host__ __device__ constexpr int lanes_for(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
+__host__ __device__ constexpr int lanes_for(int n) {
+  return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32;
+}
+
+// One of the NW = TPR / 32 warps' sums of this thread's group in part, for
+// N2 = lanes_for(NW) lanes to add: lane l of every warp reads sum l % N2
+// (zero past NW, when NW is not a power of two), so no thread holds NW loads
+// in registers.
+template <int TPR, typename V> __device__ __forceinline__ V warp_sum_at_lane(const V *part, V zero) {
+  constexpr int NW = TPR / 32, N2 = lanes_for(NW);
+  const int l = (int)(threadIdx.x % N2);
+  return N2 == NW || l < NW ? part[(threadIdx.x / TPR) * NW + l] : zero;
+}
 
 // Sum over a group of TPR threads (whole warps). Every thread of the block
 // calls it the same number of times: it synchronises when TPR > 32. part is
@@ -88,14 +100,11 @@ template <int TPR> __device__ __forceinline__ float group_sum(float v, float *pa
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if constexpr (TPR > 32) {
-    // The warps' sums are added by shuffles too: lane l of every warp reads
-    // sum l % N2 of its group (0 past the NW sums, when NW is not a power of
-    // two), so no thread holds NW loads in registers.
-    constexpr int NW = TPR / 32, N2 = lanes_for(NW);
+    // The warps' sums are added by shuffles too.
+    constexpr int N2 = lanes_for(TPR / 32);
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
     __syncthreads();
-    const int l = (int)(threadIdx.x % N2);
-    v = N2 == NW || l < NW ? part[(threadIdx.x / TPR) * NW + l] : 0.f;
+    v = warp_sum_at_lane<TPR>(part, 0.f);
 #pragma unroll
     for (int o = N2 / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   }
@@ -119,11 +128,10 @@ template <int TPR>
 __device__ __forceinline__ float2 group_sum2(float a, float b, float2 *part) {
   xor_sum2<32>(a, b);
   if constexpr (TPR > 32) {
-    constexpr int NW = TPR / 32, N2 = lanes_for(NW);
+    constexpr int N2 = lanes_for(TPR / 32);
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = make_float2(a, b);
     __syncthreads();
-    const int l = (int)(threadIdx.x % N2);
-    const float2 p = N2 == NW || l < NW ? part[(threadIdx.x / TPR) * NW + l] : make_float2(0.f, 0.f);
+    const float2 p = warp_sum_at_lane<TPR>(part, make_float2(0.f, 0.f));
     a = p.x;
     b = p.y;
     xor_sum2<N2>(a, b);

@@ -160,7 +160,7 @@ kt_status kt__scratch_run(kt__scratch *s, const kt__call *c) {
 kt_status kt__scratch_keep_reference(kt__scratch *s) {
   for (int i = 0; i < s->nr; i++) {
     const kt__range *r = &s->r[i];
-    if (!r->written || !KT__COMPARED(s->p->spec->params[r->param].access)) continue;
+    if (!KT__COMPARED(s->p->spec->params[r->param].access)) continue;
     size_t n = r->end - r->start;
     if (s->on_device) {
       kt__dptr *d = &s->dref[r->param];
@@ -204,7 +204,7 @@ kt_status kt__scratch_compare(kt__scratch *s, int *ok, char *why, size_t wl) {
   for (int i = 0; i < s->nr; i++) {
     const kt__range *r = &s->r[i];
     const kt__param *q = &s->p->spec->params[r->param];
-    if (!r->written || !KT__COMPARED(q->access)) continue; /* consumed: undefined after the run */
+    if (!KT__COMPARED(q->access)) continue; /* consumed: undefined after the run */
     size_t n = r->end - r->start;
     kt_dtype dt = s->orig[r->param].dtype;
     double atol = q->atol, rtol = q->rtol, da, dr;
