@@ -123,7 +123,9 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     if weight is not None or has_bias:
         _k(h, "layernorm_bwd_reduce").launch([dw if dw is not None else null(wd), db if db is not None else null(wd),
                                               dwp, dbp, T, D, P])
-    return dx.view(h.shape), dw, db
+    # A view costs more than the kernel's launch at small T: only where h
+    # was not already rows of D.
+    return (dx if h2 is h else dx.view(h.shape)), dw, db
 
 
 # LayerNorm / RMSNorm over the last dim, split into `groups` groups.
