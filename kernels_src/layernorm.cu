@@ -93,12 +93,13 @@ template <int TPR, typename V> __device__ __forceinline__ V warp_sum_at_lane(con
   return N2 == NW || l < NW ? part[(threadIdx.x / TPR) * NW + l] : zero;
 }
 
-// Sum over a group of TPR threads (whole warps). Every thread of the block
-// calls it the same number of times: it synchronises when TPR > 32. part is
-// one of two halves the caller alternates between, as for group_sum2.
+// Sum over a group of TPR threads (whole warps, or 16 lanes: half a warp).
+// Every thread of the block calls it the same number of times: it
+// synchronises when TPR > 32. part is one of two halves the caller
+// alternates between, as for group_sum2.
 template <int TPR> __device__ __forceinline__ float group_sum(float v, float *part) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = (TPR < 32 ? TPR : 32) / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if constexpr (TPR > 32) {
     // The warps' sums are added by shuffles too.
     constexpr int N2 = lanes_for(TPR / 32);
@@ -126,7 +127,7 @@ template <int N> __device__ __forceinline__ void xor_sum2(float &a, float &b) {
 // read before the previous call's barrier.
 template <int TPR>
 __device__ __forceinline__ float2 group_sum2(float a, float b, float2 *part) {
-  xor_sum2<32>(a, b);
+  xor_sum2<(TPR < 32 ? TPR : 32)>(a, b);
   if constexpr (TPR > 32) {
     constexpr int N2 = lanes_for(TPR / 32);
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = make_float2(a, b);
@@ -365,7 +366,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
               float *__restrict__ mean, float *__restrict__ rstd, int n_rows, int D, int G,
               float eps, int rms) {
   constexpr int TPR = BLOCK / ROWS;
-  static_assert(TPR % 32 == 0, "whole warps per segment");
+  static_assert(TPR % 32 == 0 || TPR == 16, "whole warps, or half a warp, per segment");
   static_assert(STAGES == 0 || (ITEMS > 0 && VEC * sizeof(T) == 16),
                 "the pipeline copies 16-byte vectors of whole segments");
   static_assert(!PACK || (ITEMS > 0 && sizeof(T) == 2 && !HAS_RESIDUAL),

@@ -374,13 +374,13 @@ static void norm_backward_tile_larger_than_rows(void) {
       {{11, 6000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16},   /* 1 row; 5 programs own none */
       {{13, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 16},    /* blocks of 384, 3 items a thread */
   };
-  static const int blocks[] = {128, 256, 384, 512, 1024}, rows[] = {1, 2, 4, 8}, vecs[] = {1, 2, 4, 8},
+  static const int blocks[] = {128, 256, 384, 512, 1024}, rows[] = {1, 2, 4, 8, 16}, vecs[] = {1, 2, 4, 8},
                    items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4}, occs[] = {1, 3, 5, 6};
-  enum { NBLOCKS = sizeof blocks / sizeof blocks[0] };
+  enum { NBLOCKS = sizeof blocks / sizeof blocks[0], NROWS = sizeof rows / sizeof rows[0] };
   kt_runtime_info info;
   kt_runtime_get_info(rt, &info);
   const int clusters = has_clusters(rt);
-  int ran = 0, piped = 0, packed = 0, shared = 0, clustered = 0, reread = 0, merged = 0, held = 0, odd = 0;
+  int ran = 0, piped = 0, packed = 0, shared = 0, clustered = 0, reread = 0, merged = 0, held = 0, odd = 0, half = 0;
   for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -398,7 +398,7 @@ static void norm_backward_tile_larger_than_rows(void) {
     }
     int bad = 0;
     for (int bi = 0; bi < NBLOCKS && !bad; bi++)
-      for (int ri = 0; ri < 4 && !bad; ri++)
+      for (int ri = 0; ri < NROWS && !bad; ri++)
         for (int vi = 0; vi < 4 && !bad; vi++)
           for (int ii = 0; ii < 7 && !bad; ii++)
             for (int si = 0; si < 4 && !bad; si++) {
@@ -429,6 +429,7 @@ static void norm_backward_tile_larger_than_rows(void) {
                   packed += pk && !rf;
                   held += occs[oi] > 1 && !rf;
                   odd += blocks[bi] == 384 && !rf;
+                  half += blocks[bi] / rows[ri] == 16 && !rf;
                 }
             }
     nb_free(&nb);
@@ -439,14 +440,16 @@ static void norm_backward_tile_larger_than_rows(void) {
     if (bad) break;
   }
   printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
-         "%d with registers held for more blocks (OCC > 1), %d in blocks of 384, %d with shared sums (ACC = 1), "
+         "%d with registers held for more blocks (OCC > 1), %d in blocks of 384, %d with half a warp a row, "
+         "%d with shared sums (ACC = 1), "
          "%d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles again (REREAD = 1)\n",
-         ran, piped, packed, held, odd, shared, clustered, merged, reread);
+         ran, piped, packed, held, odd, half, shared, clustered, merged, reread);
   if (ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
   if (piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
   if (packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", packed);
   if (held < 20) t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 ran", held);
   if (odd < 6) t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of 384 ran", odd);
+  if (half < 6) t_fail(__FILE__, __LINE__, "only %d forward configs with half a warp a row ran", half);
   if (shared < 10) t_fail(__FILE__, __LINE__, "only %d backward configs with shared sums ran", shared);
   if (reread < 20) t_fail(__FILE__, __LINE__, "only %d backward configs reading tiles again ran", reread);
   if (clusters ? clustered < 40 : clustered != 0)
@@ -633,6 +636,11 @@ static void small_norm_pipelined(void) {
       {{7, 6144, 2, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1},
       {{7, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 3},
       {{9, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1},
+      /* Half a warp a row: 16 lanes' sums, two rows a warp; the last block part live. */
+      {{35, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 0},
+      {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=8,ITEMS=2,STAGES=0", 1, 0, 1, 0, 1, 0},
+      {{9, 256, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
       {{9, 5120, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 5},
       {{3, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 6},
   };
