@@ -657,7 +657,7 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
          const float *__restrict__ mean, const float *__restrict__ rstd,
          const T *__restrict__ dres, int n_rows, int D, int G, int P, int rms) {
   constexpr int TPR = BLOCK / ROWS;
-  static_assert(TPR % 32 == 0, "whole warps per segment");
+  static_assert(TPR % 32 == 0 || (TPR == 16 && CL == 1), "whole warps, or half a warp outside clusters, per segment");
   constexpr bool IN_PART = GROUPED || ITEMS == 0;
   static_assert(!IN_PART || ROWS == 1, "partial rows updated in place need one segment at a time");
   static_assert(STAGES == 0 || (ITEMS > 0 && !GROUPED && VEC * sizeof(T) == 16),

@@ -357,7 +357,9 @@ static void norm_tuned(void) {
 ** 12288, 16384 and 6000, the last not a power of two nor a multiple of a
 ** block's vectors) over programs that own 5, 3 or 1 rows and none. Forward
 ** blocks of 384 threads where they cover a row exactly (D = 9216 and 12288):
-** 12 warps, whose sums are added over 16 lanes. */
+** 12 warps, whose sums are added over 16 lanes. Half a warp a row, forward
+** and backward, on short rows (D = 64, 128 and 256, the last in groups of 64
+** too): two rows a warp, each summed over its 16 lanes. */
 static void norm_backward_tile_larger_than_rows(void) {
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -373,6 +375,8 @@ static void norm_backward_tile_larger_than_rows(void) {
       {{19, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7},   /* 3 rows, the last 1 */
       {{11, 6000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16},   /* 1 row; 5 programs own none */
       {{13, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 16},    /* blocks of 384, 3 items a thread */
+      {{450, 64, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 264},  /* half a warp a row, both ways */
+      {{100, 128, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 33},
   };
   static const int blocks[] = {128, 256, 384, 512, 1024}, rows[] = {1, 2, 4, 8, 16}, vecs[] = {1, 2, 4, 8},
                    items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4}, occs[] = {1, 3, 5, 6};
@@ -413,6 +417,7 @@ static void norm_backward_tile_larger_than_rows(void) {
                       int rb = run_bwd(b, r, &nb, fcfg);
                       if (rb < 0) bad = 1;
                       ran += !rb;
+                      half += blocks[bi] / rows[ri] == 16 && !rb;
                       piped += si > 0 && !rb;
                       shared += acc && !rb;
                       clustered += cl > 1 && !rb;
@@ -449,7 +454,7 @@ static void norm_backward_tile_larger_than_rows(void) {
   if (packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", packed);
   if (held < 20) t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 ran", held);
   if (odd < 6) t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of 384 ran", odd);
-  if (half < 6) t_fail(__FILE__, __LINE__, "only %d forward configs with half a warp a row ran", half);
+  if (half < 12) t_fail(__FILE__, __LINE__, "only %d configs with half a warp a row ran", half);
   if (shared < 10) t_fail(__FILE__, __LINE__, "only %d backward configs with shared sums ran", shared);
   if (reread < 20) t_fail(__FILE__, __LINE__, "only %d backward configs reading tiles again ran", reread);
   if (clusters ? clustered < 40 : clustered != 0)
@@ -641,6 +646,8 @@ static void small_norm_pipelined(void) {
       {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
       {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=8,ITEMS=2,STAGES=0", 1, 0, 1, 0, 1, 0},
       {{9, 256, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
+      {{35, 64, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=8,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
+      {{9, 128, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 4, BWD, "BLOCK=64,ROWS=4,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
       {{9, 5120, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 5},
       {{3, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 6},
   };
