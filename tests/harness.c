@@ -96,6 +96,14 @@ const char *t_tmpdir(void) {
   return mkdtemp(path) ? path : NULL;
 }
 
+int t_write_file(const char *dir, const char *name, const char *text, char *path, size_t n) {
+  snprintf(path, n, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  const int bad = fputs(text, f) < 0;
+  return fclose(f) || bad ? -1 : 0;
+}
+
 int t_have_driver(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h) dlclose(h);

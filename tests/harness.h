@@ -24,6 +24,9 @@ int t_sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf
 const char *t_last_line(const char *out);
 /* A fresh empty directory under $TMPDIR; the path is static storage. */
 const char *t_tmpdir(void);
+/* text written to the file dir/name, whose path goes to path (n bytes).
+** Returns 0, or -1 when the file could not be written. */
+int t_write_file(const char *dir, const char *name, const char *text, char *path, size_t n);
 /* One integer from an SQLite query on the file at path (-999 when none),
 ** and every row's first column, one per line ("(none)" when it fails). */
 long long t_db_int(const char *path, const char *sql);

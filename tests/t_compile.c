@@ -100,19 +100,17 @@ static void compile_errors_carry_the_log(void) {
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
   char path[1024], out[256];
-  snprintf(path, sizeof path, "%s/broken.cu", dir);
-  FILE *f = fopen(path, "w");
-  ASSERT_TRUE(f);
-  fputs("template <int BLOCK>\n__global__ void broken(float *y) {\n  y[0] = undefined_thing;\n}\n", f);
-  fclose(f);
-  snprintf(path, sizeof path, "%s/broken.json", dir);
-  f = fopen(path, "w");
-  ASSERT_TRUE(f);
-  fputs("{\"name\": \"broken\", \"source\": \"broken.cu\", \"entry\": \"broken\",\n"
-        " \"template\": [\"BLOCK\"], \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\",\n"
-        " \"access\": \"out\", \"extent\": \"1\"}], \"config\": {\"BLOCK\": [128]},\n"
-        " \"default\": {\"BLOCK\": 128}, \"grid\": 1, \"block\": \"BLOCK\"}\n", f);
-  fclose(f);
+  ASSERT_EQ(t_write_file(dir, "broken.cu",
+                         "template <int BLOCK>\n__global__ void broken(float *y) {\n  y[0] = undefined_thing;\n}\n", path,
+                         sizeof path),
+            0);
+  ASSERT_EQ(t_write_file(dir, "broken.json",
+                         "{\"name\": \"broken\", \"source\": \"broken.cu\", \"entry\": \"broken\",\n"
+                         " \"template\": [\"BLOCK\"], \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\",\n"
+                         " \"access\": \"out\", \"extent\": \"1\"}], \"config\": {\"BLOCK\": [128]},\n"
+                         " \"default\": {\"BLOCK\": 128}, \"grid\": 1, \"block\": \"BLOCK\"}\n",
+                         path, sizeof path),
+            0);
   kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
@@ -132,19 +130,18 @@ static void compile_errors_carry_the_log(void) {
 static kt_kernel *g_spec(char *dir, size_t dirlen, char *db, size_t dblen, kt_runtime **rt) {
   char path[1024];
   snprintf(dir, dirlen, "%s", t_tmpdir());
-  snprintf(path, sizeof path, "%s/g.cu", dir);
-  FILE *f = fopen(path, "w");
-  if (!f) return NULL;
-  fputs("template <int A, int B>\n__global__ void g(float *y) {\n  static_assert(A != 3, \"three\");\n"
-        "  y[0] = A + B;\n}\n", f);
-  fclose(f);
-  snprintf(path, sizeof path, "%s/g.json", dir);
-  if (!(f = fopen(path, "w"))) return NULL;
-  fputs("{\"name\": \"g\", \"source\": \"g.cu\", \"entry\": \"g\", \"template\": [\"A\", \"B\"],\n"
-        " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", \"extent\": \"1\"}],\n"
-        " \"config\": {\"A\": [1, 2, 3, 4], \"B\": [1, 2]}, \"default\": {\"A\": 1, \"B\": 1}, \"grid\": 1,"
-        " \"block\": 32}\n", f);
-  fclose(f);
+  if (t_write_file(dir, "g.cu",
+                   "template <int A, int B>\n__global__ void g(float *y) {\n  static_assert(A != 3, \"three\");\n"
+                   "  y[0] = A + B;\n}\n",
+                   path, sizeof path) ||
+      t_write_file(dir, "g.json",
+                   "{\"name\": \"g\", \"source\": \"g.cu\", \"entry\": \"g\", \"template\": [\"A\", \"B\"],\n"
+                   " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\","
+                   " \"extent\": \"1\"}],\n"
+                   " \"config\": {\"A\": [1, 2, 3, 4], \"B\": [1, 2]}, \"default\": {\"A\": 1, \"B\": 1}, \"grid\": 1,"
+                   " \"block\": 32}\n",
+                   path, sizeof path))
+    return NULL;
   snprintf(db, dblen, "%s/g.db", dir);
   kt_options o;
   t_offline_options(&o);

@@ -18,11 +18,7 @@ static const char *bin(void) {
 /* Whether out is one valid JSON document (python3's json module says). */
 static int valid_json(const char *dir, const char *out) {
   char path[800], res[256];
-  snprintf(path, sizeof path, "%s/out.json", dir);
-  FILE *f = fopen(path, "w");
-  if (!f) return 0;
-  fputs(out, f);
-  fclose(f);
+  if (t_write_file(dir, "out.json", out, path, sizeof path)) return 0;
   return t_sh(res, sizeof res, "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s", path) == 0;
 }
 
@@ -113,19 +109,18 @@ static void environment(void) {
 static void progress_and_large_spaces(void) {
   char out[16384], path[800];
   const char *dir = t_tmpdir();
-  snprintf(path, sizeof path, "%s/m.cu", dir);
-  FILE *f = fopen(path, "w");
-  ASSERT_TRUE(f);
-  fputs("template <int A>\n__global__ void m(float *y) {\n  static_assert(A == 1, \"one\");\n  y[0] = A;\n}\n", f);
-  fclose(f);
-  snprintf(path, sizeof path, "%s/m.json", dir);
-  f = fopen(path, "w");
-  ASSERT_TRUE(f);
-  fputs("{\"name\": \"m\", \"source\": \"m.cu\", \"entry\": \"m\", \"template\": [\"A\"],\n"
-        " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", \"extent\": \"1\"}],\n"
-        " \"config\": {\"A\": [1, 2, 3, 4]}, \"default\": {\"A\": 1}, \"grid\": 1, \"block\": 32}\n",
-        f);
-  fclose(f);
+  ASSERT_EQ(t_write_file(dir, "m.cu",
+                         "template <int A>\n__global__ void m(float *y) {\n  static_assert(A == 1, \"one\");\n"
+                         "  y[0] = A;\n}\n",
+                         path, sizeof path),
+            0);
+  ASSERT_EQ(t_write_file(dir, "m.json",
+                         "{\"name\": \"m\", \"source\": \"m.cu\", \"entry\": \"m\", \"template\": [\"A\"],\n"
+                         " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\","
+                         " \"extent\": \"1\"}],\n"
+                         " \"config\": {\"A\": [1, 2, 3, 4]}, \"default\": {\"A\": 1}, \"grid\": 1, \"block\": 32}\n",
+                         path, sizeof path),
+            0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s/c.db %s", bin(), dir, path), 1);
   ASSERT_CONTAINS(out, "m: 4 variants to compile\n");
   ASSERT_CONTAINS(out, "1 variants compiled for sm_90, 3 failed\n");

@@ -254,11 +254,7 @@ static void malformed_params(void) {
 
 static void write_text(const char *dir, const char *name, const char *text) {
   char path[800];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
+  (void)t_write_file(dir, name, text, path, sizeof path);
 }
 
 /* The spec hash covers the headers a source includes by quoted name, found
