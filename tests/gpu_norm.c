@@ -594,7 +594,12 @@ static void small_norm(void) {
 ** row: sums over 16 lanes, 4 of them padding) and registers held for more
 ** blocks an SM (OCC > 1): an RMSNorm row of 12288, packed; groups of 3072
 ** with a residual; rows of 9216 with a residual; rows of 3072; a ragged row
-** of 5120 with a residual; rows of 3072 in blocks of 256. */
+** of 5120 with a residual; rows of 3072 in blocks of 256; and half a warp
+** a row (two rows a warp, each summed over its 16 lanes): forward rows of
+** 256 with a residual, rows of 64 in blocks of 16 rows, a packed RMSNorm
+** row of 256, groups of 64 with an f32 weight; forward and backward rows of
+** 64; a backward f16 RMSNorm row of 128 in tiles of four rows over programs
+** of three. */
 static void small_norm_pipelined(void) {
   enum { BWD = 1, FWD = 2, BOTH = 3 };
   static const struct {
@@ -641,7 +646,7 @@ static void small_norm_pipelined(void) {
       {{7, 6144, 2, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1},
       {{7, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 3},
       {{9, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1},
-      /* Half a warp a row: 16 lanes' sums, two rows a warp; the last block part live. */
+      /* Half a warp a row; in blocks of 8 or 16 rows, the last block part live. */
       {{35, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 0},
       {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
       {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=8,ITEMS=2,STAGES=0", 1, 0, 1, 0, 1, 0},
