@@ -63,18 +63,29 @@ template <bool C, typename A> struct enable_if {};
 template <typename A> struct enable_if<true, A> { using type = A; };
 template <typename A, typename B> struct pick<false, A, B> { using type = B; };
 
-// VEC floats added into dst (stored, when add is false) as 16-, 8- or 4-byte
-// accesses: VEC scalar accesses by a warp would touch each 32-byte sector
-// VEC times. dst must be aligned to min(VEC, 4) floats.
-template <int VEC> __device__ __forceinline__ void add_f32(float *dst, const float *src, bool add) {
-  constexpr int C = VEC < 4 ? VEC : 4;
+// VEC sums added into dst (stored, when add is false). Floats (partial rows,
+// shared memory) as 16-, 8- or 4-byte accesses: VEC scalar accesses by a
+// warp would touch each 32-byte sector VEC times; dst must be aligned to
+// min(VEC, 4) floats. Another type (the weight's, where one program owns
+// every row and writes dw itself) as one vector of VEC, rounded once per
+// store.
+template <int VEC, typename P> __device__ __forceinline__ void add_sums(P *dst, const float *src, bool add) {
+  if constexpr (sizeof(P) == 4) {
+    constexpr int C = VEC < 4 ? VEC : 4;
 #pragma unroll
-  for (int k = 0; k < VEC; k += C) {
-    Vec<float, C> a;
-    if (add) a = *reinterpret_cast<const Vec<float, C> *>(dst + k);
+    for (int k = 0; k < VEC; k += C) {
+      Vec<float, C> a;
+      if (add) a = *reinterpret_cast<const Vec<float, C> *>(dst + k);
 #pragma unroll
-    for (int c = 0; c < C; c++) a.v[c] = (add ? a.v[c] : 0.f) + src[k + c];
-    *reinterpret_cast<Vec<float, C> *>(dst + k) = a;
+      for (int c = 0; c < C; c++) a.v[c] = (add ? a.v[c] : 0.f) + src[k + c];
+      *reinterpret_cast<Vec<float, C> *>(dst + k) = a;
+    }
+  } else {
+    float a[VEC];
+    if (add) vload<VEC>(a, dst);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) a[k] = (add ? a[k] : 0.f) + src[k];
+    vstore<VEC>(dst, a);
   }
 }
 
@@ -555,8 +566,8 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 // The subgroups' dw/db sums (of the thread's NACC items) added into dw and
 // db (a partial row, or shared memory) in turn, the first storing:
 // deterministic, no atomics.
-template <int VEC, int NACC, int TPR, int ROWS, int HAS_WEIGHT, int HAS_BIAS>
-__device__ __forceinline__ void add_in_turn(float *dw, float *db, const float (*dwa)[VEC], const float (*dba)[VEC],
+template <int VEC, int NACC, int TPR, int ROWS, int HAS_WEIGHT, int HAS_BIAS, typename PT>
+__device__ __forceinline__ void add_in_turn(PT *dw, PT *db, const float (*dwa)[VEC], const float (*dba)[VEC],
                                             int lane, int sub, int LEN) {
   for (int t = 0; t < ROWS; t++) {
     if (sub == t) {
@@ -564,8 +575,8 @@ __device__ __forceinline__ void add_in_turn(float *dw, float *db, const float (*
       for (int j = 0; j < NACC; j++) {
         const int i = (lane + j * TPR) * VEC;
         if (i >= LEN) continue;
-        if constexpr (HAS_WEIGHT) kt::add_f32<VEC>(dw + i, dwa[j], t > 0);
-        if constexpr (HAS_BIAS) kt::add_f32<VEC>(db + i, dba[j], t > 0);
+        if constexpr (HAS_WEIGHT) kt::add_sums<VEC>(dw + i, dwa[j], t > 0);
+        if constexpr (HAS_BIAS) kt::add_sums<VEC>(db + i, dba[j], t > 0);
       }
     }
     if (ROWS > 1) __syncthreads();
@@ -649,10 +660,14 @@ __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], c
 // one partial row where MG programs of one block would write MG, so with P
 // = SMs / MG the partial rows written, and read again by the reduce, are
 // MG times fewer.
-template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL, int MG,
-          int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
+//
+// PT is the partial rows' type: f32 for layernorm_bwd; W's for
+// layernorm_bwd_row, whose one program over one row writes dw and db
+// themselves.
+template <typename T, typename W, typename PT, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,
+          int MG, int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
 __device__ __forceinline__ void
-norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,
+norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
          const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,
          const float *__restrict__ mean, const float *__restrict__ rstd,
          const T *__restrict__ dres, int n_rows, int D, int G, int P, int rms) {
@@ -699,13 +714,13 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
   dx += c0;
   if constexpr (HAS_DRESIDUAL) dres += c0;
   if constexpr (HAS_WEIGHT) w += c0;
-  float *dwp = HAS_WEIGHT ? dw_part + (long long)prog * D + c0 : nullptr;
-  float *dbp = HAS_BIAS ? db_part + (long long)prog * D + c0 : nullptr;
+  PT *dwp = HAS_WEIGHT ? dw_part + (long long)prog * D + c0 : nullptr;
+  PT *dbp = HAS_BIAS ? db_part + (long long)prog * D + c0 : nullptr;
 
   if constexpr (IN_PART) {
     for (int c = threadIdx.x; c < D; c += BLOCK) {
-      if constexpr (HAS_WEIGHT) dwp[c] = 0.f;
-      if constexpr (HAS_BIAS) dbp[c] = 0.f;
+      if constexpr (HAS_WEIGHT) dwp[c] = kt::from_f<PT>(0.f);
+      if constexpr (HAS_BIAS) dbp[c] = kt::from_f<PT>(0.f);
     }
     __syncthreads();
   }
@@ -785,8 +800,8 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
             pw[k] = d[k] * xh[h][k];
           }
         }
-        if constexpr (IN_PART && HAS_WEIGHT) kt::add_f32<VEC>(dwp + wbase + i, pw, true);
-        if constexpr (IN_PART && HAS_BIAS) kt::add_f32<VEC>(dbp + wbase + i, d, true);
+        if constexpr (IN_PART && HAS_WEIGHT) kt::add_sums<VEC>(dwp + wbase + i, pw, true);
+        if constexpr (IN_PART && HAS_BIAS) kt::add_sums<VEC>(dbp + wbase + i, d, true);
         if constexpr (SACC && HAS_WEIGHT) sw.add(j, lane, pw);
         if constexpr (SACC && HAS_BIAS) sb.add(j, lane, d);
       } else {
@@ -903,8 +918,8 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
             if constexpr (HAS_DRESIDUAL) o[k] += r[k];
             pw[k] = d[k] * xh;
           }
-          if constexpr (HAS_WEIGHT) kt::add_f32<VEC>(dwp + wbase + i, pw, true);
-          if constexpr (HAS_BIAS) kt::add_f32<VEC>(dbp + wbase + i, d, true);
+          if constexpr (HAS_WEIGHT) kt::add_sums<VEC>(dwp + wbase + i, pw, true);
+          if constexpr (HAS_BIAS) kt::add_sums<VEC>(dbp + wbase + i, d, true);
           kt::vstore<VEC>(dx + base + i, o);
         }
       }
@@ -923,11 +938,11 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
       float v[VEC];
       if constexpr (HAS_WEIGHT) {
         sw.get(j, lane, v);
-        kt::add_f32<VEC>(dwp + i, v, false);
+        kt::add_sums<VEC>(dwp + i, v, false);
       }
       if constexpr (HAS_BIAS) {
         sb.get(j, lane, v);
-        kt::add_f32<VEC>(dbp + i, v, false);
+        kt::add_sums<VEC>(dbp + i, v, false);
       }
     }
   } else if constexpr (MG > 1) {
@@ -953,12 +968,31 @@ norm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db
                 const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,                        \
                 const float *__restrict__ mean, const float *__restrict__ rstd, const T *__restrict__ dres,         \
                 int n_rows, int D, int G, int P, int rms) {                                                        \
-    norm_bwd<T, W, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, MG, REREAD, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,  \
-             HAS_BIAS, GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, P, rms);             \
+    norm_bwd<T, W, float, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, MG, REREAD, IS_RMS_NORM, HAS_DRESIDUAL,        \
+             HAS_WEIGHT, HAS_BIAS, GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, P, rms);  \
   }
 KT_NORM_BWD_ENTRY(, CL * MG == 1)
 KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 #undef KT_NORM_BWD_ENTRY
+
+// The backward of one row, dw and db written by the program itself in W's
+// dtype: the sum over one row is that row's terms, rounded once, as the
+// reduce would round them, and no reduce is launched (at T = 1 the second
+// launch was about half the time). One program: a block, or a cluster of
+// CL blocks that split the row's columns. Twice, as layernorm_bwd.
+#define KT_NORM_BWD_ROW_ENTRY(ATTR, COND)                                                                         \
+  template <typename T, typename W, int BLOCK, int VEC, int ITEMS, int CL, int IS_RMS_NORM, int HAS_DRESIDUAL,     \
+            int HAS_WEIGHT, int HAS_BIAS, int GROUPED, typename kt::enable_if<(COND), int>::type = 0>             \
+  __global__ void ATTR __launch_bounds__(BLOCK)                                                                    \
+  layernorm_bwd_row(T *__restrict__ dx, W *__restrict__ dw, W *__restrict__ db, const T *__restrict__ dy,          \
+                    const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ mean,             \
+                    const float *__restrict__ rstd, const T *__restrict__ dres, int D, int G, int rms) {         \
+    norm_bwd<T, W, W, BLOCK, 1, VEC, ITEMS, 0, 0, CL, 1, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT, HAS_BIAS,      \
+             GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, 1, D, G, 1, rms);                                    \
+  }
+KT_NORM_BWD_ROW_ENTRY(, CL == 1)
+KT_NORM_BWD_ROW_ENTRY(KT_CLUSTER(CL), CL > 1)
+#undef KT_NORM_BWD_ROW_ENTRY
 
 // Column c of the partial rows p = threadIdx.y, + SP, ... below parts, in
 // order, of a (and of b where B): unrolled so that eight loads are in flight

@@ -1,4 +1,4 @@
-/* layernorm_fwd, layernorm_bwd and layernorm_bwd_reduce on the GPU against
+/* layernorm_fwd, layernorm_bwd, layernorm_bwd_reduce and layernorm_bwd_row on
 ** float64 host references: every switch on and off, groups, three dtypes,
 ** pointers offset by 2 bytes, and the backward's persistent grid with tiles
 ** larger than a program's share of rows (T=450 over 264 programs: two rows
@@ -169,23 +169,39 @@ static void fwd_args(nbufs *n, kt_arg *a) {
   a[12] = kt_arg_i32(c->rms);
 }
 
-/* x for the backward: h = x + res as the forward stores it (rounded). */
-static void bwd_args(nbufs *n, kt_arg *a) {
+/* The arguments the two backward kernels share, dw and db (partial rows, or
+** the sums themselves) of dtype pdt. x for the backward: h = x + res as the
+** forward stores it (rounded). */
+static void grad_args(nbufs *n, kt_arg *a, const g_buf *dw, const g_buf *db, kt_dtype pdt) {
   const ncase *c = &n->c;
   a[0] = kt_arg_ptr(n->dx.ptr, c->dt);
-  a[1] = kt_arg_ptr(c->w ? n->dw_part.ptr : 0, KT_F32);
-  a[2] = kt_arg_ptr(c->b ? n->db_part.ptr : 0, KT_F32);
+  a[1] = kt_arg_ptr(c->w ? dw->ptr : 0, pdt);
+  a[2] = kt_arg_ptr(c->b ? db->ptr : 0, pdt);
   a[3] = kt_arg_ptr(n->dy.ptr, c->dt);
   a[4] = kt_arg_ptr(n->bx.ptr, c->dt);
   a[5] = kt_arg_ptr(c->w ? n->w.ptr : 0, c->wdt);
   a[6] = kt_arg_ptr(c->rms ? 0 : n->bmean.ptr, KT_F32);
   a[7] = kt_arg_ptr(n->brstd.ptr, KT_F32);
   a[8] = kt_arg_ptr(c->dres ? n->dres.ptr : 0, c->dt);
+}
+
+static void bwd_args(nbufs *n, kt_arg *a) {
+  const ncase *c = &n->c;
+  grad_args(n, a, &n->dw_part, &n->db_part, KT_F32);
   a[9] = kt_arg_i32(c->T);
   a[10] = kt_arg_i32(c->D);
   a[11] = kt_arg_i32(c->G);
   a[12] = kt_arg_i32(n->P);
   a[13] = kt_arg_i32(c->rms);
+}
+
+/* layernorm_bwd_row's: dw and db in the weight's dtype; no N or P. */
+static void row_args(nbufs *n, kt_arg *a) {
+  const ncase *c = &n->c;
+  grad_args(n, a, &n->dw, &n->db, c->wdt);
+  a[9] = kt_arg_i32(c->D);
+  a[10] = kt_arg_i32(c->G);
+  a[11] = kt_arg_i32(c->rms);
 }
 
 static void red_args(nbufs *n, kt_arg *a) {
@@ -241,11 +257,22 @@ static int run_fwd(kt_kernel *k, nbufs *nb, const char *cfg) {
   return 0;
 }
 
+/* dx, dw and db against float64. */
+static int check_grads(nbufs *nb, const char *cfg) {
+  const ncase *c = &nb->c;
+  size_t N = (size_t)c->T * c->D;
+  double t = tol_of(c->dt), tw = c->wdt == KT_F32 ? 1e-4 : tol_of(c->wdt);
+  /* dw sums T products: allow for fp32 accumulation of the rounded dy. */
+  double aw = tw + 1e-5 * c->T;
+  CHECK(&nb->dx, nb->rdx, N, t, t, "dx");
+  if (c->w) CHECK(&nb->dw, nb->rdw, (size_t)c->D, aw, tw, "dw");
+  if (c->b) CHECK(&nb->db, nb->rdb, (size_t)c->D, aw, tw, "db");
+  return 0;
+}
+
 /* The backward and its reduction, checked, on the forward's outputs as
 ** the reference computed them (so the backward runs without the forward). */
 static int run_bwd(kt_kernel *kb, kt_kernel *kr, nbufs *nb, const char *cfg) {
-  const ncase *c = &nb->c;
-  size_t N = (size_t)c->T * c->D;
   kt_arg a[14], r[7];
   if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw_part) || g_buf_poison(&nb->db_part) || g_buf_poison(&nb->dw) ||
       g_buf_poison(&nb->db))
@@ -259,12 +286,40 @@ static int run_bwd(kt_kernel *kb, kt_kernel *kr, nbufs *nb, const char *cfg) {
     t_fail(__FILE__, __LINE__, "layernorm_bwd %s: %s", cfg ? cfg : "", kt_errmsg(nb->x.rt));
     return -1;
   }
-  double t = tol_of(c->dt), tw = c->wdt == KT_F32 ? 1e-4 : tol_of(c->wdt);
-  /* dw sums T products: allow for fp32 accumulation of the rounded dy. */
-  double aw = tw + 1e-5 * c->T;
-  CHECK(&nb->dx, nb->rdx, N, t, t, "dx");
-  if (c->w) CHECK(&nb->dw, nb->rdw, (size_t)c->D, aw, tw, "dw");
-  if (c->b) CHECK(&nb->db, nb->rdb, (size_t)c->D, aw, tw, "db");
+  return check_grads(nb, cfg);
+}
+
+/* The bytes of b's elements as its last check downloaded them. */
+static const unsigned char *g_bytes(const g_buf *b) {
+  return (const unsigned char *)b->stage + (b->ptr - b->alloc);
+}
+
+/* layernorm_bwd_row (one row), checked as run_bwd checks the backward and
+** its reduce; and dw and db, where want_dw and want_db are given (the two
+** launches' bytes over the same row), equal to them byte for byte: one
+** row's sum is its terms rounded once either way. */
+static int run_row(kt_kernel *k, nbufs *nb, const char *cfg, const unsigned char *want_dw,
+                   const unsigned char *want_db) {
+  const ncase *c = &nb->c;
+  kt_arg a[12];
+  if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw) || g_buf_poison(&nb->db)) return -1;
+  row_args(nb, a);
+  kt_status st = cfg ? kt_launch_config(k, NULL, a, 12, cfg) : kt_launch(k, NULL, a, 12);
+  if (st == KT_ERR_CONSTRAINT) return 1;
+  if (st) {
+    t_fail(__FILE__, __LINE__, "layernorm_bwd_row %s: %s", cfg ? cfg : "", kt_errmsg(nb->x.rt));
+    return -1;
+  }
+  if (check_grads(nb, cfg)) return -1;
+  const size_t bytes = (size_t)c->D * kt_dtype_size(c->wdt);
+  const int dw_differs = c->w && want_dw && memcmp(g_bytes(&nb->dw), want_dw, bytes);
+  if (dw_differs || (c->b && want_db && memcmp(g_bytes(&nb->db), want_db, bytes))) {
+    char d[256];
+    describe(c, d, sizeof d);
+    t_fail(__FILE__, __LINE__, "%s %s: %s not the bytes layernorm_bwd and its reduce wrote", d, cfg ? cfg : "",
+           dw_differs ? "dw" : "db");
+    return -1;
+  }
   return 0;
 }
 
@@ -560,6 +615,136 @@ static void norm_forward_statistics_that_cancel(void) {
   kt_runtime_close(rt);
 }
 
+/* open3, and layernorm_bwd_row in *w. */
+static kt_runtime *open4(kt_mode mode, kt_kernel **f, kt_kernel **b, kt_kernel **r, kt_kernel **w) {
+  kt_runtime *rt = open3(mode, f, b, r);
+  if (rt && g_load_kernels(rt, "kernels_src/layernorm_bwd_row.json", w, NULL)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+/* One row's dw and db from layernorm_bwd (P = 1, its default config) and
+** its reduce, checked against float64, copied into *dw and *db (the
+** caller frees them). */
+static int two_launch_bytes(kt_kernel *b, kt_kernel *r, nbufs *nb, unsigned char **dw, unsigned char **db) {
+  const size_t bytes = (size_t)nb->c.D * kt_dtype_size(nb->c.wdt);
+  *dw = *db = NULL;
+  if (run_bwd(b, r, nb, NULL)) return -1;
+  *dw = malloc(bytes);
+  *db = malloc(bytes);
+  if (!*dw || !*db) {
+    t_fail(__FILE__, __LINE__, "out of memory");
+    return -1;
+  }
+  memcpy(*dw, g_bytes(&nb->dw), bytes);
+  memcpy(*db, g_bytes(&nb->db), bytes);
+  return 0;
+}
+
+/* layernorm_bwd_row (T = 1) with every config its constraints allow:
+** BLOCK, VEC, ITEMS (0: a loop over the row, its dw and db added in place,
+** as with groups) and, on sm_90, clusters of CL = 2 and 4 blocks that
+** split the row; rows that are not a power of two (100, 1000, 6000,
+** 20000), groups, both norms, every switch (no weight and no bias: no dw
+** or db), three dtypes, pointers offset by one element. dx, dw and db
+** against float64; dw and db also byte for byte against layernorm_bwd and
+** its reduce over the same row. */
+static void norm_backward_one_row(void) {
+  static const ncase rowcases[] = {
+      /* T D G dt wdt rms res store w b dres offset */
+      {1, 64, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0},
+      {1, 100, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 1, 1},
+      {1, 1000, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 1},
+      {1, 1536, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 1, 0},
+      {1, 4096, 4, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0},
+      {1, 6000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
+      {1, 8192, 1, KT_F16, KT_F32, 1, 0, 0, 1, 0, 0, 0},
+      {1, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
+      {1, 20000, 1, KT_BF16, KT_F32, 0, 0, 0, 0, 1, 0, 1},
+      {1, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 0, 0, 1, 0},
+  };
+  static const int blocks[] = {32, 64, 128, 256, 512, 1024}, vecs[] = {1, 2, 4, 8},
+                   items[] = {0, 1, 2, 3, 4, 8, 16};
+  kt_kernel *f, *b, *r, *w;
+  kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);
+  if (!rt) return;
+  const int clusters = has_clusters(rt);
+  int ran = 0, clustered = 0, looped = 0, bad = 0;
+  for (size_t i = 0; i < sizeof rowcases / sizeof rowcases[0] && !bad; i++) {
+    nbufs nb;
+    unsigned char *dw = NULL, *db = NULL;
+    kt_arg a[12];
+    if (nb_setup(&nb, rt, rowcases[i], 1, 1300 + i)) break;
+    row_args(&nb, a);
+    bad = two_launch_bytes(b, r, &nb, &dw, &db);
+    if (!bad && kt_kernel_compile_for(w, a, 12, NULL, NULL, NULL)) {
+      t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
+      bad = 1;
+    }
+    for (int bi = 0; bi < 6 && !bad; bi++)
+      for (int vi = 0; vi < 4 && !bad; vi++)
+        for (int ii = 0; ii < 7 && !bad; ii++)
+          for (int cl = 1; cl <= 4 && !bad; cl *= 2) {
+            char cfg[96];
+            snprintf(cfg, sizeof cfg, "BLOCK=%d,VEC=%d,ITEMS=%d,CL=%d", blocks[bi], vecs[vi], items[ii], cl);
+            int rr = run_row(w, &nb, cfg, dw, db);
+            if (rr < 0) bad = 1;
+            ran += !rr;
+            clustered += cl > 1 && !rr;
+            looped += items[ii] == 0 && !rr;
+          }
+    free(dw), free(db);
+    nb_free(&nb);
+  }
+  printf("    one row: %d (config, shape) launches checked, %d in clusters (CL > 1), %d looping over the row "
+         "(ITEMS = 0)\n", ran, clustered, looped);
+  if (!bad && ran < 100) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
+  if (!bad && looped < 10) t_fail(__FILE__, __LINE__, "only %d configs with ITEMS = 0 ran", looped);
+  if (!bad && (clusters ? clustered < 20 : clustered != 0))
+    t_fail(__FILE__, __LINE__, "%d configs in clusters ran on a device %s clusters", clustered,
+           clusters ? "with" : "without");
+  kt_runtime_close(rt);
+}
+
+/* layernorm_bwd_row on small cases, for compute-sanitizer: a loop over a
+** row of 1000 with dres; groups of 1024, each one item a thread; a ragged
+** last item (3000 over 3072 columns) with an f32 bias alone; a ragged f32
+** row of 100 with every switch, offset; on sm_90 an RMSNorm row of 6000
+** over a cluster of two, and a LayerNorm row of 16384 with an f32 weight
+** over four. The config kt_launch picks untuned too (the default refused
+** by the constraints at D = 64: the first config that passes). */
+static void small_norm_one_row(void) {
+  static const struct {
+    ncase c;
+    const char *cfg;
+    int cl;
+  } runs[] = {
+      {{1, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=32,VEC=1,ITEMS=0,CL=1", 1},
+      {{1, 4096, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,VEC=8,ITEMS=1,CL=1", 1},
+      {{1, 3000, 1, KT_BF16, KT_F32, 0, 0, 0, 0, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=3,CL=1", 1},
+      {{1, 100, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 1, 1}, "BLOCK=32,VEC=1,ITEMS=4,CL=1", 1},
+      {{1, 64, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, NULL, 1},
+      {{1, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,VEC=8,ITEMS=3,CL=2", 2},
+      {{1, 16384, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=4,CL=4", 4},
+  };
+  kt_kernel *f, *b, *r, *w;
+  kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);
+  if (!rt) return;
+  const int clusters = has_clusters(rt);
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    if (runs[i].cl > 1 && !clusters) continue;
+    nbufs nb;
+    if (nb_setup(&nb, rt, runs[i].c, 1, 1400 + i)) break;
+    int rr = run_row(w, &nb, runs[i].cfg, NULL, NULL);
+    if (rr > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
+    nb_free(&nb);
+    if (rr) break;
+  }
+  kt_runtime_close(rt);
+}
+
 /* Small cases only, for compute-sanitizer (make gpu-sanitize). */
 static void small_norm(void) {
   static const ncase small[] = {
@@ -682,9 +867,11 @@ const kt_test gpu_norm_tests[] = {
     {"norm_every_shape_default_config", norm_every_shape_default_config},
     {"norm_backward_tile_larger_than_rows", norm_backward_tile_larger_than_rows},
     {"norm_tuned", norm_tuned},
+    {"norm_backward_one_row", norm_backward_one_row},
     {"norm_key_leaves_out_T", norm_key_leaves_out_T},
     {"norm_forward_statistics_that_cancel", norm_forward_statistics_that_cancel},
     {"small_norm", small_norm},
     {"small_norm_pipelined", small_norm_pipelined},
+    {"small_norm_one_row", small_norm_one_row},
     {NULL, NULL},
 };
