@@ -108,14 +108,14 @@ def norm_rows(D, nsm):
 
 
 def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D):
-    fwd, bwd, red = rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd"), rt.kernel("layernorm_bwd_reduce")
+    ks = [rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce", "layernorm_bwd_row")]
     eps = 1e-5
     for name in dtypes:
         dt = getattr(torch, TORCH_DT[name])
         for rms in (1, 0):
             for D in dims:
                 for T in norm_rows(D, nsm):
-                    bench_norm(fwd, bwd, red, T, D, dt, name, rms, eps, nsm, copy_gbs)
+                    bench_norm(ks, T, D, dt, name, rms, eps, nsm, copy_gbs)
 
 
 def torch_norm_bwd(x, w, b, dy, D, eps, rms):
@@ -138,7 +138,8 @@ def torch_norm_bwd(x, w, b, dy, D, eps, rms):
     return grad
 
 
-def bench_norm(fwd, bwd, red, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
+def bench_norm(ks, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
+    fwd, bwd, red, row = ks
     family = "rmsnorm" if rms else "layernorm"
     es = torch.finfo(dt).bits // 8
     x = torch.randn(T, D, device=dev, dtype=dt)
@@ -181,10 +182,17 @@ def bench_norm(fwd, bwd, red, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
         t = gpu_time_us(kt_bwd)
         seen.append("P=%d %.1f [%s]" % (P, t, bwd.config_for(bargs)))
         if best is None or t < best[0]:
-            best = (t, P, bwd.config_for(bargs))
+            best = (t, "P=%d" % P, bwd.config_for(bargs))
+    if T == 1:
+        # What ktune.ops launches for one row: layernorm_bwd_row, which
+        # writes dw and db itself (no partial rows, no reduce).
+        wargs = [dx, dw, db, dy, x, w, mean, rstd, None, D, 1, rms]
+        t = gpu_time_us(lambda: row.launch(wargs))
+        seen.append("row %.1f [%s]" % (t, row.config_for(wargs)))
+        best = (t, "row", row.config_for(wargs))
     t_th = gpu_time_us(torch_norm_bwd(x, w, b, dy, D, eps, rms))
     print("    backward by P: " + "; ".join(seen))
-    report(family + " bwd", "%s P=%d" % (shape, best[1]), 3 * T * D * es, best[0], t_th, copy_gbs, best[2])
+    report(family + " bwd", "%s %s" % (shape, best[1]), 3 * T * D * es, best[0], t_th, copy_gbs, best[2])
 
 
 def main():
