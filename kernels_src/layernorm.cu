@@ -975,20 +975,23 @@ KT_NORM_BWD_ENTRY(, CL * MG == 1)
 KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 #undef KT_NORM_BWD_ENTRY
 
-// The backward of one row, dw and db written by the program itself in W's
-// dtype: the sum over one row is that row's terms, rounded once, as the
-// reduce would round them, and no reduce is launched (at T = 1 the second
-// launch was about half the time). One program: a block, or a cluster of
-// CL blocks that split the row's columns. Twice, as layernorm_bwd.
+// The backward of a few rows by one program, dw and db written by it in
+// W's dtype: its sums over its rows are kept in f32 registers and rounded
+// once, as the reduce rounds them (for one row, the same bytes), and no
+// reduce is launched (at T = 1 the second launch was about half the time).
+// One program: a block, or a cluster of CL blocks that split the rows'
+// columns; STAGES > 0 keeps rows in flight. Twice, as layernorm_bwd.
 #define KT_NORM_BWD_ROW_ENTRY(ATTR, COND)                                                                         \
-  template <typename T, typename W, int BLOCK, int VEC, int ITEMS, int CL, int IS_RMS_NORM, int HAS_DRESIDUAL,     \
-            int HAS_WEIGHT, int HAS_BIAS, int GROUPED, typename kt::enable_if<(COND), int>::type = 0>             \
+  template <typename T, typename W, int BLOCK, int VEC, int ITEMS, int STAGES, int CL, int IS_RMS_NORM,           \
+            int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,                                          \
+            typename kt::enable_if<(COND), int>::type = 0>                                                         \
   __global__ void ATTR __launch_bounds__(BLOCK)                                                                    \
   layernorm_bwd_row(T *__restrict__ dx, W *__restrict__ dw, W *__restrict__ db, const T *__restrict__ dy,          \
                     const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ mean,             \
-                    const float *__restrict__ rstd, const T *__restrict__ dres, int D, int G, int rms) {         \
-    norm_bwd<T, W, W, BLOCK, 1, VEC, ITEMS, 0, 0, CL, 1, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT, HAS_BIAS,      \
-             GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, 1, D, G, 1, rms);                                    \
+                    const float *__restrict__ rstd, const T *__restrict__ dres, int n_rows, int D, int G,        \
+                    int rms) {                                                                                     \
+    norm_bwd<T, W, W, BLOCK, 1, VEC, ITEMS, STAGES, 0, CL, 1, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT, HAS_BIAS, \
+             GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, n_rows, D, G, 1, rms);                               \
   }
 KT_NORM_BWD_ROW_ENTRY(, CL == 1)
 KT_NORM_BWD_ROW_ENTRY(KT_CLUSTER(CL), CL > 1)

@@ -195,13 +195,14 @@ static void bwd_args(nbufs *n, kt_arg *a) {
   a[13] = kt_arg_i32(c->rms);
 }
 
-/* layernorm_bwd_row's: dw and db in the weight's dtype; no N or P. */
+/* layernorm_bwd_row's: dw and db in the weight's dtype; no P. */
 static void row_args(nbufs *n, kt_arg *a) {
   const ncase *c = &n->c;
   grad_args(n, a, &n->dw, &n->db, c->wdt);
-  a[9] = kt_arg_i32(c->D);
-  a[10] = kt_arg_i32(c->G);
-  a[11] = kt_arg_i32(c->rms);
+  a[9] = kt_arg_i32(c->T);
+  a[10] = kt_arg_i32(c->D);
+  a[11] = kt_arg_i32(c->G);
+  a[12] = kt_arg_i32(c->rms);
 }
 
 static void red_args(nbufs *n, kt_arg *a) {
@@ -294,17 +295,17 @@ static const unsigned char *g_bytes(const g_buf *b) {
   return (const unsigned char *)b->stage + (b->ptr - b->alloc);
 }
 
-/* layernorm_bwd_row (one row), checked as run_bwd checks the backward and
-** its reduce; and dw and db, where want_dw and want_db are given (the two
-** launches' bytes over the same row), equal to them byte for byte: one
-** row's sum is its terms rounded once either way. */
+/* layernorm_bwd_row (one program), checked as run_bwd checks the backward
+** and its reduce; and dw and db, where want_dw and want_db are given (the
+** two launches' bytes over the same single row), equal to them byte for
+** byte: one row's sum is its terms rounded once either way. */
 static int run_row(kt_kernel *k, nbufs *nb, const char *cfg, const unsigned char *want_dw,
                    const unsigned char *want_db) {
   const ncase *c = &nb->c;
-  kt_arg a[12];
+  kt_arg a[13];
   if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw) || g_buf_poison(&nb->db)) return -1;
   row_args(nb, a);
-  kt_status st = cfg ? kt_launch_config(k, NULL, a, 12, cfg) : kt_launch(k, NULL, a, 12);
+  kt_status st = cfg ? kt_launch_config(k, NULL, a, 13, cfg) : kt_launch(k, NULL, a, 13);
   if (st == KT_ERR_CONSTRAINT) return 1;
   if (st) {
     t_fail(__FILE__, __LINE__, "layernorm_bwd_row %s: %s", cfg ? cfg : "", kt_errmsg(nb->x.rt));
@@ -643,14 +644,14 @@ static int two_launch_bytes(kt_kernel *b, kt_kernel *r, nbufs *nb, unsigned char
   return 0;
 }
 
-/* layernorm_bwd_row (T = 1) with every config its constraints allow:
-** BLOCK, VEC, ITEMS (0: a loop over the row, its dw and db added in place,
-** as with groups) and, on sm_90, clusters of CL = 2 and 4 blocks that
-** split the row; rows that are not a power of two (100, 1000, 6000,
-** 20000), groups, both norms, every switch (no weight and no bias: no dw
-** or db), three dtypes, pointers offset by one element. dx, dw and db
-** against float64; dw and db also byte for byte against layernorm_bwd and
-** its reduce over the same row. */
+/* layernorm_bwd_row with every config its constraints allow: BLOCK, VEC,
+** ITEMS (0: a loop over the row, its dw and db added in place, as with
+** groups; one row only), STAGES (rows in flight) and, on sm_90, clusters
+** of CL = 2 and 4 blocks that split the rows; T = 1 to 5, rows that are
+** not a power of two (100, 1000, 6000, 20000), groups, both norms, every
+** switch (no weight and no bias: no dw or db), three dtypes, pointers
+** offset by one element. dx, dw and db against float64; at T = 1 dw and db
+** also byte for byte against layernorm_bwd and its reduce. */
 static void norm_backward_one_row(void) {
   static const ncase rowcases[] = {
       /* T D G dt wdt rms res store w b dres offset */
@@ -664,44 +665,54 @@ static void norm_backward_one_row(void) {
       {1, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
       {1, 20000, 1, KT_BF16, KT_F32, 0, 0, 0, 0, 1, 0, 1},
       {1, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 0, 0, 1, 0},
+      {2, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
+      {3, 1000, 1, KT_F16, KT_F32, 1, 0, 0, 1, 0, 0, 1},
+      {4, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
+      {5, 6000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0},
   };
   static const int blocks[] = {32, 64, 128, 256, 512, 1024}, vecs[] = {1, 2, 4, 8},
-                   items[] = {0, 1, 2, 3, 4, 8, 16};
+                   items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
   kt_kernel *f, *b, *r, *w;
   kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);
   if (!rt) return;
   const int clusters = has_clusters(rt);
-  int ran = 0, clustered = 0, looped = 0, bad = 0;
+  int ran = 0, clustered = 0, looped = 0, piped = 0, rows = 0, bad = 0;
   for (size_t i = 0; i < sizeof rowcases / sizeof rowcases[0] && !bad; i++) {
     nbufs nb;
     unsigned char *dw = NULL, *db = NULL;
-    kt_arg a[12];
+    kt_arg a[13];
     if (nb_setup(&nb, rt, rowcases[i], 1, 1300 + i)) break;
     row_args(&nb, a);
-    bad = two_launch_bytes(b, r, &nb, &dw, &db);
-    if (!bad && kt_kernel_compile_for(w, a, 12, NULL, NULL, NULL)) {
+    bad = rowcases[i].T == 1 ? two_launch_bytes(b, r, &nb, &dw, &db) : run_bwd(b, r, &nb, NULL);
+    if (!bad && kt_kernel_compile_for(w, a, 13, NULL, NULL, NULL)) {
       t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
       bad = 1;
     }
     for (int bi = 0; bi < 6 && !bad; bi++)
       for (int vi = 0; vi < 4 && !bad; vi++)
         for (int ii = 0; ii < 7 && !bad; ii++)
-          for (int cl = 1; cl <= 4 && !bad; cl *= 2) {
-            char cfg[96];
-            snprintf(cfg, sizeof cfg, "BLOCK=%d,VEC=%d,ITEMS=%d,CL=%d", blocks[bi], vecs[vi], items[ii], cl);
-            int rr = run_row(w, &nb, cfg, dw, db);
-            if (rr < 0) bad = 1;
-            ran += !rr;
-            clustered += cl > 1 && !rr;
-            looped += items[ii] == 0 && !rr;
-          }
+          for (int si = 0; si < 4 && !bad; si++)
+            for (int cl = 1; cl <= 4 && !bad; cl *= 2) {
+              char cfg[96];
+              snprintf(cfg, sizeof cfg, "BLOCK=%d,VEC=%d,ITEMS=%d,STAGES=%d,CL=%d", blocks[bi], vecs[vi], items[ii],
+                       stages[si], cl);
+              int rr = run_row(w, &nb, cfg, dw, db);
+              if (rr < 0) bad = 1;
+              ran += !rr;
+              clustered += cl > 1 && !rr;
+              looped += items[ii] == 0 && !rr;
+              piped += stages[si] > 0 && !rr;
+              rows += rowcases[i].T > 1 && !rr;
+            }
     free(dw), free(db);
     nb_free(&nb);
   }
-  printf("    one row: %d (config, shape) launches checked, %d in clusters (CL > 1), %d looping over the row "
-         "(ITEMS = 0)\n", ran, clustered, looped);
+  printf("    one program: %d (config, shape) launches checked, %d over several rows, %d in clusters (CL > 1), "
+         "%d looping over the row (ITEMS = 0), %d pipelined (STAGES > 0)\n", ran, rows, clustered, looped, piped);
   if (!bad && ran < 100) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
+  if (!bad && rows < 40) t_fail(__FILE__, __LINE__, "only %d configs over several rows ran", rows);
   if (!bad && looped < 10) t_fail(__FILE__, __LINE__, "only %d configs with ITEMS = 0 ran", looped);
+  if (!bad && piped < 40) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
   if (!bad && (clusters ? clustered < 20 : clustered != 0))
     t_fail(__FILE__, __LINE__, "%d configs in clusters ran on a device %s clusters", clustered,
            clusters ? "with" : "without");
@@ -711,23 +722,26 @@ static void norm_backward_one_row(void) {
 /* layernorm_bwd_row on small cases, for compute-sanitizer: a loop over a
 ** row of 1000 with dres; groups of 1024, each one item a thread; a ragged
 ** last item (3000 over 3072 columns) with an f32 bias alone; a ragged f32
-** row of 100 with every switch, offset; on sm_90 an RMSNorm row of 6000
-** over a cluster of two, and a LayerNorm row of 16384 with an f32 weight
-** over four. The config kt_launch picks untuned too (the default refused
-** by the constraints at D = 64: the first config that passes). */
+** row of 100 with every switch, offset; three rows of 4096 through the
+** pipeline with dres; on sm_90 an RMSNorm row of 6000 over a cluster of
+** two, five such rows pipelined, and a LayerNorm row of 16384 with an f32
+** weight over four. The config kt_launch picks untuned too (the default
+** refused by the constraints at D = 64: the first config that passes). */
 static void small_norm_one_row(void) {
   static const struct {
     ncase c;
     const char *cfg;
     int cl;
   } runs[] = {
-      {{1, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=32,VEC=1,ITEMS=0,CL=1", 1},
-      {{1, 4096, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,VEC=8,ITEMS=1,CL=1", 1},
-      {{1, 3000, 1, KT_BF16, KT_F32, 0, 0, 0, 0, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=3,CL=1", 1},
-      {{1, 100, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 1, 1}, "BLOCK=32,VEC=1,ITEMS=4,CL=1", 1},
+      {{1, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=32,VEC=1,ITEMS=0,STAGES=0,CL=1", 1},
+      {{1, 4096, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,VEC=8,ITEMS=1,STAGES=0,CL=1", 1},
+      {{1, 3000, 1, KT_BF16, KT_F32, 0, 0, 0, 0, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=3,STAGES=0,CL=1", 1},
+      {{1, 100, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 1, 1}, "BLOCK=32,VEC=1,ITEMS=4,STAGES=0,CL=1", 1},
       {{1, 64, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, NULL, 1},
-      {{1, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,VEC=8,ITEMS=3,CL=2", 2},
-      {{1, 16384, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=4,CL=4", 4},
+      {{3, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,VEC=8,ITEMS=2,STAGES=3,CL=1", 1},
+      {{5, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,VEC=8,ITEMS=3,STAGES=2,CL=2", 2},
+      {{1, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,VEC=8,ITEMS=3,STAGES=0,CL=2", 2},
+      {{1, 16384, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=4,STAGES=0,CL=4", 4},
   };
   kt_kernel *f, *b, *r, *w;
   kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);

@@ -186,7 +186,7 @@ def bench_norm(ks, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
     if T == 1:
         # What ktune.ops launches for one row: layernorm_bwd_row, which
         # writes dw and db itself (no partial rows, no reduce).
-        wargs = [dx, dw, db, dy, x, w, mean, rstd, None, D, 1, rms]
+        wargs = [dx, dw, db, dy, x, w, mean, rstd, None, T, D, 1, rms]
         t = gpu_time_us(lambda: row.launch(wargs))
         seen.append("row %.1f [%s]" % (t, row.config_for(wargs)))
         best = (t, "row", row.config_for(wargs))

@@ -66,8 +66,12 @@ def norm_gradients_match_float64():
         # long rows over half as many programs (MG = 2 where clusters run)
         (3 * sms + 5, 8192, 1, torch.bfloat16, False, True, True, True),
         (2 * sms + 7, 12288, 1, torch.float16, True, False, True, False),
-        # one row: layernorm_bwd_row writes dw and db itself (no reduce)
+        # one row, or up to four short ones: layernorm_bwd_row writes dw and
+        # db itself (no reduce)
         (1, 4096, 1, torch.bfloat16, False, True, True, True),
+        (2, 4096, 1, torch.bfloat16, False, True, True, True),
+        (3, 1000, 1, torch.float16, True, True, True, False),
+        (4, 2048, 1, torch.float32, False, False, True, True),
         (1, 1000, 4, torch.float16, False, False, True, True),
         (1, 16384, 1, torch.bfloat16, True, False, True, False),
         (1, 64, 1, torch.float32, True, False, False, False),

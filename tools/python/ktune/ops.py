@@ -108,7 +108,7 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     dx = torch.empty_like(h2)
     dres = _rows(dresidual, D) if dresidual is not None else None
     wd = weight.dtype if weight is not None else h.dtype
-    if T == 1:
+    if T == 1 or (T <= 4 and T * D <= 8192 and groups == 1):
         return _norm_bwd_row(dy2, h, h2, dx, dres, weight, wd, mean, rstd, groups, rms, has_bias)
     P, Pm = _programs(h, T, D)
     # Programs of two blocks where they would be used and can run (asked only then).
@@ -131,15 +131,18 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
 
 
 def _norm_bwd_row(dy2, h, h2, dx, dres, weight, wd, mean, rstd, groups, rms, has_bias):
-    """One row: layernorm_bwd_row writes dw and db itself, in the weight's
-    dtype, with no partial rows to allocate and no reduce to launch (H100,
-    tuned: 1.7-4.6 us where the two launches took 3.4-6.5)."""
-    D = h2.shape[1]
+    """A few rows: layernorm_bwd_row, one program, writes dw and db itself,
+    in the weight's dtype, with no partial rows to allocate and no reduce to
+    launch. H100, bf16, tuned: at T = 1, 1.7-4.6 us where the two launches
+    took 3.4-6.5; at T = 2 and 4 it wins up to T * D = 8192 (4x1000: 3.2
+    against 3.7; 4x4096: 4.5 against 4.2), and it loses from T = 8 (8x256:
+    4.1 against 3.5), where one program streams the rows alone."""
+    T, D = h2.shape
     dw = torch.empty(D, device=h.device, dtype=wd) if weight is not None else None
     db = torch.empty(D, device=h.device, dtype=wd) if has_bias else None
     _k(h, "layernorm_bwd_row").launch([dx, dw if dw is not None else null(wd), db if db is not None else null(wd),
                                        dy2, h2, weight if weight is not None else null(wd), None if rms else mean,
-                                       rstd, dres, D, groups, 1 if rms else 0])
+                                       rstd, dres, T, D, groups, 1 if rms else 0])
     return (dx if h2 is h else dx.view(h.shape)), dw, db
 
 
