@@ -291,7 +291,7 @@ static int run_bwd(kt_kernel *kb, kt_kernel *kr, nbufs *nb, const char *cfg) {
 }
 
 /* The bytes of b's elements as its last check downloaded them. */
-static const unsigned char *g_bytes(const g_buf *b) {
+static const unsigned char *buf_bytes(const g_buf *b) {
   return (const unsigned char *)b->stage + (b->ptr - b->alloc);
 }
 
@@ -313,8 +313,8 @@ static int run_row(kt_kernel *k, nbufs *nb, const char *cfg, const unsigned char
   }
   if (check_grads(nb, cfg)) return -1;
   const size_t bytes = (size_t)c->D * kt_dtype_size(c->wdt);
-  const int dw_differs = c->w && want_dw && memcmp(g_bytes(&nb->dw), want_dw, bytes);
-  if (dw_differs || (c->b && want_db && memcmp(g_bytes(&nb->db), want_db, bytes))) {
+  const int dw_differs = c->w && want_dw && memcmp(buf_bytes(&nb->dw), want_dw, bytes);
+  if (dw_differs || (c->b && want_db && memcmp(buf_bytes(&nb->db), want_db, bytes))) {
     char d[256];
     describe(c, d, sizeof d);
     t_fail(__FILE__, __LINE__, "%s %s: %s not the bytes layernorm_bwd and its reduce wrote", d, cfg ? cfg : "",
@@ -639,8 +639,8 @@ static int two_launch_bytes(kt_kernel *b, kt_kernel *r, nbufs *nb, unsigned char
     t_fail(__FILE__, __LINE__, "out of memory");
     return -1;
   }
-  memcpy(*dw, g_bytes(&nb->dw), bytes);
-  memcpy(*db, g_bytes(&nb->db), bytes);
+  memcpy(*dw, buf_bytes(&nb->dw), bytes);
+  memcpy(*db, buf_bytes(&nb->db), bytes);
   return 0;
 }
 

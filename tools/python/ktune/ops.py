@@ -105,44 +105,37 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     h2 = _rows(h, D)
     dy2 = _rows(dy, D)
     T = h2.shape[0]
+    dev = h.device
     dx = torch.empty_like(h2)
     dres = _rows(dresidual, D) if dresidual is not None else None
     wd = weight.dtype if weight is not None else h.dtype
-    if T == 1 or (T <= 4 and T * D <= 8192 and groups == 1):
-        return _norm_bwd_row(dy2, h, h2, dx, dres, weight, wd, mean, rstd, groups, rms, has_bias)
-    P, Pm = _programs(h, T, D)
-    # Programs of two blocks where they would be used and can run (asked only then).
-    if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
-        P = Pm
-    dev = h.device
-    # The partial rows: written by the backward, consumed by the reduce.
-    dwp = torch.empty(P, D, device=dev) if weight is not None else None
-    dbp = torch.empty(P, D, device=dev) if has_bias else None
     dw = torch.empty(D, device=dev, dtype=wd) if weight is not None else None
     db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
-    _k(h, "layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, weight if weight is not None else null(wd),
-                                   None if rms else mean, rstd, dres, T, D, groups, P, 1 if rms else 0])
-    if weight is not None or has_bias:
-        _k(h, "layernorm_bwd_reduce").launch([dw if dw is not None else null(wd), db if db is not None else null(wd),
-                                              dwp, dbp, T, D, P])
+    w_arg = weight if weight is not None else null(wd)
+    dw_arg, db_arg = (dw if dw is not None else null(wd)), (db if db is not None else null(wd))
+    if T == 1 or (T <= 4 and T * D <= 8192 and groups == 1):
+        # A few rows: layernorm_bwd_row, one program, writes dw and db
+        # itself, with no partial rows and no reduce. H100, bf16, tuned: at
+        # T = 1, 1.7-4.6 us where the two launches took 3.4-6.5; at T = 2
+        # and 4 it wins up to T * D = 8192 (4x1000: 3.2 against 3.7; 4x4096:
+        # 4.5 against 4.2), and loses from T = 8 (8x256: 4.1 against 3.5),
+        # where one program streams the rows alone.
+        _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
+                                           T, D, groups, 1 if rms else 0])
+    else:
+        P, Pm = _programs(h, T, D)
+        # Programs of two blocks where they would be used and can run (asked only then).
+        if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
+            P = Pm
+        # The partial rows: written by the backward, consumed by the reduce.
+        dwp = torch.empty(P, D, device=dev) if weight is not None else None
+        dbp = torch.empty(P, D, device=dev) if has_bias else None
+        _k(h, "layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, w_arg, None if rms else mean, rstd, dres, T, D, groups,
+                                       P, 1 if rms else 0])
+        if weight is not None or has_bias:
+            _k(h, "layernorm_bwd_reduce").launch([dw_arg, db_arg, dwp, dbp, T, D, P])
     # A view costs more than the kernel's launch at small T: only where h
     # was not already rows of D.
-    return (dx if h2 is h else dx.view(h.shape)), dw, db
-
-
-def _norm_bwd_row(dy2, h, h2, dx, dres, weight, wd, mean, rstd, groups, rms, has_bias):
-    """A few rows: layernorm_bwd_row, one program, writes dw and db itself,
-    in the weight's dtype, with no partial rows to allocate and no reduce to
-    launch. H100, bf16, tuned: at T = 1, 1.7-4.6 us where the two launches
-    took 3.4-6.5; at T = 2 and 4 it wins up to T * D = 8192 (4x1000: 3.2
-    against 3.7; 4x4096: 4.5 against 4.2), and it loses from T = 8 (8x256:
-    4.1 against 3.5), where one program streams the rows alone."""
-    T, D = h2.shape
-    dw = torch.empty(D, device=h.device, dtype=wd) if weight is not None else None
-    db = torch.empty(D, device=h.device, dtype=wd) if has_bias else None
-    _k(h, "layernorm_bwd_row").launch([dx, dw if dw is not None else null(wd), db if db is not None else null(wd),
-                                       dy2, h2, weight if weight is not None else null(wd), None if rms else mean,
-                                       rstd, dres, T, D, groups, 1 if rms else 0])
     return (dx if h2 is h else dx.view(h.shape)), dw, db
 
 
