@@ -264,6 +264,14 @@ __device__ __forceinline__ float2 cluster_ld2(const float2 *p, unsigned rank) {
 #endif
   return v;
 }
+// One float at p, read the same way.
+__device__ __forceinline__ float cluster_ld1(const float *p, unsigned rank) {
+  float v = 0.f;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_addr(p, rank)) : "memory");
+#endif
+  return v;
+}
 // Four floats at p (16-byte aligned), read the same way.
 __device__ __forceinline__ float4 cluster_ld4(const float *p, unsigned rank) {
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -276,12 +284,25 @@ __device__ __forceinline__ float4 cluster_ld4(const float *p, unsigned rank) {
 #endif
   return v;
 }
-// a += b, lane by lane.
-__device__ __forceinline__ void add4(float4 &a, float4 b) {
-  a.x += b.x;
-  a.y += b.y;
-  a.z += b.z;
-  a.w += b.w;
+// C floats at p (aligned to C floats) added into a, read from this block's
+// shared memory (MG == 1) or that of block rank of its cluster.
+template <int C, int MG> __device__ __forceinline__ void add_shared(float *a, const float *p, unsigned rank) {
+  float v[C];
+  if constexpr (MG == 1) {
+    const Vec<float, C> s = *reinterpret_cast<const Vec<float, C> *>(p);
+#pragma unroll
+    for (int k = 0; k < C; k++) v[k] = s.v[k];
+  } else if constexpr (C == 4) {
+    const float4 s = cluster_ld4(p, rank);
+    v[0] = s.x, v[1] = s.y, v[2] = s.z, v[3] = s.w;
+  } else if constexpr (C == 2) {
+    const float2 s = cluster_ld2(reinterpret_cast<const float2 *>(p), rank);
+    v[0] = s.x, v[1] = s.y;
+  } else {
+    v[0] = cluster_ld1(p, rank);
+  }
+#pragma unroll
+  for (int k = 0; k < C; k++) a[k] += v[k];
 }
 
 // group_sum2 over the groups of TPR threads at the same place in each of a
@@ -583,33 +604,40 @@ __device__ __forceinline__ void add_in_turn(PT *dw, PT *db, const float (*dwa)[V
   }
 }
 
-// MG > 1: the dw/db sums of a cluster's MG blocks, each over its share of
-// the program's rows, added into the program's partial rows. Each block
-// first adds its subgroups' sums, in turn, into ms (its stage memory, free
-// once every thread is past its last tile: at least 2 * ROWS * LEN 16-bit
-// or f32 values, room for two sums of LEN floats). Then each block adds one
-// MG-th of the columns over the cluster's blocks, in rank order, and writes
-// them. No atomics: the same bits every run.
-template <int VEC, int NACC, int TPR, int ROWS, int MG, int HAS_WEIGHT, int HAS_BIAS>
+// The dw/db sums of a program's subgroups, and with MG > 1 of a cluster's
+// MG blocks (each over its share of the program's rows), added in f32 and
+// written to the program's dw/db (a partial row, or W's dw and db, rounded
+// once). Each block first adds its subgroups' sums, in turn, into ms (its
+// dynamic shared memory, free once every thread is past its last tile: room
+// for two sums of LEN floats). Then each block adds one MG-th of the columns
+// over the cluster's blocks, in rank order, C = min(VEC, 4) at a time, and
+// writes them. No atomics: the same bits every run.
+template <int VEC, int NACC, int TPR, int ROWS, int MG, int HAS_WEIGHT, int HAS_BIAS, typename PT>
 __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], const float (*dba)[VEC], int lane,
-                                           int sub, int LEN, float *dwp, float *dbp) {
+                                           int sub, int LEN, PT *dwp, PT *dbp) {
+  constexpr int C = VEC < 4 ? VEC : 4;
   float *mw = ms, *mb = ms + (HAS_WEIGHT ? LEN : 0);
   __syncthreads();
   add_in_turn<VEC, NACC, TPR, ROWS, HAS_WEIGHT, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);
-  kt::cluster_sync();  // every block's sums in its shared memory
-  const int rank = (int)blockIdx.x % MG, per = (LEN / 4 + MG - 1) / MG * 4;
+  if constexpr (MG > 1)
+    kt::cluster_sync();  // every block's sums in its shared memory
+  else
+    __syncthreads();
+  const int rank = (int)blockIdx.x % MG, per = (LEN / C + MG - 1) / MG * C;
   const int end = min(LEN, (rank + 1) * per);
-  for (int c = rank * per + (int)threadIdx.x * 4; c < end; c += (int)blockDim.x * 4) {
-    float4 w = make_float4(0.f, 0.f, 0.f, 0.f), b = w;
+  for (int c = rank * per + (int)threadIdx.x * C; c < end; c += (int)blockDim.x * C) {
+    float w[C], b[C];
+#pragma unroll
+    for (int k = 0; k < C; k++) w[k] = b[k] = 0.f;
 #pragma unroll
     for (int r = 0; r < MG; r++) {
-      if constexpr (HAS_WEIGHT) kt::add4(w, kt::cluster_ld4(mw + c, (unsigned)r));
-      if constexpr (HAS_BIAS) kt::add4(b, kt::cluster_ld4(mb + c, (unsigned)r));
+      if constexpr (HAS_WEIGHT) kt::add_shared<C, MG>(w, mw + c, (unsigned)r);
+      if constexpr (HAS_BIAS) kt::add_shared<C, MG>(b, mb + c, (unsigned)r);
     }
-    if constexpr (HAS_WEIGHT) *reinterpret_cast<float4 *>(dwp + c) = w;
-    if constexpr (HAS_BIAS) *reinterpret_cast<float4 *>(dbp + c) = b;
+    if constexpr (HAS_WEIGHT) kt::vstore<C>(dwp + c, w);
+    if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);
   }
-  kt::cluster_sync();  // no block leaves while another reads its sums
+  if constexpr (MG > 1) kt::cluster_sync();  // no block leaves while another reads its sums
 }
 
 // dx = rstd * (wdy - (xhat * mean(wdy * xhat) + mean(wdy))) [+ dres], with
@@ -653,17 +681,18 @@ __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], c
 // across them: 2 * ITEMS * VEC registers a thread freed (the slot is
 // refilled only at the next tile), for a second pass over shared memory.
 //
-// MG > 1 (sm_90; STAGES > 0, CL == 1, ACC == 0) makes a program a cluster
+// MG > 1 (sm_90; CL == 1, ACC == 0, ITEMS > 0) makes a program a cluster
 // of MG blocks that split its rows, not its columns: each block streams its
 // share with no barrier between them, and at the end they add their dw/db
-// sums through distributed shared memory (merge_sums). MG blocks then write
-// one partial row where MG programs of one block would write MG, so with P
-// = SMs / MG the partial rows written, and read again by the reduce, are
-// MG times fewer.
+// sums through distributed shared memory (merge_sums, in the dynamic shared
+// memory the spec sizes: layernorm_bwd's stages). MG blocks then write one
+// partial row where MG programs of one block would write MG, so with P =
+// SMs / MG the partial rows written, and read again by the reduce, are MG
+// times fewer.
 //
 // PT is the partial rows' type: f32 for layernorm_bwd; W's for
-// layernorm_bwd_row, whose one program over one row writes dw and db
-// themselves.
+// layernorm_bwd_row, whose one program over all rows writes dw and db
+// themselves (ROWS > 1 or MG > 1: through merge_sums, rounded once).
 template <typename T, typename W, typename PT, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,
           int MG, int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
 __device__ __forceinline__ void
@@ -681,8 +710,12 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   static_assert(!SACC || (ITEMS > 0 && !GROUPED && ROWS == 1), "shared sums need a column per thread");
   static_assert(CL == 1 || (ITEMS > 0 && !GROUPED), "a cluster splits whole rows in registers");
   static_assert(!REREAD || STAGES > 0, "a tile is read again from its pipeline slot");
-  static_assert(MG == 1 || (CL == 1 && STAGES > 0 && !SACC && !IN_PART && (HAS_WEIGHT || HAS_BIAS)),
-                "merged programs split rows streamed through the pipeline, their sums in registers");
+  static_assert(MG == 1 || (CL == 1 && !SACC && !IN_PART && (HAS_WEIGHT || HAS_BIAS)),
+                "merged programs split whole rows, their sums in registers");
+  // The sums meet in f32 in shared memory before they are written: across a
+  // cluster's blocks, or across the subgroups of a program that writes W's
+  // dw and db itself (adding them in turn there would round each time).
+  constexpr bool MERGE = (MG > 1 || (ROWS > 1 && sizeof(PT) != 4)) && (HAS_WEIGHT || HAS_BIAS);
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
   // Dynamic shared memory: the weight's sums, the bias's, then the stages.
@@ -945,7 +978,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
         kt::add_sums<VEC>(dbp + i, v, false);
       }
     }
-  } else if constexpr (MG > 1) {
+  } else if constexpr (MERGE) {
     merge_sums<VEC, NACC, TPR, ROWS, MG, HAS_WEIGHT, HAS_BIAS>(reinterpret_cast<float *>(stages), dwa, dba, lane, sub,
                                                               LEN, dwp, dbp);
   } else if constexpr (!IN_PART && (HAS_WEIGHT || HAS_BIAS)) {
@@ -976,25 +1009,27 @@ KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 #undef KT_NORM_BWD_ENTRY
 
 // The backward of a few rows by one program, dw and db written by it in
-// W's dtype: its sums over its rows are kept in f32 registers and rounded
-// once, as the reduce rounds them (for one row, the same bytes), and no
-// reduce is launched (at T = 1 the second launch was about half the time).
-// One program: a block, or a cluster of CL blocks that split the rows'
-// columns; STAGES > 0 keeps rows in flight. Twice, as layernorm_bwd.
-#define KT_NORM_BWD_ROW_ENTRY(ATTR, COND)                                                                         \
-  template <typename T, typename W, int BLOCK, int VEC, int ITEMS, int STAGES, int CL, int IS_RMS_NORM,           \
-            int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,                                          \
-            typename kt::enable_if<(COND), int>::type = 0>                                                         \
-  __global__ void ATTR __launch_bounds__(BLOCK)                                                                    \
-  layernorm_bwd_row(T *__restrict__ dx, W *__restrict__ dw, W *__restrict__ db, const T *__restrict__ dy,          \
-                    const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ mean,             \
-                    const float *__restrict__ rstd, const T *__restrict__ dres, int n_rows, int D, int G,        \
-                    int rms) {                                                                                     \
-    norm_bwd<T, W, W, BLOCK, 1, VEC, ITEMS, STAGES, 0, CL, 1, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT, HAS_BIAS, \
-             GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, n_rows, D, G, 1, rms);                               \
+// W's dtype: its sums over its rows are kept in f32 (registers, then shared
+// memory where subgroups or blocks meet) and rounded once, as the reduce
+// rounds them (for one row, the same bytes), and no reduce is launched (at
+// T = 1 the second launch was about half the time). One program: a block of
+// ROWS segments, or a cluster of CL blocks that split the rows' columns or
+// of MG blocks that split the rows; STAGES > 0 keeps rows in flight. Twice,
+// as layernorm_bwd.
+#define KT_NORM_BWD_ROW_ENTRY(ATTR, COND)                                                                          \
+  template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int CL, int MG,           \
+            int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,                          \
+            typename kt::enable_if<(COND), int>::type = 0>                                                          \
+  __global__ void ATTR __launch_bounds__(BLOCK)                                                                     \
+  layernorm_bwd_row(T *__restrict__ dx, W *__restrict__ dw, W *__restrict__ db, const T *__restrict__ dy,           \
+                    const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ mean,              \
+                    const float *__restrict__ rstd, const T *__restrict__ dres, int n_rows, int D, int G,         \
+                    int rms) {                                                                                      \
+    norm_bwd<T, W, W, BLOCK, ROWS, VEC, ITEMS, STAGES, 0, CL, MG, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,        \
+             HAS_BIAS, GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, n_rows, D, G, 1, rms);                      \
   }
-KT_NORM_BWD_ROW_ENTRY(, CL == 1)
-KT_NORM_BWD_ROW_ENTRY(KT_CLUSTER(CL), CL > 1)
+KT_NORM_BWD_ROW_ENTRY(, CL * MG == 1)
+KT_NORM_BWD_ROW_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 #undef KT_NORM_BWD_ROW_ENTRY
 
 // Column c of the partial rows p = threadIdx.y, + SP, ... below parts, in

@@ -644,14 +644,32 @@ static int two_launch_bytes(kt_kernel *b, kt_kernel *r, nbufs *nb, unsigned char
   return 0;
 }
 
-/* layernorm_bwd_row with every config its constraints allow: BLOCK, VEC,
-** ITEMS (0: a loop over the row, its dw and db added in place, as with
-** groups; one row only), STAGES (rows in flight) and, on sm_90, clusters
-** of CL = 2 and 4 blocks that split the rows; T = 1 to 5, rows that are
-** not a power of two (100, 1000, 6000, 20000), groups, both norms, every
-** switch (no weight and no bias: no dw or db), three dtypes, pointers
-** offset by one element. dx, dw and db against float64; at T = 1 dw and db
-** also byte for byte against layernorm_bwd and its reduce. */
+/* The n-th config of layernorm_bwd_row's space (n < ROW_CONFIGS) in cfg,
+** its fields in f (BLOCK, ROWS, VEC, ITEMS, STAGES, CL, MG). */
+enum { ROW_CONFIGS = 6 * 4 * 4 * 7 * 4 * 3 * 4 };
+static void row_config(int n, char *cfg, size_t len, int *f) {
+  static const int blocks[] = {32, 64, 128, 256, 512, 1024}, items[] = {0, 1, 2, 3, 4, 8, 16};
+  f[0] = blocks[n % 6], n /= 6;
+  f[1] = 1 << (n % 4), n /= 4;
+  f[2] = 1 << (n % 4), n /= 4;
+  f[3] = items[n % 7], n /= 7;
+  f[4] = n % 4 ? 1 + n % 4 : 0, n /= 4;
+  f[5] = 1 << (n % 3), n /= 3;
+  f[6] = 1 << n;
+  snprintf(cfg, len, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d,STAGES=%d,CL=%d,MG=%d", f[0], f[1], f[2], f[3], f[4], f[5],
+           f[6]);
+}
+
+/* layernorm_bwd_row with every config its constraints allow: BLOCK, ROWS
+** (segments of a block, their sums met in f32 shared memory), VEC, ITEMS
+** (0: a loop over the row, its dw and db added in place, as with groups;
+** one row only), STAGES (rows in flight) and, on sm_90, clusters of CL = 2
+** and 4 blocks that split the rows' columns or of MG = 2 to 8 blocks that
+** split the rows (blocks left without a row included); T = 1 to 33, rows
+** that are not a power of two (100, 1000, 6000, 20000), groups, both
+** norms, every switch (no weight and no bias: no dw or db), three dtypes,
+** pointers offset by one element. dx, dw and db against float64; at T = 1
+** dw and db also byte for byte against layernorm_bwd and its reduce. */
 static void norm_backward_one_row(void) {
   static const ncase rowcases[] = {
       /* T D G dt wdt rms res store w b dres offset */
@@ -669,14 +687,17 @@ static void norm_backward_one_row(void) {
       {3, 1000, 1, KT_F16, KT_F32, 1, 0, 0, 1, 0, 0, 1},
       {4, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
       {5, 6000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0},
+      {8, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0},
+      {13, 1000, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 1},
+      {16, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0},
+      {11, 3000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 1, 0},
+      {33, 100, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 1, 1},
   };
-  static const int blocks[] = {32, 64, 128, 256, 512, 1024}, vecs[] = {1, 2, 4, 8},
-                   items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
   kt_kernel *f, *b, *r, *w;
   kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);
   if (!rt) return;
   const int clusters = has_clusters(rt);
-  int ran = 0, clustered = 0, looped = 0, piped = 0, rows = 0, bad = 0;
+  int ran = 0, clustered = 0, looped = 0, piped = 0, rows = 0, segs = 0, merged = 0, bad = 0;
   for (size_t i = 0; i < sizeof rowcases / sizeof rowcases[0] && !bad; i++) {
     nbufs nb;
     unsigned char *dw = NULL, *db = NULL;
@@ -688,33 +709,34 @@ static void norm_backward_one_row(void) {
       t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
       bad = 1;
     }
-    for (int bi = 0; bi < 6 && !bad; bi++)
-      for (int vi = 0; vi < 4 && !bad; vi++)
-        for (int ii = 0; ii < 7 && !bad; ii++)
-          for (int si = 0; si < 4 && !bad; si++)
-            for (int cl = 1; cl <= 4 && !bad; cl *= 2) {
-              char cfg[96];
-              snprintf(cfg, sizeof cfg, "BLOCK=%d,VEC=%d,ITEMS=%d,STAGES=%d,CL=%d", blocks[bi], vecs[vi], items[ii],
-                       stages[si], cl);
-              int rr = run_row(w, &nb, cfg, dw, db);
-              if (rr < 0) bad = 1;
-              ran += !rr;
-              clustered += cl > 1 && !rr;
-              looped += items[ii] == 0 && !rr;
-              piped += stages[si] > 0 && !rr;
-              rows += rowcases[i].T > 1 && !rr;
-            }
+    for (int n = 0; n < ROW_CONFIGS && !bad; n++) {
+      char cfg[128];
+      int c[7];
+      row_config(n, cfg, sizeof cfg, c);
+      int rr = run_row(w, &nb, cfg, dw, db);
+      if (rr < 0) bad = 1;
+      if (rr) continue;
+      ran++;
+      segs += c[1] > 1;
+      piped += c[4] > 0;
+      clustered += c[5] > 1;
+      merged += c[6] > 1;
+      looped += c[3] == 0;
+      rows += rowcases[i].T > 1;
+    }
     free(dw), free(db);
     nb_free(&nb);
   }
-  printf("    one program: %d (config, shape) launches checked, %d over several rows, %d in clusters (CL > 1), "
-         "%d looping over the row (ITEMS = 0), %d pipelined (STAGES > 0)\n", ran, rows, clustered, looped, piped);
+  printf("    one program: %d (config, shape) launches checked, %d over several rows, %d with several segments "
+         "(ROWS > 1), %d in clusters over columns (CL > 1), %d over rows (MG > 1), %d looping over the row "
+         "(ITEMS = 0), %d pipelined (STAGES > 0)\n", ran, rows, segs, clustered, merged, looped, piped);
   if (!bad && ran < 100) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
   if (!bad && rows < 40) t_fail(__FILE__, __LINE__, "only %d configs over several rows ran", rows);
+  if (!bad && segs < 40) t_fail(__FILE__, __LINE__, "only %d configs with ROWS > 1 ran", segs);
   if (!bad && looped < 10) t_fail(__FILE__, __LINE__, "only %d configs with ITEMS = 0 ran", looped);
   if (!bad && piped < 40) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
-  if (!bad && (clusters ? clustered < 20 : clustered != 0))
-    t_fail(__FILE__, __LINE__, "%d configs in clusters ran on a device %s clusters", clustered,
+  if (!bad && (clusters ? clustered < 20 || merged < 20 : clustered + merged != 0))
+    t_fail(__FILE__, __LINE__, "%d + %d configs in clusters ran on a device %s clusters", clustered, merged,
            clusters ? "with" : "without");
   kt_runtime_close(rt);
 }
@@ -725,7 +747,13 @@ static void norm_backward_one_row(void) {
 ** row of 100 with every switch, offset; three rows of 4096 through the
 ** pipeline with dres; on sm_90 an RMSNorm row of 6000 over a cluster of
 ** two, five such rows pipelined, and a LayerNorm row of 16384 with an f32
-** weight over four. The config kt_launch picks untuned too (the default
+** weight over four. Several rows a block (ROWS > 1, sums met in shared
+** memory): 7 rows of 1000 in four segments (the last tile part live), 6
+** ragged f16 rows of 200 in eight, offset; and on sm_90 clusters that split
+** the rows (MG > 1): 13 rows of 4096 over four blocks of two segments, 5
+** rows of 1000 over eight blocks (three without a row; pairs of floats
+** read across the cluster), 9 f32 rows of 3000 pipelined over two blocks
+** with the bias alone. The config kt_launch picks untuned too (the default
 ** refused by the constraints at D = 64: the first config that passes). */
 static void small_norm_one_row(void) {
   static const struct {
@@ -733,15 +761,20 @@ static void small_norm_one_row(void) {
     const char *cfg;
     int cl;
   } runs[] = {
-      {{1, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=32,VEC=1,ITEMS=0,STAGES=0,CL=1", 1},
-      {{1, 4096, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,VEC=8,ITEMS=1,STAGES=0,CL=1", 1},
-      {{1, 3000, 1, KT_BF16, KT_F32, 0, 0, 0, 0, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=3,STAGES=0,CL=1", 1},
-      {{1, 100, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 1, 1}, "BLOCK=32,VEC=1,ITEMS=4,STAGES=0,CL=1", 1},
+      {{1, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=32,ROWS=1,VEC=1,ITEMS=0,STAGES=0,CL=1,MG=1", 1},
+      {{1, 4096, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=1,STAGES=0,CL=1,MG=1", 1},
+      {{1, 3000, 1, KT_BF16, KT_F32, 0, 0, 0, 0, 1, 1, 0}, "BLOCK=256,ROWS=1,VEC=4,ITEMS=3,STAGES=0,CL=1,MG=1", 1},
+      {{1, 100, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 1, 1}, "BLOCK=32,ROWS=1,VEC=1,ITEMS=4,STAGES=0,CL=1,MG=1", 1},
       {{1, 64, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, NULL, 1},
-      {{3, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,VEC=8,ITEMS=2,STAGES=3,CL=1", 1},
-      {{5, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,VEC=8,ITEMS=3,STAGES=2,CL=2", 2},
-      {{1, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,VEC=8,ITEMS=3,STAGES=0,CL=2", 2},
-      {{1, 16384, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,VEC=4,ITEMS=4,STAGES=0,CL=4", 4},
+      {{3, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,ROWS=1,VEC=8,ITEMS=2,STAGES=3,CL=1,MG=1", 1},
+      {{5, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2,CL=2,MG=1", 2},
+      {{1, 6000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=0,CL=2,MG=1", 2},
+      {{1, 16384, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=256,ROWS=1,VEC=4,ITEMS=4,STAGES=0,CL=4,MG=1", 4},
+      {{7, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=512,ROWS=4,VEC=8,ITEMS=1,STAGES=0,CL=1,MG=1", 1},
+      {{6, 200, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 1}, "BLOCK=256,ROWS=8,VEC=1,ITEMS=8,STAGES=0,CL=1,MG=1", 1},
+      {{13, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=256,ROWS=2,VEC=8,ITEMS=4,STAGES=0,CL=1,MG=4", 4},
+      {{5, 1000, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=32,ROWS=1,VEC=2,ITEMS=16,STAGES=0,CL=1,MG=8", 8},
+      {{9, 3000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 1, 0}, "BLOCK=256,ROWS=2,VEC=4,ITEMS=8,STAGES=2,CL=1,MG=2", 2},
   };
   kt_kernel *f, *b, *r, *w;
   kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);

@@ -221,6 +221,38 @@ static void compile_norm_pipeline_where_it_runs(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* layernorm_bwd_row spreads several rows over a block's segments (ROWS) and,
+** on sm_90, over a cluster of blocks (MG, up to 8, only where there are
+** sums to merge), ROWS * MG at most N's power-of-two bucket; one row gets
+** neither, and a cluster that splits the columns (CL) has one segment. */
+static void compile_norm_row_spreads_rows(void) {
+  static char out[32768];
+  const char *dir = t_tmpdir();
+  const char *cmd = "KTUNE_CACHE=%s/c.db %s compile --arch %s kernels_src/layernorm_bwd_row.json --shape '%s'";
+  const char *rows = "G=1,D=64,T=bf16,W=bf16,rms=1,mean=null,db=null,dres=null";
+  char shape[256];
+  snprintf(shape, sizeof shape, "N=7,%s", rows);
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_90", shape), 0);
+  ASSERT_CONTAINS(out, "BLOCK=256.ROWS=8.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=1.");
+  ASSERT_CONTAINS(out, "BLOCK=128.ROWS=4.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=2.");
+  ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=8.");
+  ASSERT_TRUE(!strstr(out, "BLOCK=128.ROWS=4.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=4.")); /* 16 segments > 8 */
+  ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=1.ITEMS=1.STAGES=0.CL=2.MG=1.");
+  ASSERT_TRUE(!strstr(out, ".CL=2.MG=2.") && !strstr(out, "ROWS=2.VEC=1.ITEMS=1.STAGES=0.CL=2."));
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_75", shape), 0);
+  ASSERT_CONTAINS(out, "BLOCK=256.ROWS=8.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=1.");
+  ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=8.") && !strstr(out, ".CL=2."));
+  snprintf(shape, sizeof shape, "N=8,%s,w=null,dw=null", rows);
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_90", shape), 0);
+  ASSERT_CONTAINS(out, "BLOCK=256.ROWS=8.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=1.");
+  ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=4.") && !strstr(out, ".MG=8.")); /* no sums */
+  snprintf(shape, sizeof shape, "N=1,%s", rows);
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_90", shape), 0);
+  ASSERT_CONTAINS(out, "BLOCK=64.ROWS=1.VEC=1.ITEMS=1.STAGES=0.CL=1.MG=1.");
+  ASSERT_TRUE(!strstr(out, ".ROWS=2.") && !strstr(out, ".ROWS=8.") && !strstr(out, ".MG=2."));
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 /* docs/embedding.md's C program compiles as printed, and without a GPU says
 ** what is missing and exits 2 (with one, it runs and prints its sums). */
 static void embedding_example_compiles(void) {
@@ -342,6 +374,7 @@ const kt_test t_cli_tests[] = {
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
     {"cli: compile --shape: the variants calls can use", compile_for_shapes},
     {"cli: compile --shape: the norm pipeline only where it runs", compile_norm_pipeline_where_it_runs},
+    {"cli: compile --shape: the one-program backward's rows over segments and clusters", compile_norm_row_spreads_rows},
     {"cli: tune and bench: argument and shapes-file errors", tune_arguments},
     {"tools: host dtype conversions (f16, bf16, i32)", host_dtype_conversions},
     {"docs: the embedding example compiles and runs", embedding_example_compiles},
