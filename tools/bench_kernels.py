@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
 import ktune  # noqa: E402
+from ktune import norm_bwd_one_program  # noqa: E402
 
 REPS, REPLAYS = 20, 15
 dev = torch.device("cuda")
@@ -94,17 +95,18 @@ def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None):
 
 
 # The norm grid: every D class (tiny, not a power of two, past one block's
-# registers), at T = 1, T = one wave of SMs, and T with T*D >= 16M (T capped
-# at 65536). The forward's key leaves N out, so it is tuned at the first
-# call's shape (the largest T, the bandwidth-bound one, where a config
-# matters most); the backward's holds N's power-of-two bucket, so each row
-# of the backward is tuned at its own T.
+# registers), at T = 1, T = 16 (a few rows: one program at short rows), T =
+# one wave of SMs, and T with T*D >= 16M (T capped at 65536). The forward's
+# key leaves N out, so it is tuned at the first call's shape (the largest
+# T, the bandwidth-bound one, where a config matters most); the backward's
+# holds N's power-of-two bucket, so each row of the backward is tuned at
+# its own T.
 NORM_D = (64, 256, 1000, 1536, 4096, 5120, 8192, 12288, 16384)
 TORCH_DT = {"bf16": "bfloat16", "f16": "float16"}
 
 
 def norm_rows(D, nsm):
-    return (min(65536, -(-(1 << 24) // D)), nsm, 1)
+    return (min(65536, -(-(1 << 24) // D)), nsm, 16, 1)
 
 
 def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D):
@@ -183,8 +185,8 @@ def bench_norm(ks, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
         seen.append("P=%d %.1f [%s]" % (P, t, bwd.config_for(bargs)))
         if best is None or t < best[0]:
             best = (t, "P=%d" % P, bwd.config_for(bargs))
-    if T == 1:
-        # What ktune.ops launches for one row: layernorm_bwd_row, which
+    if norm_bwd_one_program(T, D, 1):
+        # What ktune.ops launches for a few rows: layernorm_bwd_row, which
         # writes dw and db itself (no partial rows, no reduce).
         wargs = [dx, dw, db, dy, x, w, mean, rstd, None, T, D, 1, rms]
         t = gpu_time_us(lambda: row.launch(wargs))

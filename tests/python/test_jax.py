@@ -142,6 +142,34 @@ def vmapped_grads():
                     "d%s error %g (B=%d T=%d D=%d rms=%d)" % (name, e, B, T, D, rms)
 
 
+def few_rows_one_launch():
+    """The backward of a few short rows is one launch (layernorm_bwd_row,
+    which writes dw and db itself), of more rows two (layernorm_bwd, then
+    its reduce); x, w and b's gradients against float64 either way."""
+    for T, D, dt, bwd in ((1, 4096, jnp.bfloat16, 1), (8, 256, jnp.float32, 1), (13, 1000, jnp.float16, 1),
+                          (64, 1024, jnp.float32, 2)):
+        assert ktune.norm_bwd_one_program(T, D, 1) == (bwd == 1), (T, D)
+        k = jax.random.split(jax.random.PRNGKey(T * 7 + D), 4)
+        x = jax.random.normal(k[0], (T, D), jnp.float32).astype(dt)
+        w = (1 + 0.1 * jax.random.normal(k[1], (D,), jnp.float32)).astype(dt)
+        b = (0.1 * jax.random.normal(k[2], (D,), jnp.float32)).astype(dt)
+        g = jax.random.normal(k[3], (T, D), jnp.float32)
+        for rms in (1, 0):
+            f = (lambda x, w, b: kj.rms_norm(x, w)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b))
+            eps = 1e-6 if rms else 1e-5
+            loss = lambda x, w, b, g: jnp.sum(f(x, w, b).astype(jnp.float32) * g)  # noqa: E731
+            rloss = lambda x, w, b, g: jnp.sum(ref_norm(x, w, None if rms else b, eps, rms) * g)  # noqa: E731
+            _, nf = launched(jax.jit(f), x, w, b)
+            got, n = launched(jax.jit(jax.grad(loss, argnums=(0, 1, 2))), x, w, b, g)
+            assert n == nf + bwd, "T=%d D=%d rms=%d: %d launches, forward %d" % (T, D, rms, n, nf)
+            want = jax.grad(rloss, argnums=(0, 1, 2))(x.astype(jnp.float64), w.astype(jnp.float64),
+                                                      b.astype(jnp.float64), g.astype(jnp.float64))
+            for name, a, r in zip("xw" if rms else "xwb", got, want):
+                e = err(a, r)
+                assert e < TOL[dt] * (1 if name == "x" else max(1.0, np.sqrt(T) / 4)), \
+                    "d%s error %g (T=%d D=%d rms=%d)" % (name, e, T, D, rms)
+
+
 def vmapped_indexed():
     """vmap of the gather, the scatter and the softmax: one launch each;
     map entries outside the rows stay outside (a zero row, a skipped one)
@@ -365,6 +393,7 @@ def main():
               vmapped)
         check("vmap of grad: per-example dx, dw, db against float64 (folded and one example at a time)",
               vmapped_grads)
+        check("a few short rows: the backward in one launch, dw and db by it; more rows in two", few_rows_one_launch)
         check("vmap of permute_rows, unpermute_rows, masked_softmax: one launch, entries outside stay outside",
               vmapped_indexed)
         check("layer_norm with groups > 1: forward and grads against float64", grouped)

@@ -86,6 +86,13 @@ def layernorm_bwd(a, outs):
     return [vals[("o", i)] for i in range(len(outs))]
 
 
+def layernorm_bwd_row(a, outs):
+    dx, dw, db, dy, x, w, mean, rstd, dres, N, D, G, rms = a
+    assert N == 1 or G == 1, "several rows of one program need one group"
+    got = layernorm_bwd([dx, dw, db, dy, x, w, mean, rstd, dres, N, D, G, 1, rms], outs)  # one partial row
+    return [g.reshape(o.shape) for g, o in zip(got, outs)]
+
+
 def layernorm_bwd_reduce(a, outs):
     dw, db, dwp, dbp, N, D, P = a
     vals = {dw: None if dwp is None else dwp.sum(0), db: None if dbp is None else dbp.sum(0)}
@@ -122,7 +129,8 @@ def masked_softmax(a, outs):
     return [jnp.nan_to_num(e / e.sum(-1, keepdims=True))]
 
 
-KERNELS = {f.__name__: f for f in (layernorm_fwd, layernorm_bwd, layernorm_bwd_reduce, rmsnorm, permute_rows,
+KERNELS = {f.__name__: f for f in (layernorm_fwd, layernorm_bwd, layernorm_bwd_row, layernorm_bwd_reduce, rmsnorm,
+                                   permute_rows,
                                    permute_rows_bwd, masked_softmax)}
 
 
@@ -239,6 +247,29 @@ def plain_grads():
             close(a, r, 1e-5)
 
 
+def few_rows():
+    """grad of a few short rows: one call of layernorm_bwd_row (dw and db
+    written by it, no reduce); of more rows, or rows in groups, the backward
+    and its reduce; under vmap (grads) the batch goes to the latter."""
+    fwd, one, two = "layernorm_fwd", ["layernorm_bwd_row"], ["layernorm_bwd", "layernorm_bwd_reduce"]
+    for T, D, G, rms, calls in ((1, 4, 1, 0, one), (1, 12, 3, 0, one), (8, 16, 1, 1, one), (13, 1000, 1, 0, one),
+                                (2, 8192, 1, 1, one), (4, 4096, 1, 0, two), (7, 12, 3, 0, two), (64, 1024, 1, 1, two)):
+        assert ktune.norm_bwd_one_program(T, D, G) == (calls == one), (T, D, G)
+        k = jax.random.split(jax.random.PRNGKey(T * 7 + D), 4)
+        x = jax.random.normal(k[0], (T, D), jnp.float64)
+        w = 1 + 0.1 * jax.random.normal(k[1], (D,), jnp.float64)
+        b = 0.1 * jax.random.normal(k[2], (D,), jnp.float64)
+        g = jax.random.normal(k[3], (T, D), jnp.float64)
+        eps = 1e-6 if rms else 1e-5
+        f = (lambda x, w, b: kj.rms_norm(x, w)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b, groups=G))
+        rf = lambda x, w, b: ref_norm(x, w, None if rms else b, eps, rms, G)  # noqa: E731
+        got, c = counted(jax.grad(lambda x, w, b: jnp.sum(f(x, w, b) * g), argnums=(0, 1, 2)), x, w, b)
+        want = jax.grad(lambda x, w, b: jnp.sum(rf(x, w, b) * g), argnums=(0, 1, 2))(x, w, b)
+        assert c == [fwd] + calls, (T, D, G, c)
+        for a, r in zip(got, want):
+            close(a, r, 1e-5)  # stats are float32
+
+
 def grads():
     fwd, bwd = "layernorm_fwd", "layernorm_bwd"
     grads_fold(3, 8, 16, 1, 1, [fwd, bwd])          # folded: one backward, dw summed per example by XLA
@@ -323,6 +354,7 @@ def main():
           "a mapped weight loops", forward_folds)
     check("per-example grads: folded backward, one example at a time where rows do not split evenly", grads)
     check("grad at row counts that leave programs of one an SM without rows", plain_grads)
+    check("grad of a few short rows: one call that writes dw and db; more rows, two", few_rows)
     check("programs per example split the rows evenly", parts)
     check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)

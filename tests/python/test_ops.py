@@ -66,8 +66,8 @@ def norm_gradients_match_float64():
         # long rows over half as many programs (MG = 2 where clusters run)
         (3 * sms + 5, 8192, 1, torch.bfloat16, False, True, True, True),
         (2 * sms + 7, 12288, 1, torch.float16, True, False, True, False),
-        # one row, or up to four short ones: layernorm_bwd_row writes dw and
-        # db itself (no reduce)
+        # one row, or a few short ones: layernorm_bwd_row writes dw and db
+        # itself (no reduce), its blocks' or clusters' sums met in f32
         (1, 4096, 1, torch.bfloat16, False, True, True, True),
         (2, 4096, 1, torch.bfloat16, False, True, True, True),
         (3, 1000, 1, torch.float16, True, True, True, False),
@@ -76,7 +76,13 @@ def norm_gradients_match_float64():
         (1, 16384, 1, torch.bfloat16, True, False, True, False),
         (1, 64, 1, torch.float32, True, False, False, False),
         (1, 6000, 1, torch.float32, False, False, False, True),
+        (13, 1000, 1, torch.bfloat16, False, True, True, True),
+        (9, 256, 1, torch.float16, True, False, True, False),
+        (100, 96, 1, torch.bfloat16, False, False, True, True),
+        (2, 8192, 1, torch.bfloat16, True, True, True, False),
     ]
+    assert ktune.norm_bwd_one_program(13, 1000, 1) and ktune.norm_bwd_one_program(100, 96, 1)
+    assert not ktune.norm_bwd_one_program(4, 4096, 1) and not ktune.norm_bwd_one_program(7, 1000, 4)
     assert ktune.norm_programs(3 * sms + 5, sms, 8192, True) == sms // 2
     assert ktune.norm_programs(3 * sms + 5, sms, 4096, True) == sms
     assert ktune.norm_programs(3 * sms + 5, sms, 8192, False) == sms

@@ -110,6 +110,24 @@ def norm_programs(T, sms, D=0, clusters=False):
     return max(1, sms // 2) if clusters and D >= 8192 and P == sms else P
 
 
+def norm_bwd_one_program(T, D, groups):
+    """Whether the backward of T rows of D in `groups` groups goes to
+    layernorm_bwd_row (what ktune.ops and ktune.jax launch): one program
+    (a block, or a cluster of up to 8 blocks) writes dw and db itself, with
+    no partial rows and no reduce to launch. H100, bf16, tuned, against the
+    two launches (µs): 1.7-4.6 where they took 3.4-6.5 at T = 1; RMSNorm
+    8x256 2.43 against 3.62, 16x1000 3.55 against 3.83, 2x8192 4.16 against
+    4.94, 128x64 3.61 against 3.70; it loses at 4x4096 (4.26 against 4.19,
+    LayerNorm 4.89 against 4.52), 32x1000 (4.04 against 3.88) and 256x64
+    (4.30 against 3.94): few SMs stream the rows. Several rows need one
+    group."""
+    if T == 1:
+        return True
+    if groups != 1 or T * D > 16384:
+        return False
+    return T <= 2 or (T <= 128 and D < 4096)
+
+
 def _torch_codes():
     """torch dtype -> kt_dtype code, built on first use (torch loads lazily)."""
     global _TORCH_DTYPES

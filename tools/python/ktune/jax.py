@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import KtuneError, _capi, lib, norm_programs, runtime
+from . import KtuneError, _capi, lib, norm_bwd_one_program, norm_programs, runtime
 
 __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_rows", "masked_softmax", "available"]
 
@@ -277,19 +277,55 @@ def _reducer(D, wdt, has_w, has_bias):
     return f
 
 
+def _two_launches(st, dy2, h2, w, mean, rstd, dres2):
+    """dx, then dw and db where present: layernorm_bwd's partial rows summed
+    by layernorm_bwd_reduce."""
+    has_w, has_bias = st[0], st[1]
+    r = _op(_bwd_launch, _bwd_fold, 1, st)(dy2, h2, w, mean, rstd, dres2)
+    if not has_w and not has_bias:
+        return (r[0],)
+    red = _reducer(h2.shape[1], jnp.dtype(w.dtype if has_w else h2.dtype), has_w, has_bias)(
+        r[1] if has_w else None, r[-1] if has_bias else None)
+    return (r[0],) + tuple(red)
+
+
+@functools.lru_cache(maxsize=None)
+def _one_program(st):
+    """The same results from layernorm_bwd_row alone, one program that writes
+    dw and db itself (a few rows: ktune.norm_bwd_one_program). Under vmap an
+    example's dw and db must stay its own, so the batch goes to the two
+    launches, which fold it into their rows."""
+    has_w, has_bias, rms, groups, td, wd = st
+
+    def launch(dy2, h2, w, mean, rstd, dres2):
+        T, D = h2.shape
+        wdt = w.dtype if has_w else h2.dtype
+        outs = [jax.ShapeDtypeStruct((T, D), h2.dtype)] + [jax.ShapeDtypeStruct((D,), wdt)] * (has_w + has_bias)
+        return tuple(_call("layernorm_bwd_row", [
+            ("o", 0), ("o", 1) if has_w else ("n", wd), ("o", len(outs) - 1) if has_bias else ("n", wd),
+            ("i", dy2), ("i", h2), _opt(w, wd), ("n", "f32") if rms else ("i", mean), ("i", rstd),
+            _opt(dres2, td), T, D, groups, 1 if rms else 0], outs))
+    f = jax.custom_batching.custom_vmap(launch)
+
+    @f.def_vmap
+    def rule(n, batched, *a):
+        axes = [0 if b is True else None for b in batched]
+        out = jax.vmap(functools.partial(_two_launches, st), in_axes=axes)(*a)
+        return out, tuple(True for _ in out)
+    return f
+
+
 def _bwd_impl(dy, h, w, has_bias, mean, rstd, dres, rms, groups):
     D = h.shape[-1]
     td = _dt(h.dtype)
     wd = _dt(w.dtype) if w is not None else td
     st = (w is not None, bool(has_bias), bool(rms), int(groups), td, wd)
-    r = _op(_bwd_launch, _bwd_fold, 1, st)(dy.reshape(-1, D), h.reshape(-1, D), w, mean, rstd,
-                                           None if dres is None else dres.reshape(-1, D))
-    dx = r[0].reshape(h.shape)
-    if w is None and not has_bias:
-        return dx, None, None
-    red = _reducer(D, jnp.dtype(w.dtype if w is not None else h.dtype), w is not None, bool(has_bias))(
-        r[1] if w is not None else None, r[-1] if has_bias else None)
-    return dx, (red[0] if w is not None else None), (red[-1] if has_bias else None)
+    a = (dy.reshape(-1, D), h.reshape(-1, D), w, mean, rstd, None if dres is None else dres.reshape(-1, D))
+    if norm_bwd_one_program(a[1].shape[0], D, groups):
+        r = _one_program(st)(*a)
+    else:
+        r = _two_launches(st, *a)
+    return r[0].reshape(h.shape), (r[1] if w is not None else None), (r[-1] if has_bias else None)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))

@@ -16,7 +16,7 @@ once (pre-warm with `ktune tune` or one eager call before capturing).
 """
 import torch
 
-from . import KtuneError, norm_programs, null, runtime
+from . import KtuneError, norm_bwd_one_program, norm_programs, null, runtime
 
 __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_rows", "masked_softmax", "norm_fwd",
            "norm_bwd"]
@@ -113,13 +113,7 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
     w_arg = weight if weight is not None else null(wd)
     dw_arg, db_arg = (dw if dw is not None else null(wd)), (db if db is not None else null(wd))
-    if T == 1 or (T <= 4 and T * D <= 8192 and groups == 1):
-        # A few rows: layernorm_bwd_row, one program, writes dw and db
-        # itself, with no partial rows and no reduce. H100, bf16, tuned: at
-        # T = 1, 1.7-4.6 us where the two launches took 3.4-6.5; at T = 2
-        # and 4 it wins up to T * D = 8192 (4x1000: 3.2 against 3.7; 4x4096:
-        # 4.5 against 4.2), and loses from T = 8 (8x256: 4.1 against 3.5),
-        # where one program streams the rows alone.
+    if norm_bwd_one_program(T, D, groups):
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
                                            T, D, groups, 1 if rms else 0])
     else:
