@@ -727,6 +727,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   (void)rms;
   const int L = D / G;      // a segment's elements, and the stride of rows / G
   const int LEN = L / CL;   // the columns of a segment this block holds
+  const float inv_l = 1.f / (float)L;
   const int lane = threadIdx.x % TPR;
   const int sub = threadIdx.x / TPR;
   const int prog = (int)blockIdx.x / (CL * MG);
@@ -790,9 +791,8 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   // One segment held in registers, read from xs and ds (global memory or a
   // pipeline slot, indexed from the segment's start). Every thread of the
   // block calls it the same number of times (it contains the barrier).
-  auto segment = [&](const T *xs, const T *ds, long long seg, float mu, float rs, bool live) {
-    const long long base = seg * L;
-    const int wbase = (int)(seg % G) * L;
+  auto segment = [&](const T *xs, const T *ds, long long seg, long long base, float mu, float rs, bool live) {
+    const int wbase = GROUPED ? (int)(seg % G) * L : 0;
     // x-hat and w * dy of the thread's items: held for the pass after the
     // sums, or (REREAD) one item's worth computed again there.
     constexpr int HELD = REREAD || ITEMS == 0 ? 1 : ITEMS;
@@ -842,13 +842,18 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
         for (int k = 0; k < VEC; k++) xh[h][k] = g[h][k] = 0.f;
       }
     }
+    // RMSNorm has no mean(wdy): one sum to reduce, not two.
     float2 r;
     if constexpr (CL > 1)
       r = kt::cluster_sum2<TPR, CL>(s1, s2, part[phase]);
+    else if constexpr (IS_RMS_NORM)
+      r = make_float2(kt::group_sum<TPR>(s1, reinterpret_cast<float *>(part[phase])), 0.f);
     else
       r = kt::group_sum2<TPR>(s1, s2, part[phase]);
     phase ^= 1;
-    const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
+    // dx = rs * wdy - xhat * (rs * c1) - rs * c2: two fused multiply-adds an
+    // element, the row's factors once (no division a row).
+    const float a1 = r.x * inv_l * rs, a2 = IS_RMS_NORM ? 0.f : r.y * inv_l * rs;
     if (!live) return;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
@@ -863,7 +868,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
       if constexpr (HAS_DRESIDUAL) kt::vload<VEC>(rr, dres + base + i);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
-        o[k] = (g[h][k] - (xh[h][k] * c1 + c2)) * rs;
+        o[k] = fmaf(-xh[h][k], a1, fmaf(g[h][k], rs, -a2));
         if constexpr (HAS_DRESIDUAL) o[k] += rr[k];
       }
       kt::vstore<VEC>(dx + base + i, o);
@@ -875,36 +880,45 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
     constexpr long long SLOT = (long long)ROWS * 2 * CAP;
     T *const mine = stages + (long long)sub * 2 * CAP;
     const long long tiles = (row1 - row0 + ROWS - 1) / ROWS;
-    // Tile t's rows into slot t % STAGES; every thread commits one group
-    // per call, empty or not, so the wait below counts tiles.
-    auto issue = [&](long long t) {
-      const long long seg = row0 + t * ROWS + sub;
-      if (t < tiles && seg < row1) {
-        T *sx = mine + (t % STAGES) * SLOT;
-        kt::copy_mine<ITEMS, TPR, VEC>(sx, x + seg * L, lane, LEN);
-        kt::copy_mine<ITEMS, TPR, VEC>(sx + CAP, dy + seg * L, lane, LEN);
+    // The thread's next row to copy (and its first element), and its slot:
+    // tile t goes to slot t % STAGES, counted here, not divided each tile.
+    // Every thread commits one group per call, empty or not, so the wait
+    // below counts tiles.
+    const long long step = (long long)ROWS * L;
+    long long seg_in = row0 + sub, off_in = seg_in * L;
+    int slot_in = 0;
+    auto issue = [&]() {
+      if (seg_in < row1) {
+        T *sx = mine + slot_in * SLOT;
+        kt::copy_mine<ITEMS, TPR, VEC>(sx, x + off_in, lane, LEN);
+        kt::copy_mine<ITEMS, TPR, VEC>(sx + CAP, dy + off_in, lane, LEN);
       }
       kt::cp_async_commit();
+      seg_in += ROWS;
+      off_in += step;
+      slot_in = slot_in + 1 == STAGES ? 0 : slot_in + 1;
     };
 #pragma unroll
-    for (int t = 0; t < STAGES - 1; t++) issue(t);
-    long long seg = row0 + sub;
+    for (int t = 0; t < STAGES - 1; t++) issue();
+    long long seg = row0 + sub, off = seg * L;
+    int slot = 0;
     float mu_n = 0.f, rs_n = 0.f;
     if (seg < row1) {
       mu_n = IS_RMS_NORM ? 0.f : mean[seg];
       rs_n = rstd[seg];
     }
 #pragma unroll 1
-    for (long long t = 0; t < tiles; t++, seg += ROWS) {
-      issue(t + STAGES - 1);
+    for (long long t = 0; t < tiles; t++, seg += ROWS, off += step) {
+      issue();
       const float mu = mu_n, rs = rs_n;
       if (seg + ROWS < row1) {
         mu_n = IS_RMS_NORM ? 0.f : mean[seg + ROWS];
         rs_n = rstd[seg + ROWS];
       }
       kt::cp_async_wait<STAGES - 1>();
-      const T *sx = mine + (t % STAGES) * SLOT;
-      segment(sx, sx + CAP, seg, mu, rs, seg < row1);
+      const T *sx = mine + slot * SLOT;
+      slot = slot + 1 == STAGES ? 0 : slot + 1;
+      segment(sx, sx + CAP, seg, off, mu, rs, seg < row1);
     }
     kt::cp_async_wait<0>();
   } else {
@@ -916,7 +930,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
       const float mu = IS_RMS_NORM || !live ? 0.f : mean[seg];
       const float rs = live ? rstd[seg] : 0.f;
       if constexpr (ITEMS > 0) {
-        segment(x + base, dy + base, seg, mu, rs, live);
+        segment(x + base, dy + base, seg, base, mu, rs, live);
       } else {
         const int wbase = (int)(seg % G) * L;
         float s1 = 0.f, s2 = 0.f;
@@ -936,7 +950,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
         }
         const float2 r = kt::group_sum2<TPR>(s1, s2, part[phase]);
         phase ^= 1;
-        const float c1 = r.x / (float)L, c2 = IS_RMS_NORM ? 0.f : r.y / (float)L;
+        const float a1 = r.x * inv_l * rs, a2 = IS_RMS_NORM ? 0.f : r.y * inv_l * rs;
         if (!live) continue;
         for (int i = lane * VEC; i < L; i += TPR * VEC) {
           float a[VEC], d[VEC], wv[VEC], r[VEC], o[VEC], pw[VEC];
@@ -947,7 +961,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
 #pragma unroll
           for (int k = 0; k < VEC; k++) {
             const float xh = (a[k] - mu) * rs, g = HAS_WEIGHT ? d[k] * wv[k] : d[k];
-            o[k] = (g - (xh * c1 + c2)) * rs;
+            o[k] = fmaf(-xh, a1, fmaf(g, rs, -a2));
             if constexpr (HAS_DRESIDUAL) o[k] += r[k];
             pw[k] = d[k] * xh;
           }
