@@ -694,7 +694,7 @@ __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], c
 // layernorm_bwd_row, whose one program over all rows writes dw and db
 // themselves (ROWS > 1 or MG > 1: through merge_sums, rounded once).
 template <typename T, typename W, typename PT, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,
-          int MG, int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
+          int MG, int REREAD, int HOLD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
 __device__ __forceinline__ void
 norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
          const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,
@@ -775,10 +775,14 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
 
   // The weight at the thread's columns, read once where every segment the
   // block walks has the same columns (one group, segments in registers),
-  // and kept as stored: not read again from L1 for every row. At most 16 KB
-  // a block (4 registers a thread at 1024 threads): past that the sums'
-  // registers spill.
-  constexpr bool HOLD_W = HAS_WEIGHT && ITEMS > 0 && !GROUPED && ITEMS * VEC * sizeof(W) * BLOCK <= 16384;
+  // and kept as stored: not read again from L2 for every row. Always up to
+  // 16 KB a block (4 registers a thread at 1024 threads); past that where
+  // the tuner finds it faster (HOLD): at 16384 columns a block of 1024
+  // threads holds 8 registers more, and some configs spill, but without it
+  // every row reads as many bytes of w as of dy (LayerNorm, bf16, 1024 x
+  // 16384, P = 66 on an H100: 46.4 -> 43.4 us, the tuner's pick each way).
+  constexpr bool HOLD_W =
+      HAS_WEIGHT && ITEMS > 0 && !GROUPED && (HOLD || ITEMS * VEC * sizeof(W) * BLOCK <= 16384);
   kt::Vec<W, VEC> wk[HOLD_W ? ITEMS : 1];
   if constexpr (HOLD_W) {
 #pragma unroll
@@ -1008,14 +1012,14 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
 // template arguments leave exactly one of them viable.
 #define KT_NORM_BWD_ENTRY(ATTR, COND)                                                                             \
   template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL, int MG, \
-            int REREAD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,              \
+            int REREAD, int HOLD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,    \
             typename kt::enable_if<(COND), int>::type = 0>                                                         \
   __global__ void ATTR __launch_bounds__(BLOCK, ITEMS * VEC <= 8 ? 1024 / BLOCK : 1)                              \
   layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,                      \
                 const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,                        \
                 const float *__restrict__ mean, const float *__restrict__ rstd, const T *__restrict__ dres,         \
                 int n_rows, int D, int G, int P, int rms) {                                                        \
-    norm_bwd<T, W, float, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, MG, REREAD, IS_RMS_NORM, HAS_DRESIDUAL,        \
+    norm_bwd<T, W, float, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, MG, REREAD, HOLD, IS_RMS_NORM, HAS_DRESIDUAL,  \
              HAS_WEIGHT, HAS_BIAS, GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, P, rms);  \
   }
 KT_NORM_BWD_ENTRY(, CL * MG == 1)
@@ -1039,7 +1043,7 @@ KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
                     const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ mean,              \
                     const float *__restrict__ rstd, const T *__restrict__ dres, int n_rows, int D, int G,         \
                     int rms) {                                                                                      \
-    norm_bwd<T, W, W, BLOCK, ROWS, VEC, ITEMS, STAGES, 0, CL, MG, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,        \
+    norm_bwd<T, W, W, BLOCK, ROWS, VEC, ITEMS, STAGES, 0, CL, MG, 0, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,     \
              HAS_BIAS, GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, n_rows, D, G, 1, rms);                      \
   }
 KT_NORM_BWD_ROW_ENTRY(, CL * MG == 1)

@@ -400,21 +400,108 @@ static void norm_tuned(void) {
   run_cases(KT_MODE_TUNE, tuned, 3);
 }
 
+/* What the sweep below ran, by structure. */
+typedef struct sweep_counts {
+  int ran, piped, packed, held, odd, half, shared, clustered, merged, reread, kept;
+} sweep_counts;
+
+/* Every backward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): ACC,
+** CL, MG, REREAD and HOLD. Returns -1 on a wrong result. */
+static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int tpr, int piped,
+                     sweep_counts *n) {
+  for (int acc = 0; acc < 2; acc++)
+    for (int cl = 1; cl <= 4; cl *= 2)
+      for (int mg = 1; mg <= 4; mg *= 2)
+        for (int rr = 0; rr < 2; rr++)
+          for (int hd = 0; hd < 2; hd++) {
+            char fcfg[128];
+            snprintf(fcfg, sizeof fcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d,HOLD=%d", cfg, acc, cl, mg, rr, hd);
+            int rb = run_bwd(b, r, nb, fcfg);
+            if (rb < 0) return -1;
+            if (rb) continue;
+            n->ran++, n->half += tpr == 16, n->piped += piped, n->shared += acc, n->clustered += cl > 1;
+            n->merged += mg > 1, n->reread += rr, n->kept += hd;
+          }
+  return 0;
+}
+
+/* Every forward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): PACK and
+** OCC. Returns -1 on a wrong result. */
+static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tpr, int piped, sweep_counts *n) {
+  static const int occs[] = {1, 3, 5, 6};
+  for (int pk = 0; pk < 2; pk++)
+    for (int oi = 0; oi < 4; oi++) {
+      char fcfg[128];
+      snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d", cfg, pk, occs[oi]);
+      int rf = run_fwd(f, nb, fcfg);
+      if (rf < 0) return -1;
+      if (rf) continue;
+      n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1, n->odd += block == 384;
+      n->half += tpr == 16;
+    }
+  return 0;
+}
+
+/* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow at one
+** shape, both ways. Returns -1 on a wrong result. */
+static int sweep_shape(kt_kernel *f, kt_kernel *b, kt_kernel *r, nbufs *nb, sweep_counts *n) {
+  static const int blocks[] = {128, 256, 384, 512, 1024}, rows[] = {1, 2, 4, 8, 16}, vecs[] = {1, 2, 4, 8},
+                   items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
+  for (int bi = 0; bi < 5; bi++)
+    for (int ri = 0; ri < 5; ri++)
+      for (int vi = 0; vi < 4; vi++)
+        for (int ii = 0; ii < 7; ii++)
+          for (int si = 0; si < 4; si++) {
+            char cfg[96];
+            snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d,STAGES=%d", blocks[bi], rows[ri], vecs[vi],
+                     items[ii], stages[si]);
+            const int tpr = blocks[bi] / rows[ri];
+            if (sweep_bwd(b, r, nb, cfg, tpr, si > 0, n) || sweep_fwd(f, nb, cfg, blocks[bi], tpr, si > 0, n))
+              return -1;
+          }
+  return 0;
+}
+
+/* The sweep's counts against what it must have covered. */
+static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
+  printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
+         "%d with registers held for more blocks (OCC > 1), %d in blocks of 384, %d with half a warp a row, "
+         "%d with shared sums (ACC = 1), "
+         "%d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles again (REREAD = 1), "
+         "%d holding the weight past 16 KB a block (HOLD = 1)\n",
+         n->ran, n->piped, n->packed, n->held, n->odd, n->half, n->shared, n->clustered, n->merged, n->reread,
+         n->kept);
+  if (n->ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", n->ran);
+  if (n->piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", n->piped);
+  if (n->packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", n->packed);
+  if (n->held < 20) t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 ran", n->held);
+  if (n->odd < 6) t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of 384 ran", n->odd);
+  if (n->half < 12) t_fail(__FILE__, __LINE__, "only %d configs with half a warp a row ran", n->half);
+  if (n->shared < 10) t_fail(__FILE__, __LINE__, "only %d backward configs with shared sums ran", n->shared);
+  if (n->reread < 20) t_fail(__FILE__, __LINE__, "only %d backward configs reading tiles again ran", n->reread);
+  if (n->kept < 10) t_fail(__FILE__, __LINE__, "only %d backward configs holding the weight past 16 KB ran", n->kept);
+  if (clusters ? n->clustered < 40 : n->clustered != 0)
+    t_fail(__FILE__, __LINE__, "%d backward configs in clusters ran on %s", n->clustered, arch);
+  if (clusters ? n->merged < 20 : n->merged != 0)
+    t_fail(__FILE__, __LINE__, "%d backward configs merging rows' sums ran on %s", n->merged, arch);
+}
+
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
-** (with PACK 0 and 1, and OCC 1, 3, 5 and 6: registers held for more blocks
-** an SM) and backward (with ACC 0 and 1, REREAD 0 and 1, and on
+** (with PACK 0 and 1, and OCC 1, 3, 5 and 6: registers held for more
+** blocks an SM) and backward (with ACC 0 and 1, REREAD 0 and 1,
+** HOLD 0 and 1: the weight kept in registers past 16 KB a block, and on
 ** sm_90 programs of CL = 1, 2 and 4 blocks that split each row's columns,
-** or of MG = 2 and 4 blocks that split the program's rows),
-** where a program owns
-** fewer rows than a tile holds: T=450 over 264 programs (2 rows each), 200
-** programs (3 rows; 50 programs own none) and T=7 (programs of one row, most
-** of the grid idle); T=5000 over 100 programs, where the backward's pipeline
-** ring wraps many times; and rows too long for a block's registers (D of
-** 12288, 16384 and 6000, the last not a power of two nor a multiple of a
-** block's vectors) over programs that own 5, 3 or 1 rows and none. Forward
-** blocks of 384 threads where they cover a row exactly (D = 9216 and 12288):
-** 12 warps, whose sums are added over 16 lanes. Half a warp a row, forward
-** and backward, on short rows (D = 64, 128 and 256, the last in groups of 64
+** or of MG = 2 and 4 blocks that split the program's rows), where a
+** program owns fewer rows than a tile holds: T=450 over 264 programs (2
+** rows each), 200 programs (3 rows; 50 programs own none) and T=7
+** (programs of one row, most of the grid idle); T=5000 over 100 programs,
+** where the backward's pipeline ring wraps many times; and rows too long
+** for a block's registers (D of 12288, 16384, 6000 and 10000, the last two
+** not powers of two, 6000 not a multiple of a block's vectors) over
+** programs that own 5, 3, 1 or 4 rows and none. Forward blocks of 384
+** threads where they cover a row exactly (D = 9216 and 12288): 12 warps,
+** whose sums are added over 16 lanes. Half a warp a row, forward and
+** backward, on short rows (D = 64, 128 and 256, the last in groups of 64
 ** too): two rows a warp, each summed over its 16 lanes. */
 static void norm_backward_tile_larger_than_rows(void) {
   kt_kernel *f, *b, *r;
@@ -430,93 +517,35 @@ static void norm_backward_tile_larger_than_rows(void) {
       {{37, 12288, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 8},   /* 5 rows, the last program 2 */
       {{19, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7},   /* 3 rows, the last 1 */
       {{11, 6000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16},   /* 1 row; 5 programs own none */
+      {{23, 10000, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 1, 0}, 6},     /* 4 rows, the last 3; w held past 16 KB */
       {{13, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 16},    /* blocks of 384, 3 items a thread */
       {{450, 64, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 264},  /* half a warp a row, both ways */
       {{100, 128, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 33},
   };
-  static const int blocks[] = {128, 256, 384, 512, 1024}, rows[] = {1, 2, 4, 8, 16}, vecs[] = {1, 2, 4, 8},
-                   items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4}, occs[] = {1, 3, 5, 6};
-  enum { NBLOCKS = sizeof blocks / sizeof blocks[0], NROWS = sizeof rows / sizeof rows[0] };
   kt_runtime_info info;
   kt_runtime_get_info(rt, &info);
-  const int clusters = has_clusters(rt);
-  int ran = 0, piped = 0, packed = 0, shared = 0, clustered = 0, reread = 0, merged = 0, held = 0, odd = 0, half = 0;
+  sweep_counts n = {0};
   for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    const int ran0 = ran;
+    const int ran0 = n.ran;
     nbufs nb;
     if (nb_setup(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) break;
     /* Every variant the sweep can use, compiled in parallel first. */
     kt_arg fa[13], ba[14];
     fwd_args(&nb, fa);
     bwd_args(&nb, ba);
-    if (kt_kernel_compile_for(f, fa, 13, NULL, NULL, NULL) || kt_kernel_compile_for(b, ba, 14, NULL, NULL, NULL)) {
-      t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
-      nb_free(&nb);
-      break;
-    }
-    int bad = 0;
-    for (int bi = 0; bi < NBLOCKS && !bad; bi++)
-      for (int ri = 0; ri < NROWS && !bad; ri++)
-        for (int vi = 0; vi < 4 && !bad; vi++)
-          for (int ii = 0; ii < 7 && !bad; ii++)
-            for (int si = 0; si < 4 && !bad; si++) {
-              char cfg[96], fcfg[112];
-              snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d,STAGES=%d", blocks[bi], rows[ri],
-                       vecs[vi], items[ii], stages[si]);
-              for (int acc = 0; acc < 2 && !bad; acc++)
-                for (int cl = 1; cl <= 4 && !bad; cl *= 2)
-                  for (int mg = 1; mg <= 4 && !bad; mg *= 2)
-                    for (int rr = 0; rr < 2 && !bad; rr++) {
-                      snprintf(fcfg, sizeof fcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d", cfg, acc, cl, mg, rr);
-                      int rb = run_bwd(b, r, &nb, fcfg);
-                      if (rb < 0) bad = 1;
-                      ran += !rb;
-                      half += blocks[bi] / rows[ri] == 16 && !rb;
-                      piped += si > 0 && !rb;
-                      shared += acc && !rb;
-                      clustered += cl > 1 && !rb;
-                      merged += mg > 1 && !rb;
-                      reread += rr && !rb;
-                    }
-              for (int pk = 0; pk < 2 && !bad; pk++)
-                for (int oi = 0; oi < 4 && !bad; oi++) {
-                  snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d", cfg, pk, occs[oi]);
-                  int rf = run_fwd(f, &nb, fcfg);
-                  if (rf < 0) bad = 1;
-                  ran += !rf;
-                  piped += si > 0 && !rf;
-                  packed += pk && !rf;
-                  held += occs[oi] > 1 && !rf;
-                  odd += blocks[bi] == 384 && !rf;
-                  half += blocks[bi] / rows[ri] == 16 && !rf;
-                }
-            }
+    int bad = kt_kernel_compile_for(f, fa, 13, NULL, NULL, NULL) || kt_kernel_compile_for(b, ba, 14, NULL, NULL, NULL);
+    if (bad) t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
+    if (!bad) bad = sweep_shape(f, b, r, &nb, &n);
     nb_free(&nb);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("    %dx%d: %d launches checked in %.1f s\n", sweep[i].c.T, sweep[i].c.D, ran - ran0,
+    printf("    %dx%d: %d launches checked in %.1f s\n", sweep[i].c.T, sweep[i].c.D, n.ran - ran0,
            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     fflush(stdout);
     if (bad) break;
   }
-  printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
-         "%d with registers held for more blocks (OCC > 1), %d in blocks of 384, %d with half a warp a row, "
-         "%d with shared sums (ACC = 1), "
-         "%d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles again (REREAD = 1)\n",
-         ran, piped, packed, held, odd, half, shared, clustered, merged, reread);
-  if (ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", ran);
-  if (piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", piped);
-  if (packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", packed);
-  if (held < 20) t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 ran", held);
-  if (odd < 6) t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of 384 ran", odd);
-  if (half < 12) t_fail(__FILE__, __LINE__, "only %d configs with half a warp a row ran", half);
-  if (shared < 10) t_fail(__FILE__, __LINE__, "only %d backward configs with shared sums ran", shared);
-  if (reread < 20) t_fail(__FILE__, __LINE__, "only %d backward configs reading tiles again ran", reread);
-  if (clusters ? clustered < 40 : clustered != 0)
-    t_fail(__FILE__, __LINE__, "%d backward configs in clusters ran on %s", clustered, info.arch);
-  if (clusters ? merged < 20 : merged != 0)
-    t_fail(__FILE__, __LINE__, "%d backward configs merging rows' sums ran on %s", merged, info.arch);
+  sweep_check(&n, has_clusters(rt), info.arch);
   kt_runtime_close(rt);
 }
 
@@ -831,7 +860,11 @@ static void small_norm(void) {
 ** 256 with a residual, rows of 64 in blocks of 16 rows, a packed RMSNorm
 ** row of 256, groups of 64 with an f32 weight; forward and backward rows of
 ** 64; a backward f16 RMSNorm row of 128 in tiles of four rows over programs
-** of three. */
+** of three; and the backward's weight held in registers past 16 KB a block
+** (HOLD=1): a ragged f16 RMSNorm row of 10000 with dres and shared sums, a
+** LayerNorm row of 16384 in blocks of 512 that split programs of 3 and 2
+** rows (MG=2, tiles read again), an f32 weight over halves of 12288 in
+** clusters of two. */
 static void small_norm_pipelined(void) {
   enum { BWD = 1, FWD = 2, BOTH = 3 };
   static const struct {
@@ -844,49 +877,54 @@ static void small_norm_pipelined(void) {
     int rr;   /* the backward's REREAD */
     int mg;   /* the backward's MG */
     int occ;  /* the forward's OCC (0: 1) */
+    int hold; /* the backward's HOLD */
   } runs[] = {
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4", 0, 0, 1, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0, 1, 0},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2", 0, 0, 1, 0, 1, 0},
-      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0},
-      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0},
-      {{7, 1000, 1, KT_F16, KT_F16, 0, 0, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0, 1, 0},
-      {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0, 1, 0},
-      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0, 1, 0, 1, 0},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 1, 1, 0, 1, 0},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1, 1, 0, 1, 0},
-      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=64,ROWS=1,VEC=4,ITEMS=4,STAGES=2", 0, 1, 1, 0, 1, 0},
-      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 1, 1, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0, 1, 0},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=64,ROWS=1,VEC=8,ITEMS=1,STAGES=3", 0, 0, 4, 0, 1, 0},
-      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=4,ITEMS=4,STAGES=0", 0, 1, 2, 0, 1, 0},
-      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=32,ROWS=1,VEC=2,ITEMS=4,STAGES=0", 0, 0, 4, 0, 1, 0},
-      {{1200, 1024, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=1,STAGES=4", 0, 0, 2, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 7, BWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0, 1, 0},
-      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1, 1, 0},
-      {{1200, 1024, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=2,STAGES=3", 0, 0, 1, 1, 1, 0},
-      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 1, 1, 1, 1, 0},
-      {{9, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 0, 2, 1, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 2, 0},
-      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1, 4, 0},
-      {{1200, 1024, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=2,STAGES=4", 0, 0, 1, 0, 2, 0},
-      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 3, BWD, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0, 1, 0, 4, 0},
-      {{5, 12288, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0, 1, 0, 1, 3},
-      {{7, 6144, 2, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1},
-      {{7, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 3},
-      {{9, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0, 1, 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=4", 0, 0, 1, 0, 1, 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 7, BOTH, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=2", 0, 0, 1, 0, 1, 0, 0},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 3, BOTH, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0, 0},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 1, 0, 0, 0, 1, 0}, 3, BOTH, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=2", 0, 0, 1, 0, 1, 0, 0},
+      {{7, 1024, 4, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0, 0},
+      {{1200, 1024, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 16, BOTH, "BLOCK=1024,ROWS=8,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 1, 0, 0},
+      {{7, 1000, 1, KT_F16, KT_F16, 0, 0, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0, 1, 0, 0},
+      {{5, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0", 1, 0, 1, 0, 1, 0, 0},
+      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0, 1, 0, 1, 0, 0},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 1, 1, 0, 1, 0, 0},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1, 1, 0, 1, 0, 0},
+      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=64,ROWS=1,VEC=4,ITEMS=4,STAGES=2", 0, 1, 1, 0, 1, 0, 0},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 1, 1, 0, 1, 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=32,ROWS=1,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0, 1, 0, 0},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 4, BWD, "BLOCK=64,ROWS=1,VEC=8,ITEMS=1,STAGES=3", 0, 0, 4, 0, 1, 0, 0},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=4,ITEMS=4,STAGES=0", 0, 1, 2, 0, 1, 0, 0},
+      {{5, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 2, BWD, "BLOCK=32,ROWS=1,VEC=2,ITEMS=4,STAGES=0", 0, 0, 4, 0, 1, 0, 0},
+      {{1200, 1024, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=1,STAGES=4", 0, 0, 2, 0, 1, 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 7, BWD, "BLOCK=128,ROWS=4,VEC=4,ITEMS=1,STAGES=0", 0, 0, 2, 0, 1, 0, 0},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1, 1, 0, 0},
+      {{1200, 1024, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=2,STAGES=3", 0, 0, 1, 1, 1, 0, 0},
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 1, 1, 1, 1, 0, 0},
+      {{9, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 0, 2, 1, 1, 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BWD, "BLOCK=64,ROWS=2,VEC=8,ITEMS=1,STAGES=3", 0, 0, 1, 0, 2, 0, 0},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1, 4, 0, 0},
+      {{1200, 1024, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 16, BWD, "BLOCK=128,ROWS=2,VEC=8,ITEMS=2,STAGES=4", 0, 0, 1, 0, 2, 0, 0},
+      {{20, 1000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 0, 0}, 3, BWD, "BLOCK=256,ROWS=1,VEC=4,ITEMS=1,STAGES=3", 0, 0, 1, 0, 4, 0, 0},
+      {{5, 12288, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0", 1, 0, 1, 0, 1, 3, 0},
+      {{7, 6144, 2, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1, 0},
+      {{7, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 3, 0},
+      {{9, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=384,ROWS=1,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 1, 0},
       /* Half a warp a row; in blocks of 8 or 16 rows, the last block part live. */
-      {{35, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 0},
-      {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
-      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=8,ITEMS=2,STAGES=0", 1, 0, 1, 0, 1, 0},
-      {{9, 256, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
-      {{35, 64, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=8,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
-      {{9, 128, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 4, BWD, "BLOCK=64,ROWS=4,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0},
-      {{9, 5120, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 5},
-      {{3, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 6},
+      {{35, 256, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 0, 0},
+      {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0, 0},
+      {{33, 256, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 1, 0}, 3, FWD, "BLOCK=256,ROWS=16,VEC=8,ITEMS=2,STAGES=0", 1, 0, 1, 0, 1, 0, 0},
+      {{9, 256, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 3, FWD, "BLOCK=128,ROWS=8,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0, 0},
+      {{35, 64, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 7, BOTH, "BLOCK=128,ROWS=8,VEC=4,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0, 0},
+      {{9, 128, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 4, BWD, "BLOCK=64,ROWS=4,VEC=8,ITEMS=1,STAGES=0", 0, 0, 1, 0, 1, 0, 0},
+      {{9, 5120, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=3,STAGES=0", 0, 0, 1, 0, 1, 5, 0},
+      {{3, 3072, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, FWD, "BLOCK=256,ROWS=1,VEC=8,ITEMS=2,STAGES=0", 0, 0, 1, 0, 1, 6, 0},
+      /* The weight held past 16 KB a block. */
+      {{5, 10000, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 1, 0}, 2, BWD, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2", 0, 1, 1, 0, 1, 0, 1},
+      {{7, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, BWD, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=2", 0, 0, 1, 1, 2, 0, 1},
+      {{5, 12288, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 2, BWD, "BLOCK=256,ROWS=1,VEC=4,ITEMS=8,STAGES=0", 0, 0, 2, 0, 1, 0, 1},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -899,8 +937,8 @@ static void small_norm_pipelined(void) {
     if (nb_setup(&nb, rt, runs[i].c, runs[i].P, 700 + i)) break;
     char fcfg[112], bcfg[112];
     snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d", runs[i].cfg, runs[i].pack, runs[i].occ ? runs[i].occ : 1);
-    snprintf(bcfg, sizeof bcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d", runs[i].cfg, runs[i].acc, runs[i].cl, mg,
-             runs[i].rr);
+    snprintf(bcfg, sizeof bcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d,HOLD=%d", runs[i].cfg, runs[i].acc, runs[i].cl,
+             mg, runs[i].rr, runs[i].hold);
     int rf = runs[i].which & FWD ? run_fwd(f, &nb, fcfg) : 0;
     int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, bcfg) : 0;
     if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", rf > 0 ? fcfg : bcfg, kt_errmsg(rt));

@@ -540,37 +540,37 @@ static void pruning_judges_values_beside_each_other(void) {
   int64_t cfg[KT_MAX_CFIELDS];
   char why[512] = "";
   static const char *clustered[] = {
-      "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=2,MG=1,REREAD=0", "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=2,MG=1,REREAD=1",
-      "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=3,ACC=0,CL=2,MG=1,REREAD=0", "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=3,ACC=0,CL=2,MG=1,REREAD=1",
-      "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,MG=1,REREAD=0", "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,MG=1,REREAD=1"};
-  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1", cfg);
+      "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=2,MG=1,REREAD=0,HOLD=0", "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=2,MG=1,REREAD=1,HOLD=0",
+      "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=3,ACC=0,CL=2,MG=1,REREAD=0,HOLD=0", "BLOCK=256,ROWS=1,VEC=8,ITEMS=4,STAGES=3,ACC=0,CL=2,MG=1,REREAD=1,HOLD=0",
+      "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,MG=1,REREAD=0,HOLD=0", "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,MG=1,REREAD=1,HOLD=0"};
+  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1,HOLD=0", cfg);
   ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0); /* nothing measured */
   for (int i = 0; i < 6; i++) {
     cfg_of(k, clustered[i], cfg);
     kt__evidence_note(e, cfg, 80.0 + i);
   }
-  cfg_of(k, "BLOCK=512,ROWS=1,VEC=4,ITEMS=8,STAGES=0,ACC=1,CL=1,MG=1,REREAD=0", cfg);
+  cfg_of(k, "BLOCK=512,ROWS=1,VEC=4,ITEMS=8,STAGES=0,ACC=1,CL=1,MG=1,REREAD=0,HOLD=0", cfg);
   kt__evidence_note(e, cfg, 66.0);
   /* STAGES=2 lost by 21% in 4 candidates, REREAD=1 in 3, VEC=8 in 6, all
   ** beside CL=2: nothing is known of them beside CL=1 or BLOCK=1024. */
-  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1", cfg);
+  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1,HOLD=0", cfg);
   ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
-  cfg_of(k, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1", cfg);
+  cfg_of(k, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1,HOLD=0", cfg);
   ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
   /* Beside values each measured twice or more with it, VEC=8 has lost. */
-  cfg_of(k, "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=3,ACC=0,CL=2,MG=1,REREAD=1", cfg);
+  cfg_of(k, "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=3,ACC=0,CL=2,MG=1,REREAD=1,HOLD=0", cfg);
   ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 1);
   ASSERT_STR_EQ(why, "not compiled: the 6 candidates measured with VEC=8 (at least 2 beside each of its other values) "
                      "took 80.00 us at best, the best measured 66.00 us");
   /* Once VEC=8 wins beside CL=1, what loses is CL=2. */
-  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1", cfg);
+  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=1,MG=1,REREAD=1,HOLD=0", cfg);
   kt__evidence_note(e, cfg, 55.0);
-  cfg_of(k, "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=3,ACC=0,CL=2,MG=1,REREAD=1", cfg);
+  cfg_of(k, "BLOCK=512,ROWS=1,VEC=8,ITEMS=2,STAGES=3,ACC=0,CL=2,MG=1,REREAD=1,HOLD=0", cfg);
   ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 1);
   ASSERT_STR_EQ(why, "not compiled: the 6 candidates measured with CL=2 (at least 2 beside each of its other values) "
                      "took 80.00 us at best, the best measured 55.00 us");
   /* BLOCK=1024 beside CL=2 was never measured: no prediction. */
-  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,MG=1,REREAD=1", cfg);
+  cfg_of(k, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=0,CL=2,MG=1,REREAD=1,HOLD=0", cfg);
   ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
   /* Five measured are too few, whatever the pairs say. */
   kt__evidence_free(e);
@@ -579,7 +579,7 @@ static void pruning_judges_values_beside_each_other(void) {
     cfg_of(k, clustered[i], cfg);
     kt__evidence_note(e, cfg, 80.0);
   }
-  cfg_of(k, "BLOCK=512,ROWS=1,VEC=4,ITEMS=8,STAGES=0,ACC=1,CL=1,MG=1,REREAD=0", cfg);
+  cfg_of(k, "BLOCK=512,ROWS=1,VEC=4,ITEMS=8,STAGES=0,ACC=1,CL=1,MG=1,REREAD=0,HOLD=0", cfg);
   kt__evidence_note(e, cfg, 66.0);
   cfg_of(k, clustered[0], cfg);
   ASSERT_EQ(kt__evidence_prunes(e, cfg, why, sizeof why), 0);
