@@ -243,6 +243,21 @@ int fault_child(const char *cache) {
   return 0;
 }
 
+/* layernorm_bwd (RMSNorm bf16, T = 16384, D = 1024, P = 264) on inputs
+** made for it, in *in (the caller frees it): 0, or a status. */
+static kt_status norm_inputs(kt_runtime *rt, kt_kernel **k, kt_inputs **in) {
+  /* Made-up pointers, 64 MiB apart: kt_inputs_make reads only where they
+  ** are (none overlaps, none is null but mean, db_part and dres). */
+#define AT(i) ((uint64_t)(i) << 26)
+  kt_arg a[] = {kt_arg_ptr(AT(1), KT_BF16), kt_arg_ptr(AT(2), KT_F32), kt_arg_ptr(0, KT_F32),
+                kt_arg_ptr(AT(3), KT_BF16), kt_arg_ptr(AT(4), KT_BF16), kt_arg_ptr(AT(5), KT_BF16),
+                kt_arg_ptr(0, KT_F32), kt_arg_ptr(AT(6), KT_F32), kt_arg_ptr(0, KT_BF16),
+                kt_arg_i32(16384), kt_arg_i32(1024), kt_arg_i32(1), kt_arg_i32(264), kt_arg_i32(1)};
+#undef AT
+  kt_status st = kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", k);
+  return st ? st : kt_inputs_make(*k, a, 14, 7, in);
+}
+
 /* One cold tuning of a layernorm_bwd key (RMSNorm bf16, D = 1024: 557
 ** candidates on an H100, all tried) in a fresh cache, pruned or not; the report, or
 ** NULL (*skipped when there is no GPU). */
@@ -258,20 +273,33 @@ static kt_tune_report *tune_norm(const char *cache, int no_prune, int *skipped) 
   kt_inputs *in = NULL;
   kt_tune_report *r = NULL;
   if ((*skipped = !rt)) return NULL;
-  /* Made-up pointers, 64 MiB apart: kt_inputs_make reads only where they
-  ** are (none overlaps, none is null but mean, db_part and dres). */
-#define AT(i) ((uint64_t)(i) << 26)
-  kt_arg a[] = {kt_arg_ptr(AT(1), KT_BF16), kt_arg_ptr(AT(2), KT_F32), kt_arg_ptr(0, KT_F32),
-                kt_arg_ptr(AT(3), KT_BF16), kt_arg_ptr(AT(4), KT_BF16), kt_arg_ptr(AT(5), KT_BF16),
-                kt_arg_ptr(0, KT_F32), kt_arg_ptr(AT(6), KT_F32), kt_arg_ptr(0, KT_BF16),
-                kt_arg_i32(16384), kt_arg_i32(1024), kt_arg_i32(1), kt_arg_i32(264), kt_arg_i32(1)};
-#undef AT
-  if (kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", &k) || kt_inputs_make(k, a, 14, 7, &in) ||
-      kt_kernel_tune(k, kt_inputs_args(in), 14, &r))
-    printf("    %s\n", kt_errmsg(rt));
+  if (norm_inputs(rt, &k, &in) || kt_kernel_tune(k, kt_inputs_args(in), 14, &r)) printf("    %s\n", kt_errmsg(rt));
   kt_inputs_free(in);
   kt_runtime_close(rt);
   return r;
+}
+
+/* That key launched once by a new runtime in tune mode on cache: its
+** stats, or -1 in tunings when the launch failed. */
+static kt_stats launch_norm(const char *cache) {
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache;
+  o.mode = KT_MODE_TUNE;
+  o.strategy = KT_STRATEGY_EXHAUSTIVE;
+  o.log_level = KT_LOG_ERROR;
+  kt_stats n = {.size = sizeof n, .tunings = (uint64_t)-1};
+  kt_runtime *rt = g_open_with(&o);
+  kt_kernel *k;
+  kt_inputs *in = NULL;
+  if (!rt) return n;
+  if (norm_inputs(rt, &k, &in) || kt_launch(k, NULL, kt_inputs_args(in), 14) || kt_runtime_stats(rt, &n)) {
+    printf("    %s\n", kt_errmsg(rt));
+    n.tunings = (uint64_t)-1;
+  }
+  kt_inputs_free(in);
+  kt_runtime_close(rt);
+  return n;
 }
 
 /* Pruning before compile: a candidate is not compiled once a field value
@@ -310,6 +338,42 @@ static void pruned_candidates_are_reported_never_stored(void) {
   for (int i = 0; i < r->ncandidates; i++) ASSERT_EQ(r->candidates[i].measured, 1);
   ASSERT_EQ(t_db_int(all, "SELECT count(*) FROM trials"), r->ncandidates);
   kt_tune_report_free(r);
+}
+
+/* A key with a stored winner is tuned again in a new process (tune mode)
+** only while a candidate no tuning measured would not be pruned by the
+** measurements stored: pruned candidates are never stored, and counting
+** them tuned such a key in every process, measuring nothing. After a
+** pruned tuning the key settles within a few processes (each measures
+** what the evidence leaves open, which can free a candidate pruned on
+** less of it); then a process takes the stored winner, tuning nothing. */
+static void pruned_candidates_leave_a_stored_key_settled(void) {
+  setenv("KTUNE_COMPILE_GROUP", "1", 1);
+  const char *cache = fresh_cache();
+  int skipped;
+  kt_tune_report *r = tune_norm(cache, 0, &skipped);
+  unsetenv("KTUNE_COMPILE_GROUP");
+  if (skipped) return;
+  ASSERT_TRUE(r);
+  int pruned = 0;
+  for (int i = 0; i < r->ncandidates; i++) pruned += r->candidates[i].status == KT_TRIAL_PRUNED;
+  kt_tune_report_free(r);
+  if (!pruned) {
+    t_skip("nothing was pruned (every compile started before a result)");
+    return;
+  }
+  kt_stats n = {0};
+  int rounds = 0;
+  do {
+    n = launch_norm(cache);
+    ASSERT_TRUE(n.tunings != (uint64_t)-1);
+  } while (n.tunings && ++rounds < 4);
+  printf("    %d pruned; the key settled after %d process(es) that tuned again\n", pruned, rounds);
+  ASSERT_EQ(n.tunings, 0);
+  ASSERT_EQ(n.cache_loads, 1);
+  const int stored = t_db_int(cache, "SELECT count(*) FROM trials");
+  ASSERT_EQ(launch_norm(cache).tunings, 0);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials"), stored);
 }
 
 /* A config with an illegal address: the process that meets it reports
@@ -697,6 +761,7 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: a consumed input is tuned on copies and never compared", consumed_input_is_tuned_on_copies},
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
     {"gpu tune: pruned candidates are reported, never compiled or stored", pruned_candidates_are_reported_never_stored},
+    {"gpu tune: pruned candidates leave a stored key settled", pruned_candidates_leave_a_stored_key_settled},
     {"gpu tune: a faulting config is quarantined across processes", faulting_config_is_quarantined},
     {"gpu tune: no tuning while the stream is capturing", no_tuning_while_capturing},
     {"gpu tune: an early-launched kernel waits for the kernel before it", early_launch_waits_for_the_kernel_before},

@@ -263,7 +263,7 @@ static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt_
   if ((st = kt__tuner_new(&k->p, &rt->tune, m->c, args, m->json, &t))) return st;
   int held = 0;
   char host[256] = "";
-  if (m->have_stored && !kt__tuner_pending(t))
+  if (m->have_stored && !kt__tuner_open(t))
     st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, 0, out);
   else if (rt->env.store && lease_or_wait(m, &held, host, sizeof host))
     st = kt__tuned_insert(k, m->c, m->key, m->h, m->stored, 0, out);

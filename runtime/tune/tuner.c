@@ -173,6 +173,16 @@ int kt__tuner_pending(const kt__tuner *t) {
   return n;
 }
 
+int kt__tuner_open(const kt__tuner *t) {
+  char why[sizeof t->cand[0].detail];
+  int n = 0;
+  for (int i = 0; i < t->ncand; i++) {
+    const kt__cand *cd = &t->cand[i];
+    n += cd->status == KT__PENDING && (t->o.no_prune || !kt__evidence_prunes(t->ev, cd->cfg, why, sizeof why));
+  }
+  return n;
+}
+
 void kt__tuner_free(kt__tuner *t) {
   if (!t) return;
   kt__timer_free(t->timer);

@@ -41,6 +41,11 @@ kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, c
                         kt__tuner **out);
 /* How many candidates no earlier tuning of this key measured. */
 int kt__tuner_pending(const kt__tuner *t);
+/* Of them, how many the earlier tunings' measurements would not prune (all
+** of them with no_prune): a key with a stored winner is tuned again only
+** while one is left. A pruned candidate is never stored, so counting it
+** would tune such a key again in every process. */
+int kt__tuner_open(const kt__tuner *t);
 /* Tune on a private stream ordered after caller: the reference config
 ** first, then the strategy's batches, the best few measured again; best
 ** gets the winner. KT_ERR_NO_CONFIG when every candidate was rejected,
