@@ -258,17 +258,24 @@ static kt_status norm_inputs(kt_runtime *rt, kt_kernel **k, kt_inputs **in) {
   return st ? st : kt_inputs_make(*k, a, 14, 7, in);
 }
 
+/* A runtime on cache for the key above: exhaustive tunings, quiet, in
+** tune mode where asked (else the default mode); NULL when there is no GPU. */
+static kt_runtime *open_norm(const char *cache, int tune_mode, int no_prune) {
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache;
+  if (tune_mode) o.mode = KT_MODE_TUNE;
+  o.no_prune = no_prune;
+  o.strategy = KT_STRATEGY_EXHAUSTIVE;
+  o.log_level = KT_LOG_ERROR;
+  return g_open_with(&o);
+}
+
 /* One cold tuning of a layernorm_bwd key (RMSNorm bf16, D = 1024: 557
 ** candidates on an H100, all tried) in a fresh cache, pruned or not; the report, or
 ** NULL (*skipped when there is no GPU). */
 static kt_tune_report *tune_norm(const char *cache, int no_prune, int *skipped) {
-  kt_options o;
-  kt_options_init(&o);
-  o.cache_path = cache;
-  o.no_prune = no_prune;
-  o.strategy = KT_STRATEGY_EXHAUSTIVE;
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *rt = g_open_with(&o);
+  kt_runtime *rt = open_norm(cache, 0, no_prune);
   kt_kernel *k;
   kt_inputs *in = NULL;
   kt_tune_report *r = NULL;
@@ -279,17 +286,20 @@ static kt_tune_report *tune_norm(const char *cache, int no_prune, int *skipped) 
   return r;
 }
 
+/* tune_norm with pruning, one variant per NVRTC program: the compiles keep
+** close behind the trials, so results come in before most compiles. */
+static kt_tune_report *tune_norm_pruned(const char *cache, int *skipped) {
+  setenv("KTUNE_COMPILE_GROUP", "1", 1);
+  kt_tune_report *r = tune_norm(cache, 0, skipped);
+  unsetenv("KTUNE_COMPILE_GROUP");
+  return r;
+}
+
 /* That key launched once by a new runtime in tune mode on cache: its
 ** stats, or -1 in tunings when the launch failed. */
 static kt_stats launch_norm(const char *cache) {
-  kt_options o;
-  kt_options_init(&o);
-  o.cache_path = cache;
-  o.mode = KT_MODE_TUNE;
-  o.strategy = KT_STRATEGY_EXHAUSTIVE;
-  o.log_level = KT_LOG_ERROR;
   kt_stats n = {.size = sizeof n, .tunings = (uint64_t)-1};
-  kt_runtime *rt = g_open_with(&o);
+  kt_runtime *rt = open_norm(cache, 1, 0);
   kt_kernel *k;
   kt_inputs *in = NULL;
   if (!rt) return n;
@@ -306,14 +316,11 @@ static kt_stats launch_norm(const char *cache) {
 ** of it has lost by 10% in 6 measured candidates, and in 2 or more beside
 ** each of its other values (tune/evidence.h). It is reported as
 ** pruned (not measured, not stored, with the evidence), the trials table
-** holds only what was measured, and no_prune measures everything. One
-** variant per NVRTC program keeps the compiles close behind the trials. */
+** holds only what was measured, and no_prune measures everything. */
 static void pruned_candidates_are_reported_never_stored(void) {
-  setenv("KTUNE_COMPILE_GROUP", "1", 1);
   const char *cache = fresh_cache();
   int skipped;
-  kt_tune_report *r = tune_norm(cache, 0, &skipped);
-  unsetenv("KTUNE_COMPILE_GROUP");
+  kt_tune_report *r = tune_norm_pruned(cache, &skipped);
   if (skipped) return;
   ASSERT_TRUE(r);
   int pruned = 0, measured = 0;
@@ -348,11 +355,9 @@ static void pruned_candidates_are_reported_never_stored(void) {
 ** what the evidence leaves open, which can free a candidate pruned on
 ** less of it); then a process takes the stored winner, tuning nothing. */
 static void pruned_candidates_leave_a_stored_key_settled(void) {
-  setenv("KTUNE_COMPILE_GROUP", "1", 1);
   const char *cache = fresh_cache();
   int skipped;
-  kt_tune_report *r = tune_norm(cache, 0, &skipped);
-  unsetenv("KTUNE_COMPILE_GROUP");
+  kt_tune_report *r = tune_norm_pruned(cache, &skipped);
   if (skipped) return;
   ASSERT_TRUE(r);
   int pruned = 0;
