@@ -194,6 +194,44 @@ def cuda_graph_replays_cached_key_and_never_tunes_in_capture():
 
 
 @test
+def small_backward_is_one_launch_eager_and_two_in_a_capture():
+    """At up to NORM_ONE_PROGRAM_MAX elements an eager backward launches
+    layernorm_bwd_row alone (the host's cost is what an eager caller waits
+    on); a graph's capture keeps the backward and its reduce where those are
+    faster on the GPU (4 rows of 4096). The two agree with float64."""
+    rt = ktune.runtime()
+    torch.manual_seed(8)
+    T, D = 4, 4096
+    assert T * D == ktune.NORM_ONE_PROGRAM_MAX and not ktune.norm_bwd_one_program(T, D, 1)
+    assert ktune.norm_bwd_one_program(T, D, 1, True) and not ktune.norm_bwd_one_program(T + 1, D, 1, True)
+    x = torch.randn(T, D, device="cuda", dtype=torch.float32)
+    w = torch.rand(D, device="cuda") + 0.5
+    dy = torch.randn_like(x)
+    _, _, mean, rstd = ops.norm_fwd(x, None, w, None, 1, 1e-5, False, False)
+    args = (dy, x, w, mean, rstd, None, 1, False, True)
+    ops.norm_bwd(*args)  # tuned (in the background) here
+    ktune.wait_tuning(300)
+    torch.cuda.synchronize()
+    n0 = rt.stats()["launches"]
+    dx, dw, db = ops.norm_bwd(*args)
+    n1 = rt.stats()["launches"]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        gx, gw, gb = ops.norm_bwd(*args)
+    n2 = rt.stats()["launches"]
+    assert (n1 - n0, n2 - n1) == (1, 2), (n1 - n0, n2 - n1)
+    g.replay()
+    torch.cuda.synchronize()
+    x64, w64, b64 = (t.double().requires_grad_(True) for t in (x, w, torch.zeros_like(w)))
+    want = torch.autograd.grad(ref_norm(x64, w64, b64, 1e-5, False), (x64, w64, b64), dy.double())
+    names = ("dx eager", "dw eager", "db eager", "dx captured", "dw captured", "db captured")
+    for name, got, ref in zip(names, (dx, dw, db, gx, gw, gb), want + want):
+        close(name, got, ref, 1e-4, 1e-4)
+
+
+@test
 def first_call_never_waits_and_the_winner_lands():
     """The ops' runtime is in async mode: a new key launches a stand-in at
     once, is tuned in the background, and wait_tuning() lets it land."""

@@ -110,7 +110,11 @@ def norm_programs(T, sms, D=0, clusters=False):
     return max(1, sms // 2) if clusters and D >= 8192 and P == sms else P
 
 
-def norm_bwd_one_program(T, D, groups):
+# The most elements whose backward layernorm_bwd_row may take (one program).
+NORM_ONE_PROGRAM_MAX = 16384
+
+
+def norm_bwd_one_program(T, D, groups, host_bound=False):
     """Whether the backward of T rows of D in `groups` groups goes to
     layernorm_bwd_row (what ktune.ops and ktune.jax launch): one program
     (a block, or a cluster of up to 8 blocks) writes dw and db itself, with
@@ -120,12 +124,15 @@ def norm_bwd_one_program(T, D, groups):
     4.94, 128x64 3.61 against 3.70; it loses at 4x4096 (4.26 against 4.19,
     LayerNorm 4.89 against 4.52), 32x1000 (4.04 against 3.88) and 256x64
     (4.30 against 3.94): few SMs stream the rows. Several rows need one
-    group."""
+    group. host_bound (an eager call, not a graph's capture) takes it up to
+    NORM_ONE_PROGRAM_MAX elements whatever T: there the launch, the
+    allocation and the reduce that it saves cost the host more than the
+    0.4 us of GPU time it may lose."""
     if T == 1:
         return True
-    if groups != 1 or T * D > 16384:
+    if groups != 1 or T * D > NORM_ONE_PROGRAM_MAX:
         return False
-    return T <= 2 or (T <= 128 and D < 4096)
+    return host_bound or T <= 2 or (T <= 128 and D < 4096)
 
 
 def _torch_codes():

@@ -16,7 +16,7 @@ once (pre-warm with `ktune tune` or one eager call before capturing).
 """
 import torch
 
-from . import KtuneError, norm_bwd_one_program, norm_programs, null, runtime
+from . import NORM_ONE_PROGRAM_MAX, KtuneError, norm_bwd_one_program, norm_programs, null, runtime
 
 __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_rows", "masked_softmax", "norm_fwd",
            "norm_bwd"]
@@ -113,7 +113,10 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
     w_arg = weight if weight is not None else null(wd)
     dw_arg, db_arg = (dw if dw is not None else null(wd)), (db if db is not None else null(wd))
-    if norm_bwd_one_program(T, D, groups):
+    # Eager at a few elements, the host's cost is what the caller waits on;
+    # a capture keeps the faster GPU schedule.
+    host_bound = T * D <= NORM_ONE_PROGRAM_MAX and not torch.cuda.is_current_stream_capturing()
+    if norm_bwd_one_program(T, D, groups, host_bound):
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
                                            T, D, groups, 1 if rms else 0])
     else:
