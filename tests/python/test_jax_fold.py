@@ -278,7 +278,41 @@ def grads():
     grads_fold(50, 9, 4, 1, 1, [fwd, bwd])          # 50 programs of 9 rows beat 50 launches of 9 programs
 
 
+def grads_without_sums():
+    """No weight and no bias: the backward writes no partial rows, so a
+    folded batch's rows are split as one example's (a quarter of them, at
+    most 16 programs an SM) whatever the batch, where the rows' split into
+    examples once left no count of programs and the call failed."""
+    seen = []
+
+    def spy(name, params, outs, aliases=None):
+        if name == "layernorm_bwd":
+            seen.append(params[12])
+        return fake_call(name, params, outs, aliases)
+    kj._call = spy
+    try:
+        for B, T, rms in ((2, 4096, 1), (3, 4097, 0), (5, 20, 1)):
+            k = jax.random.split(jax.random.PRNGKey(B * T), 2)
+            x = jax.random.normal(k[0], (B, T, 4), jnp.float64)
+            g = jax.random.normal(k[1], (B, T, 4), jnp.float64)
+            f = (lambda x: kj.rms_norm(x)) if rms else (lambda x: kj.layer_norm(x))
+            eps = 1e-6 if rms else 1e-5
+            del seen[:]
+            got, c = counted(jax.vmap(jax.grad(lambda x, g: jnp.sum(f(x) * g))), x, g)
+            want = jax.vmap(jax.grad(lambda x, g: jnp.sum(ref_norm(x, None, None, eps, rms) * g)))(x, g)
+            close(got, want, 1e-5)
+            assert c == ["layernorm_fwd", "layernorm_bwd"], c
+            # (an example's call is traced first, then the batch's)
+            assert seen[-1] == ktune.norm_programs(B * T, SMS, 4, sums=False), (B, T, seen)
+    finally:
+        kj._call = fake_call
+
+
 def parts():
+    # no partial rows: a quarter of the rows, between one program an SM (or
+    # every row) and 16 an SM
+    assert [ktune.norm_programs(T, SMS, 1000, sums=False) for T in (1, 50, 132, 600, 1024, 16778, 65536)] == \
+        [1, 50, 132, 150, 256, 2112, 2112]
     assert kj._parts(4097, 1) == 129 and kj._parts(5, 1) == 5  # 4097 rows: 32 a program, 129 programs
     assert kj._parts(SMS, 1) == SMS // 2 and kj._parts(SMS + 1, 1) == SMS // 2 + 1  # a wave of rows: 2 a program
     for T in range(1, 300):
@@ -355,7 +389,8 @@ def main():
     check("per-example grads: folded backward, one example at a time where rows do not split evenly", grads)
     check("grad at row counts that leave programs of one an SM without rows", plain_grads)
     check("grad of a few short rows: one call that writes dw and db; more rows, two", few_rows)
-    check("programs per example split the rows evenly", parts)
+    check("grads without weight or bias: one backward over the batch's rows, no partial rows", grads_without_sums)
+    check("programs per example split the rows evenly; without partial rows, a quarter of the rows", parts)
     check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
     return summary()

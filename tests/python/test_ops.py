@@ -80,6 +80,11 @@ def norm_gradients_match_float64():
         (9, 256, 1, torch.float16, True, False, True, False),
         (100, 96, 1, torch.bfloat16, False, False, True, True),
         (2, 8192, 1, torch.bfloat16, True, True, True, False),
+        # no weight, no bias: no partial rows, a quarter of the rows' programs
+        # (up to 16 an SM), ragged against them
+        (5001, 1000, 1, torch.bfloat16, False, True, False, False),
+        (20011, 256, 1, torch.float16, True, False, False, False),
+        (600, 4104, 1, torch.float32, True, False, False, False),
     ]
     assert ktune.norm_bwd_one_program(13, 1000, 1) and ktune.norm_bwd_one_program(100, 96, 1)
     assert not ktune.norm_bwd_one_program(4, 4096, 1) and not ktune.norm_bwd_one_program(7, 1000, 4)
@@ -87,6 +92,8 @@ def norm_gradients_match_float64():
     assert ktune.norm_programs(3 * sms + 5, sms, 4096, True) == sms
     assert ktune.norm_programs(3 * sms + 5, sms, 8192, False) == sms
     assert ktune.norm_programs(sms + 1, sms, 16384, True) == -(-(sms + 1) // 2)
+    assert ktune.norm_programs(20011, sms, 256, sums=False) == 16 * sms
+    assert ktune.norm_programs(5001, sms, 1000, sums=False) == max(sms, 1250)
     for T, D, G, dt, rms, has_res, has_w, has_b in cases:
         x = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True)
         r = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True) if has_res else None

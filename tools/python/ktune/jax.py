@@ -246,7 +246,9 @@ def _bwd_fold(n, batch, st, batched, a):
 def _bwd_launch(batch, st, dy2, h2, w, mean, rstd, dres2):
     has_w, has_bias, rms, groups, td, wd = st
     T, D = h2.shape
-    P = batch * _parts(T // batch, batch)
+    # Partial rows must each be one example's; without them (no weight, no
+    # bias) the batch's rows are split as one example's would be.
+    P = batch * _parts(T // batch, batch) if has_w or has_bias else norm_programs(T, _num_sms(), D, sums=False)
     outs = [jax.ShapeDtypeStruct((T, D), h2.dtype)] + [jax.ShapeDtypeStruct((P, D), jnp.float32)] * (has_w + has_bias)
     return tuple(_call("layernorm_bwd", [
         ("o", 0), ("o", 1) if has_w else ("n", "f32"), ("o", len(outs) - 1) if has_bias else ("n", "f32"),

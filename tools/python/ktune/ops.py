@@ -34,9 +34,10 @@ def _k(t, name):
     return k
 
 
-def _programs(t, T, D):
+def _programs(t, T, D, sums=True):
     """norm_programs for t's device: without programs of two blocks, and with
-    them where the device runs clusters (else the same)."""
+    them where the device runs clusters (else the same); both the same
+    without sums (no weight, no bias)."""
     dev = t.get_device()
     n = _devices.get(dev)
     if n is None:
@@ -44,8 +45,8 @@ def _programs(t, T, D):
         n = _devices[dev] = (props.multi_processor_count, props.major >= 9)
     # About one backward program per SM: the pipelined backward keeps an SM's
     # memory busy with one program, and each program adds a partial row to sum.
-    P = norm_programs(T, n[0], D)
-    return P, (norm_programs(T, n[0], D, True) if n[1] else P)
+    P = norm_programs(T, n[0], D, sums=sums)
+    return P, (norm_programs(T, n[0], D, True) if n[1] and sums else P)
 
 
 def _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
@@ -120,7 +121,7 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
                                            T, D, groups, 1 if rms else 0])
     else:
-        P, Pm = _programs(h, T, D)
+        P, Pm = _programs(h, T, D, weight is not None or has_bias)
         # Programs of two blocks where they would be used and can run (asked only then).
         if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
             P = Pm
