@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
 import ktune  # noqa: E402
-from ktune import norm_bwd_one_program  # noqa: E402
+from ktune import norm_bwd_one_program, ops  # noqa: E402
 
 REPS, REPLAYS = 20, 15
 dev = torch.device("cuda")
@@ -103,98 +103,165 @@ def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None):
 # its own T.
 NORM_D = (64, 256, 1000, 1536, 4096, 5120, 8192, 12288, 16384)
 TORCH_DT = {"bf16": "bfloat16", "f16": "float16"}
+# The other inputs a norm takes, (rms, weight, bias, residual), each a
+# different kernel variant with its own tuning: fewer D and T than the
+# grid, and the backward at the P that ktune.ops picks (no sweep). A
+# residual means h = x + res stored for the next layer, and its gradient
+# dres added into dx by the backward.
+NORM_VARIANTS = ((1, False, False, False), (1, True, False, True),
+                 (0, False, False, False), (0, True, False, False), (0, True, True, True))
+VARIANT_D = (1000, 4096, 16384)
 
 
 def norm_rows(D, nsm):
     return (min(65536, -(-(1 << 24) // D)), nsm, 16, 1)
 
 
-def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D):
+def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D, variants=True):
     ks = [rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce", "layernorm_bwd_row")]
-    eps = 1e-5
     for name in dtypes:
-        dt = getattr(torch, TORCH_DT[name])
         for rms in (1, 0):
             for D in dims:
                 for T in norm_rows(D, nsm):
-                    bench_norm(ks, T, D, dt, name, rms, eps, nsm, copy_gbs)
+                    bench_norm(ks, NormCase(T, D, name, rms), nsm, copy_gbs)
+    for rms, w, b, res in NORM_VARIANTS if variants else ():
+        for D in VARIANT_D:
+            for T in (norm_rows(D, nsm)[0], nsm, 1):
+                bench_norm(ks, NormCase(T, D, dtypes[0], rms, w, b, res), nsm, copy_gbs)
 
 
-def torch_norm_bwd(x, w, b, dy, D, eps, rms):
+class NormCase:
+    """One row of the norm tables: the shape, the inputs present, the
+    tensors of both directions (bf16 or f16 data, weight and bias in it)."""
+
+    def __init__(self, T, D, dtname, rms, w=True, b=None, res=False):
+        self.T, self.D, self.rms, self.eps = T, D, rms, 1e-5
+        b = (not rms) if b is None else b
+        self.default = w and b == (not rms) and not res
+        dt = getattr(torch, TORCH_DT[dtname])
+        self.es = torch.finfo(dt).bits // 8
+        self.x = torch.randn(T, D, device=dev, dtype=dt)
+        self.w = torch.rand(D, device=dev, dtype=dt) + 0.5 if w else None
+        self.b = torch.randn(D, device=dev, dtype=dt) if b else None
+        self.r = torch.randn(T, D, device=dev, dtype=dt) if res else None
+        self.nb = ktune.null(dt)
+        self.label = "%dx%d %s%s" % (T, D, dtname, "" if self.default else " " + self.variant())
+
+    def variant(self):
+        if self.r is not None:
+            return "+res"
+        if self.w is None:
+            return "no w" if self.rms else "no w/b"
+        return "w only" if self.b is None else "w+b"
+
+    def arg(self, t):
+        return t if t is not None else self.nb
+
+
+def torch_norm_fwd(c):
+    """PyTorch's forward for the same work: the residual's add, then the norm."""
+    def fwd():
+        h = c.x + c.r if c.r is not None else c.x
+        if c.rms:
+            return F.rms_norm(h, (c.D,), c.w, c.eps)
+        return F.layer_norm(h, (c.D,), c.w, c.b, c.eps)
+    return fwd
+
+
+def torch_norm_bwd(c, h, dy, dres):
     """PyTorch's backward kernels for the same work, called as autograd
     calls them (aten ops, which a CUDA graph captures; autograd.grad itself
-    does not capture, and its eager time at small shapes is Python's)."""
-    aten = torch.ops.aten
-    if rms and hasattr(aten, "_fused_rms_norm_backward"):
-        _, rstd = aten._fused_rms_norm(x, [D], w, eps)
-        return lambda: aten._fused_rms_norm_backward(dy, x, [D], rstd, w, [True, True])
-    if not rms:
-        _, mean, rstd = aten.native_layer_norm(x, [D], w, b, eps)
-        return lambda: aten.native_layer_norm_backward(dy, x, [D], mean, rstd, w, b, [True, True, True])
-    xr, wr = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
-    yr = F.rms_norm(xr, (D,), wr, eps)
+    does not capture, and its eager time at small shapes is Python's); with
+    a residual, autograd adds its gradient to the norm's dx."""
+    aten, D, w, b = torch.ops.aten, c.D, c.w, c.b
+    if c.rms and hasattr(aten, "_fused_rms_norm_backward"):
+        _, rstd = aten._fused_rms_norm(h, [D], w, c.eps)
+        g = lambda: aten._fused_rms_norm_backward(dy, h, [D], rstd, w, [True, w is not None])  # noqa: E731
+    elif not c.rms:
+        _, mean, rstd = aten.native_layer_norm(h, [D], w, b, c.eps)
+        mask = [True, w is not None, b is not None]
+        g = lambda: aten.native_layer_norm_backward(dy, h, [D], mean, rstd, w, b, mask)  # noqa: E731
+    else:
+        hr = h.detach().requires_grad_(True)
+        wr = w.detach().requires_grad_(True) if w is not None else None
+        yr = F.rms_norm(hr, (D,), wr, c.eps)
 
-    def grad():
-        torch.autograd.grad(yr, (xr, wr), dy, retain_graph=True)
-    grad.eager = True  # a failed capture would leave torch's RNG unusable
-    return grad
+        def grad():
+            gs = torch.autograd.grad(yr, [t for t in (hr, wr) if t is not None], dy, retain_graph=True)
+            return gs[0] + dres if dres is not None else gs
+        grad.eager = True  # a failed capture would leave torch's RNG unusable
+        return grad
+    return g if dres is None else lambda: g()[0] + dres
 
 
-def bench_norm(ks, T, D, dt, dtname, rms, eps, nsm, copy_gbs):
-    fwd, bwd, red, row = ks
-    family = "rmsnorm" if rms else "layernorm"
-    es = torch.finfo(dt).bits // 8
-    x = torch.randn(T, D, device=dev, dtype=dt)
-    w = torch.rand(D, device=dev, dtype=dt) + 0.5
-    b = None if rms else torch.randn(D, device=dev, dtype=dt)
-    nb = ktune.null(dt)
-    bb = b if b is not None else nb
-    y = torch.empty_like(x)
-    args = [y, x, None, nb, w, bb, None, None, T, D, 1, eps, rms]
+def bench_norm(ks, c, nsm, copy_gbs):
+    """The forward (no statistics: inference) and the backward of one case,
+    each against PyTorch's."""
+    fwd = ks[0]
+    family = "rmsnorm" if c.rms else "layernorm"
+    y = torch.empty_like(c.x)
+    h = torch.empty_like(c.x) if c.r is not None else None
+    ins = [c.x, c.r, c.arg(h), c.arg(c.w), c.arg(c.b)]
+    args = [y] + ins + [None, None, c.T, c.D, 1, c.eps, c.rms]
     fwd.launch(args)
     t_kt = gpu_time_us(lambda: fwd.launch(args))
-    if rms:
-        t_th = gpu_time_us(lambda: F.rms_norm(x, (D,), w, eps))
+    t_th = gpu_time_us(torch_norm_fwd(c))
+    nio = 2 if c.r is None else 4
+    report(family + " fwd", c.label, nio * c.T * c.D * c.es, t_kt, t_th, copy_gbs, fwd.config_for(args))
+    # Backward: dx, dw (and db) from h (x + res, or x), dy and the saved statistics.
+    mean = None if c.rms else torch.empty(c.T, device=dev)
+    rstd = torch.empty(c.T, device=dev)
+    fwd.launch([y] + ins + [mean, rstd, c.T, c.D, 1, c.eps, c.rms])
+    hin = h if h is not None else c.x
+    dy = torch.randn_like(c.x)
+    dres = torch.randn_like(c.x) if c.r is not None else None
+    best, seen = bench_norm_bwd(ks, c, nsm, hin, dy, dres, mean, rstd)
+    t_th = gpu_time_us(torch_norm_bwd(c, hin, dy, dres))
+    print("    backward by P: " + "; ".join(seen))
+    nio = 3 if dres is None else 4
+    report(family + " bwd", "%s %s" % (c.label, best[1]), nio * c.T * c.D * c.es, best[0], t_th, copy_gbs, best[2])
+
+
+def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
+    """The backward's best time: over P where the case is the grid's (P,
+    the programs that write partial rows, is the caller's choice, in the key
+    as its power-of-two bucket: a quarter and a half of the SMs, for
+    programs that are clusters of 4 or 2 blocks, and 1, 2 and 4 per SM),
+    else at the P that ktune.ops picks; or one launch of layernorm_bwd_row
+    where ktune.ops launches that."""
+    _, bwd, red, row = ks
+    T, D, w, b = c.T, c.D, c.w, c.b
+    dx = torch.empty_like(h)
+    dw = torch.empty_like(w) if w is not None else None
+    db = torch.empty_like(b) if b is not None else None
+    stats = [None if c.rms else mean, rstd, dres, T, D, 1]
+    if norm_bwd_one_program(T, D, 1):
+        # layernorm_bwd_row writes dw and db itself (no partial rows, no reduce).
+        wargs = [dx, c.arg(dw), c.arg(db), dy, h, c.arg(w)] + stats + [c.rms]
+        t = gpu_time_us(lambda: row.launch(wargs))
+        return (t, "row", row.config_for(wargs)), ["row %.1f [%s]" % (t, row.config_for(wargs))]
+    if c.default:
+        Ps = sorted({min(max(1, nsm * k // 4), T) for k in (1, 2, 4, 8, 16)})
     else:
-        t_th = gpu_time_us(lambda: F.layer_norm(x, (D,), w, b, eps))
-    shape = "%dx%d %s" % (T, D, dtname)
-    report(family + " fwd", shape, 2 * T * D * es, t_kt, t_th, copy_gbs, fwd.config_for(args))
-    # Backward: dx, dw (and db) from x, dy and the saved statistics.
-    mean = None if rms else torch.empty(T, device=dev)
-    rstd = torch.empty(T, device=dev)
-    fwd.launch([y, x, None, nb, w, bb, mean, rstd, T, D, 1, eps, rms])
-    dy = torch.randn_like(x)
-    dx = torch.empty_like(x)
-    # P (programs, rows of partial sums) is the caller's choice, in the key
-    # as its power-of-two bucket: time a quarter and a half of the SMs (for
-    # programs that are clusters of 4 or 2 blocks), 1, 2 and 4 per SM.
-    dwp = torch.empty(4 * nsm, D, device=dev)
-    dbp = None if rms else torch.empty(4 * nsm, D, device=dev)
-    dw = torch.empty_like(w)
-    db = torch.empty_like(w) if b is not None else nb
+        P, Pm = ops._programs(h, T, D, w is not None or b is not None)
+        Ps = [Pm if Pm != P and ops._mergeable(D, 1, w, b is not None, h, dy, dres) else P]
+    dwp = torch.empty(max(Ps), D, device=dev) if w is not None else None
+    dbp = torch.empty(max(Ps), D, device=dev) if b is not None else None
     best, seen = None, []
-    for P in sorted({min(max(1, nsm * k // 4), T) for k in (1, 2, 4, 8, 16)}):
-        bargs = [dx, dwp, dbp, dy, x, w, mean, rstd, None, T, D, 1, P, rms]
-        rargs = [dw, db, dwp, dbp, T, D, P]
+    for P in Ps:
+        bargs = [dx, dwp, dbp, dy, h, c.arg(w)] + stats + [P, c.rms]
+        rargs = [c.arg(dw), c.arg(db), dwp, dbp, T, D, P]
 
         def kt_bwd():
             bwd.launch(bargs)
-            red.launch(rargs)
+            if w is not None or b is not None:
+                red.launch(rargs)
 
         t = gpu_time_us(kt_bwd)
         seen.append("P=%d %.1f [%s]" % (P, t, bwd.config_for(bargs)))
         if best is None or t < best[0]:
             best = (t, "P=%d" % P, bwd.config_for(bargs))
-    if norm_bwd_one_program(T, D, 1):
-        # What ktune.ops launches for a few rows: layernorm_bwd_row, which
-        # writes dw and db itself (no partial rows, no reduce).
-        wargs = [dx, dw, db, dy, x, w, mean, rstd, None, T, D, 1, rms]
-        t = gpu_time_us(lambda: row.launch(wargs))
-        seen.append("row %.1f [%s]" % (t, row.config_for(wargs)))
-        best = (t, "row", row.config_for(wargs))
-    t_th = gpu_time_us(torch_norm_bwd(x, w, b, dy, D, eps, rms))
-    print("    backward by P: " + "; ".join(seen))
-    report(family + " bwd", "%s %s" % (shape, best[1]), 3 * T * D * es, best[0], t_th, copy_gbs, best[2])
+    return best, seen
 
 
 def main():
@@ -203,12 +270,24 @@ def main():
     copy_gbs = copy_bandwidth()
     print("device: %s; copy bandwidth %.0f GB/s (1 GiB device-to-device)" % (torch.cuda.get_device_name(0), copy_gbs))
     only = sys.argv[1] if len(sys.argv) > 1 else ""
-    if only in ("", "norm"):
+    if only in ("", "norm", "normvar"):
+        # norm [DTYPES [DIMS]]: the grid (and the variants where DIMS is not
+        # given); normvar [DTYPES]: the variants alone.
         dtypes = sys.argv[2].split(",") if len(sys.argv) > 2 else ["bf16", "f16"]
         dims = tuple(int(d) for d in sys.argv[3].split(",")) if len(sys.argv) > 3 else NORM_D
-        bench_norms(rt, nsm, copy_gbs, dtypes, dims)
+        bench_norms(rt, nsm, copy_gbs, dtypes, () if only == "normvar" else dims, len(sys.argv) <= 3)
+    if only in ("", "permute"):
+        bench_permute(rt, copy_gbs)
+    if only in ("", "softmax"):
+        bench_softmax(rt, copy_gbs)
+    if only in ("", "chunk"):
+        bench_chunk(rt, copy_gbs)
+    print_tables(rt)
+
+
+def bench_permute(rt, copy_gbs):
     pf, pb = rt.kernel("permute_rows"), rt.kernel("permute_rows_bwd")
-    for T, D in ((16384, 4096), (32768, 2048), (4096, 1024), (450, 256)) if only in ("", "permute") else ():
+    for T, D in ((16384, 4096), (32768, 2048), (4096, 1024), (450, 256)):
         x = torch.randn(T, D, device=dev, dtype=torch.bfloat16)
         mp = torch.randperm(T, device=dev, dtype=torch.int32)
         mpl = mp.long()
@@ -235,8 +314,11 @@ def main():
 
         t_th = gpu_time_us(th_bwd)
         report("permute bwd", "%dx%d bf16" % (T, D), 2 * T * D * 2, t_kt, t_th, copy_gbs)
+
+
+def bench_softmax(rt, copy_gbs):
     sm = rt.kernel("masked_softmax")
-    for N, L in ((16384, 4096), (65536, 1024), (4096, 8192), (450, 256), (8192, 1000)) if only in ("", "softmax") else ():
+    for N, L in ((16384, 4096), (65536, 1024), (4096, 8192), (450, 256), (8192, 1000)):
         x = torch.randn(N, L, device=dev, dtype=torch.bfloat16)
         mask = torch.rand(N, L, device=dev) < 0.9
         y = torch.empty_like(x)
@@ -249,8 +331,11 @@ def main():
         t_kt = gpu_time_us(lambda: sm.launch(margs))
         t_th = gpu_time_us(lambda: torch.softmax((x * 0.125).masked_fill(~mask, float("-inf")), -1))
         report("masked softmax", "%dx%d bf16" % (N, L), N * L * 5, t_kt, t_th, copy_gbs)
+
+
+def bench_chunk(rt, copy_gbs):
     cf = rt.kernel("chunk_state_fwd")
-    for BH, N, C, DK in ((64, 32, 64, 64), (32, 16, 128, 128)) if only in ("", "chunk") else ():
+    for BH, N, C, DK in ((64, 32, 64, 64), (32, 16, 128, 128)):
         k = torch.randn(BH, N * C, DK, device=dev, dtype=torch.bfloat16) * 0.1
         v = torch.randn(BH, N * C, DK, device=dev, dtype=torch.bfloat16) * 0.1
         decay = torch.rand(BH, N, device=dev) * 0.5 + 0.5
@@ -269,7 +354,10 @@ def main():
         nbytes = 2 * BH * N * C * DK * 2 + BH * (N + 1) * DK * DK * 4
         report("chunk_state fwd", "BH=%d N=%d C=%d D=%d bf16" % (BH, N, C, DK), nbytes, t_kt, t_th, copy_gbs)
 
-    # One table per kernel family, in the order first run.
+
+def print_tables(rt):
+    """One table per kernel family, in the order first run; the runtime's
+    tuning and compile totals."""
     for fam in dict.fromkeys(r[0] for r in rows):
         print("\n%s (GPU time through CUDA graphs; %% of the copy bandwidth above)" % fam)
         print("| shape | ktune µs | GB/s | % of copy | torch µs | torch / ktune | config |")
