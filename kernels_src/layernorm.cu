@@ -792,10 +792,12 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
     }
   }
 
-  // One segment held in registers, read from xs and ds (global memory or a
-  // pipeline slot, indexed from the segment's start). Every thread of the
-  // block calls it the same number of times (it contains the barrier).
-  auto segment = [&](const T *xs, const T *ds, long long seg, long long base, float mu, float rs, bool live) {
+  // One segment held in registers, read from xs, ds and rsrc (dres: global
+  // memory or a pipeline slot, indexed from the segment's start). Every
+  // thread of the block calls it the same number of times (it contains the
+  // barrier).
+  auto segment = [&](const T *xs, const T *ds, const T *rsrc, long long seg, long long base, float mu, float rs,
+                     bool live) {
     const int wbase = GROUPED ? (int)(seg % G) * L : 0;
     // x-hat and w * dy of the thread's items: held for the pass after the
     // sums, or (REREAD) one item's worth computed again there.
@@ -869,7 +871,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
         float d[VEC];
         item(j, i, xh[0], g[0], d);
       }
-      if constexpr (HAS_DRESIDUAL) kt::vload<VEC>(rr, dres + base + i);
+      if constexpr (HAS_DRESIDUAL) kt::vload<VEC>(rr, rsrc + i);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         o[k] = fmaf(-xh[h][k], a1, fmaf(g[h][k], rs, -a2));
@@ -880,9 +882,12 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   };
 
   if constexpr (STAGES > 0) {
-    constexpr int CAP = ITEMS * TPR * VEC;  // elements of one row's slot
-    constexpr long long SLOT = (long long)ROWS * 2 * CAP;
-    T *const mine = stages + (long long)sub * 2 * CAP;
+    // A row's slot holds x, dy and (with a residual) dres: read ahead with
+    // the others, dres no longer waits a full memory latency after the sums.
+    constexpr int CAP = ITEMS * TPR * VEC;  // elements of one tensor's row in a slot
+    constexpr int NT = HAS_DRESIDUAL ? 3 : 2;
+    constexpr long long SLOT = (long long)ROWS * NT * CAP;
+    T *const mine = stages + (long long)sub * NT * CAP;
     const long long tiles = (row1 - row0 + ROWS - 1) / ROWS;
     // The thread's next row to copy (and its first element), and its slot:
     // tile t goes to slot t % STAGES, counted here, not divided each tile.
@@ -896,6 +901,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
         T *sx = mine + slot_in * SLOT;
         kt::copy_mine<ITEMS, TPR, VEC>(sx, x + off_in, lane, LEN);
         kt::copy_mine<ITEMS, TPR, VEC>(sx + CAP, dy + off_in, lane, LEN);
+        if constexpr (HAS_DRESIDUAL) kt::copy_mine<ITEMS, TPR, VEC>(sx + 2 * CAP, dres + off_in, lane, LEN);
       }
       kt::cp_async_commit();
       seg_in += ROWS;
@@ -922,7 +928,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
       kt::cp_async_wait<STAGES - 1>();
       const T *sx = mine + slot * SLOT;
       slot = slot + 1 == STAGES ? 0 : slot + 1;
-      segment(sx, sx + CAP, seg, off, mu, rs, seg < row1);
+      segment(sx, sx + CAP, sx + 2 * CAP, seg, off, mu, rs, seg < row1);
     }
     kt::cp_async_wait<0>();
   } else {
@@ -934,7 +940,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
       const float mu = IS_RMS_NORM || !live ? 0.f : mean[seg];
       const float rs = live ? rstd[seg] : 0.f;
       if constexpr (ITEMS > 0) {
-        segment(x + base, dy + base, seg, base, mu, rs, live);
+        segment(x + base, dy + base, HAS_DRESIDUAL ? dres + base : nullptr, seg, base, mu, rs, live);
       } else {
         const int wbase = (int)(seg % G) * L;
         float s1 = 0.f, s2 = 0.f;
