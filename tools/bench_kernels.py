@@ -243,8 +243,7 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
     if c.default:
         Ps = sorted({min(max(1, nsm * k // 4), T) for k in (1, 2, 4, 8, 16)})
     else:
-        P, Pm = ops._programs(h, T, D, w is not None or b is not None)
-        Ps = [Pm if Pm != P and ops._mergeable(D, 1, w, b is not None, h, dy, dres) else P]
+        Ps = [ops._bwd_programs(h, dy, dres, T, D, 1, w, b is not None)]
     dwp = torch.empty(max(Ps), D, device=dev) if w is not None else None
     dbp = torch.empty(max(Ps), D, device=dev) if b is not None else None
     best, seen = None, []

@@ -61,6 +61,15 @@ def _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
     return weight is None or weight.data_ptr() % (vec * weight.element_size()) == 0
 
 
+def _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias):
+    """The P that layernorm_bwd gets: _programs', and programs of two blocks
+    where they would be used and can run (asked only then)."""
+    P, Pm = _programs(h2, T, D, weight is not None or has_bias)
+    if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
+        return Pm
+    return P
+
+
 def _rows(t, D):
     """t as contiguous rows of D: t itself where it already is."""
     return t if t.dim() == 2 and t.is_contiguous() else t.reshape(-1, D).contiguous()
@@ -121,10 +130,7 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
                                            T, D, groups, 1 if rms else 0])
     else:
-        P, Pm = _programs(h, T, D, weight is not None or has_bias)
-        # Programs of two blocks where they would be used and can run (asked only then).
-        if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
-            P = Pm
+        P = _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias)
         # The partial rows: written by the backward, consumed by the reduce.
         dwp = torch.empty(P, D, device=dev) if weight is not None else None
         dbp = torch.empty(P, D, device=dev) if has_bias else None
