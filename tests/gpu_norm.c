@@ -402,7 +402,7 @@ static void norm_tuned(void) {
 
 /* What the sweep below ran, by structure. */
 typedef struct sweep_counts {
-  int ran, piped, packed, held, odd, half, shared, clustered, merged, reread, kept;
+  int ran, piped, packed, held, odd, half, staged, shared, clustered, merged, reread, kept;
 } sweep_counts;
 
 /* Every backward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): ACC,
@@ -425,20 +425,21 @@ static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int
   return 0;
 }
 
-/* Every forward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): PACK and
-** OCC. Returns -1 on a wrong result. */
+/* Every forward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): PACK,
+** OCC and WSH. Returns -1 on a wrong result. */
 static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tpr, int piped, sweep_counts *n) {
   static const int occs[] = {1, 3, 5, 6};
   for (int pk = 0; pk < 2; pk++)
-    for (int oi = 0; oi < 4; oi++) {
-      char fcfg[128];
-      snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d", cfg, pk, occs[oi]);
-      int rf = run_fwd(f, nb, fcfg);
-      if (rf < 0) return -1;
-      if (rf) continue;
-      n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1, n->odd += block == 384;
-      n->half += tpr == 16;
-    }
+    for (int oi = 0; oi < 4; oi++)
+      for (int ws = 0; ws < 2; ws++) {
+        char fcfg[128];
+        snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d,WSH=%d", cfg, pk, occs[oi], ws);
+        int rf = run_fwd(f, nb, fcfg);
+        if (rf < 0) return -1;
+        if (rf) continue;
+        n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1, n->odd += block == 384;
+        n->half += tpr == 16, n->staged += ws;
+      }
   return 0;
 }
 
@@ -466,10 +467,10 @@ static int sweep_shape(kt_kernel *f, kt_kernel *b, kt_kernel *r, nbufs *nb, swee
 static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
   printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
          "%d with registers held for more blocks (OCC > 1), %d in blocks of 384, %d with half a warp a row, "
-         "%d with shared sums (ACC = 1), "
+         "%d with the weight and bias staged in shared memory (WSH = 1), %d with shared sums (ACC = 1), "
          "%d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles again (REREAD = 1), "
          "%d holding the weight past 16 KB a block (HOLD = 1)\n",
-         n->ran, n->piped, n->packed, n->held, n->odd, n->half, n->shared, n->clustered, n->merged, n->reread,
+         n->ran, n->piped, n->packed, n->held, n->odd, n->half, n->staged, n->shared, n->clustered, n->merged, n->reread,
          n->kept);
   if (n->ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", n->ran);
   if (n->piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", n->piped);
@@ -477,6 +478,7 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
   if (n->held < 20) t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 ran", n->held);
   if (n->odd < 6) t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of 384 ran", n->odd);
   if (n->half < 12) t_fail(__FILE__, __LINE__, "only %d configs with half a warp a row ran", n->half);
+  if (n->staged < 40) t_fail(__FILE__, __LINE__, "only %d forward configs staging the weight and bias ran", n->staged);
   if (n->shared < 10) t_fail(__FILE__, __LINE__, "only %d backward configs with shared sums ran", n->shared);
   if (n->reread < 20) t_fail(__FILE__, __LINE__, "only %d backward configs reading tiles again ran", n->reread);
   if (n->kept < 10) t_fail(__FILE__, __LINE__, "only %d backward configs holding the weight past 16 KB ran", n->kept);
@@ -487,9 +489,10 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
 }
 
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
-** (with PACK 0 and 1, and OCC 1, 3, 5 and 6: registers held for more
-** blocks an SM) and backward (with ACC 0 and 1, REREAD 0 and 1,
-** HOLD 0 and 1: the weight kept in registers past 16 KB a block, and on
+** (with PACK 0 and 1, OCC 1, 3, 5 and 6: registers held for more blocks an
+** SM, and WSH 0 and 1: the weight and bias staged in shared memory) and
+** backward (with ACC 0 and 1, REREAD 0 and 1, HOLD 0 and 1: the weight
+** kept in registers past 16 KB a block, and on
 ** sm_90 programs of CL = 1, 2 and 4 blocks that split each row's columns,
 ** or of MG = 2 and 4 blocks that split the program's rows), where a
 ** program owns fewer rows than a tile holds: T=450 over 264 programs (2
@@ -607,8 +610,8 @@ static void skew_rows(nbufs *n) {
 ** at most about L * 2^-24 of it, rstd by half that: L * 2^-24 is the
 ** tolerance, 1e-4 at least). Where x[0] is the far outlier, rows of 12288
 ** in blocks of 384 put rstd 3.8e-4 from float64 where blocks of 512 of
-** 16384 stayed within 1e-4: the sums' order decides how much of the bound
-** a row takes. (f32 rows take two reductions, as before; on the rows offset
+** 16384 stayed within 1e-4 (also with the weight and bias staged, WSH):
+** the sums' order decides how much of the bound a row takes. (f32 rows take two reductions, as before; on the rows offset
 ** by 300 their mean's rounding puts y outside this file's f32 tolerance of
 ** 2e-5.) */
 static void norm_forward_statistics_that_cancel(void) {
@@ -616,14 +619,16 @@ static void norm_forward_statistics_that_cancel(void) {
     ncase c;
     const char *cfg;
   } runs[] = {
-      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1"},
-      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=1,OCC=1"},
-      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,PACK=0,OCC=1"},
-      {{6, 1000, 1, KT_F16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=0,PACK=0,OCC=1"},
-      {{4, 4000, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1"},
-      {{4, 32768, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1"},
-      {{4, 12288, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=3"},
-      {{5, 5120, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=256,ROWS=1,VEC=8,ITEMS=3,STAGES=0,PACK=0,OCC=5"},
+      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1,WSH=0"},
+      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=1,OCC=1,WSH=0"},
+      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,PACK=0,OCC=1,WSH=0"},
+      {{6, 1000, 1, KT_F16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=1,VEC=4,ITEMS=2,STAGES=0,PACK=0,OCC=1,WSH=0"},
+      {{4, 4000, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1,WSH=0"},
+      {{4, 32768, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1,WSH=0"},
+      {{4, 12288, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=3,WSH=0"},
+      {{5, 5120, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=256,ROWS=1,VEC=8,ITEMS=3,STAGES=0,PACK=0,OCC=5,WSH=0"},
+      {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      {{4, 4000, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1,WSH=1"},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -936,7 +941,7 @@ static void small_norm_pipelined(void) {
     nbufs nb;
     if (nb_setup(&nb, rt, runs[i].c, runs[i].P, 700 + i)) break;
     char fcfg[112], bcfg[112];
-    snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d", runs[i].cfg, runs[i].pack, runs[i].occ ? runs[i].occ : 1);
+    snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d,WSH=0", runs[i].cfg, runs[i].pack, runs[i].occ ? runs[i].occ : 1);
     snprintf(bcfg, sizeof bcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d,HOLD=%d", runs[i].cfg, runs[i].acc, runs[i].cl,
              mg, runs[i].rr, runs[i].hold);
     int rf = runs[i].which & FWD ? run_fwd(f, &nb, fcfg) : 0;
@@ -944,6 +949,44 @@ static void small_norm_pipelined(void) {
     if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", rf > 0 ? fcfg : bcfg, kt_errmsg(rt));
     nb_free(&nb);
     if (rf || rb) break;
+  }
+  kt_runtime_close(rt);
+}
+
+/* The forward with the weight and bias staged in shared memory (WSH=1),
+** for compute-sanitizer: every thread copies a share of the whole row's
+** weight and bias (not only the columns it reads), so the block waits for
+** all of it before any store. A ragged f16 row of 1000 with a residual and
+** res_out in blocks of four rows, the last block part live; groups of 1000
+** with an f32 weight in blocks of four groups; the bias alone; the weight
+** alone, RMSNorm, packed; a row of 16384 in blocks of 512 (64 KB staged);
+** rows of 12288 in blocks of 384 held for three an SM; half a warp a row
+** (rows of 64, 16 a block). */
+static void small_norm_staged_weight(void) {
+  static const struct {
+    ncase c;
+    const char *cfg;
+  } runs[] = {
+      {{9, 1000, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1"},
+      {{3, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1"},
+      {{5, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 0, 1, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=0,OCC=1"},
+      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=1,OCC=1"},
+      {{3, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1"},
+      {{4, 12288, 1, KT_BF16, KT_BF16, 0, 1, 0, 1, 1, 0, 0}, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=3"},
+      {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0,PACK=0,OCC=1"},
+  };
+  kt_kernel *f, *b, *r;
+  kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
+  if (!rt) return;
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    nbufs nb;
+    if (nb_setup(&nb, rt, runs[i].c, 3, 1300 + i)) break;
+    char fcfg[112];
+    snprintf(fcfg, sizeof fcfg, "%s,WSH=1", runs[i].cfg);
+    int rf = run_fwd(f, &nb, fcfg);
+    if (rf > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", fcfg, kt_errmsg(rt));
+    nb_free(&nb);
+    if (rf) break;
   }
   kt_runtime_close(rt);
 }
@@ -957,6 +1000,7 @@ const kt_test gpu_norm_tests[] = {
     {"norm_forward_statistics_that_cancel", norm_forward_statistics_that_cancel},
     {"small_norm", small_norm},
     {"small_norm_pipelined", small_norm_pipelined},
+    {"small_norm_staged_weight", small_norm_staged_weight},
     {"small_norm_one_row", small_norm_one_row},
     {NULL, NULL},
 };
