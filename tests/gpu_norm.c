@@ -470,8 +470,8 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
          "%d with the weight and bias staged in shared memory (WSH = 1), %d with shared sums (ACC = 1), "
          "%d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles again (REREAD = 1), "
          "%d holding the weight past 16 KB a block (HOLD = 1)\n",
-         n->ran, n->piped, n->packed, n->held, n->odd, n->half, n->staged, n->shared, n->clustered, n->merged, n->reread,
-         n->kept);
+         n->ran, n->piped, n->packed, n->held, n->odd, n->half, n->staged, n->shared, n->clustered, n->merged,
+         n->reread, n->kept);
   if (n->ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", n->ran);
   if (n->piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", n->piped);
   if (n->packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", n->packed);
