@@ -602,6 +602,21 @@ static void skew_rows(nbufs *n) {
   }
 }
 
+/* A case and the forward config forced on it. */
+typedef struct fwd_case {
+  ncase c;
+  const char *cfg;
+} fwd_case;
+
+/* run_fwd with a forced config, which the constraints must admit; frees nb.
+** Nonzero: stop. */
+static int run_fwd_forced(kt_kernel *f, nbufs *nb, const char *cfg) {
+  int rf = run_fwd(f, nb, cfg);
+  if (rf > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", cfg, kt_errmsg(nb->x.rt));
+  nb_free(nb);
+  return rf;
+}
+
 /* LayerNorm's forward on 16-bit rows whose mean and variance cancel, in
 ** registers (ITEMS > 0: rows of up to 16384 take the one-pass variance about
 ** their first element, longer ones two reductions), packed, pipelined and
@@ -611,14 +626,11 @@ static void skew_rows(nbufs *n) {
 ** tolerance, 1e-4 at least). Where x[0] is the far outlier, rows of 12288
 ** in blocks of 384 put rstd 3.8e-4 from float64 where blocks of 512 of
 ** 16384 stayed within 1e-4 (also with the weight and bias staged, WSH):
-** the sums' order decides how much of the bound a row takes. (f32 rows take two reductions, as before; on the rows offset
-** by 300 their mean's rounding puts y outside this file's f32 tolerance of
-** 2e-5.) */
+** the sums' order decides how much of the bound a row takes. (f32 rows take
+** two reductions, as before; on the rows offset by 300 their mean's
+** rounding puts y outside this file's f32 tolerance of 2e-5.) */
 static void norm_forward_statistics_that_cancel(void) {
-  static const struct {
-    ncase c;
-    const char *cfg;
-  } runs[] = {
+  static const fwd_case runs[] = {
       {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1,WSH=0"},
       {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=1,OCC=1,WSH=0"},
       {{4, 16384, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=1024,ROWS=1,VEC=8,ITEMS=2,STAGES=2,PACK=0,OCC=1,WSH=0"},
@@ -642,10 +654,7 @@ static void norm_forward_statistics_that_cancel(void) {
     }
     const int L = runs[i].c.D / runs[i].c.G;
     if (runs[i].c.dt != KT_F32 && L <= 16384) nb.stat_tol = fmax(1e-4, L * 0x1p-24);
-    int rf = run_fwd(f, &nb, runs[i].cfg);
-    if (rf > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
-    nb_free(&nb);
-    if (rf) break;
+    if (run_fwd_forced(f, &nb, runs[i].cfg)) break;
   }
   kt_runtime_close(rt);
 }
@@ -963,30 +972,21 @@ static void small_norm_pipelined(void) {
 ** rows of 12288 in blocks of 384 held for three an SM; half a warp a row
 ** (rows of 64, 16 a block). */
 static void small_norm_staged_weight(void) {
-  static const struct {
-    ncase c;
-    const char *cfg;
-  } runs[] = {
-      {{9, 1000, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1"},
-      {{3, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1"},
-      {{5, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 0, 1, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=0,OCC=1"},
-      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=1,OCC=1"},
-      {{3, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1"},
-      {{4, 12288, 1, KT_BF16, KT_BF16, 0, 1, 0, 1, 1, 0, 0}, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=3"},
-      {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0,PACK=0,OCC=1"},
+  static const fwd_case runs[] = {
+      {{9, 1000, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      {{3, 4000, 4, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      {{5, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 0, 1, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      {{33, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=128,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=1,OCC=1,WSH=1"},
+      {{3, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      {{4, 12288, 1, KT_BF16, KT_BF16, 0, 1, 0, 1, 1, 0, 0}, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=3,WSH=1"},
+      {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0,PACK=0,OCC=1,WSH=1"},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
   if (!rt) return;
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     nbufs nb;
-    if (nb_setup(&nb, rt, runs[i].c, 3, 1300 + i)) break;
-    char fcfg[112];
-    snprintf(fcfg, sizeof fcfg, "%s,WSH=1", runs[i].cfg);
-    int rf = run_fwd(f, &nb, fcfg);
-    if (rf > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", fcfg, kt_errmsg(rt));
-    nb_free(&nb);
-    if (rf) break;
+    if (nb_setup(&nb, rt, runs[i].c, 3, 1300 + i) || run_fwd_forced(f, &nb, runs[i].cfg)) break;
   }
   kt_runtime_close(rt);
 }
