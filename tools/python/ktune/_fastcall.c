@@ -8,37 +8,9 @@
 ** It links nothing: kt_launch comes as an address from the library that
 ** ctypes loaded, so both paths use one library and one runtime.
 */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
 #include <string.h>
 
-#include "ktune.h"
-
-/* Params a kernel may have here; the package falls back to ctypes above. */
-#define FC_MAXP 64
-
-typedef kt_status (*launch_fn)(kt_kernel *, kt_stream, const kt_arg *, int);
-
-/* The Python objects a Launcher holds. */
-enum {
-  O_CODES,      /* dict: dtype object -> kt_dtype code */
-  O_NULL_TYPE,  /* ktune._Null: a null pointer that names a dtype */
-  O_DTYPE_CODE, /* dtype -> code for dtypes missing from codes (raises) */
-  O_STREAM,     /* () -> the current stream's handle */
-  O_ON_ERROR,   /* status -> raises the runtime's error */
-  O_SLOW,       /* (values, stream, config) -> the ctypes path */
-  O_COUNT
-};
-
-typedef struct {
-  PyObject_HEAD
-  launch_fn launch;
-  kt_kernel *kernel;
-  int n;
-  unsigned char kinds[FC_MAXP];
-  PyObject *obj[O_COUNT]; /* owned references, in the constructor's order */
-} Launcher;
+#include "_fastcall.h"
 
 static PyObject *s_dtype, *s_data_ptr;
 
@@ -95,21 +67,26 @@ static int fc_init(Launcher *self, PyObject *args, PyObject *kw) {
 
 /* A dtype object's code: the dict first, then the package's converter
 ** (which raises for a dtype with no ktune equivalent). */
-static int dtype_of(Launcher *self, PyObject *v, int *code) {
-  PyObject *dt = PyObject_GetAttr(v, s_dtype);
-  if (!dt) return -1;
-  PyObject *c = PyDict_GetItemWithError(self->obj[O_CODES], dt); /* borrowed */
+int fc_dtype_code(PyObject *codes, PyObject *convert, PyObject *dt, int *code) {
+  PyObject *c = PyDict_GetItemWithError(codes, dt); /* borrowed */
   long r = -1;
   if (c) {
     r = PyLong_AsLong(c);
-  } else if (!PyErr_Occurred() && (c = PyObject_CallOneArg(self->obj[O_DTYPE_CODE], dt))) {
+  } else if (!PyErr_Occurred() && (c = PyObject_CallOneArg(convert, dt))) {
     r = PyLong_AsLong(c);
     Py_DECREF(c);
   }
-  Py_DECREF(dt);
   if (r == -1 && PyErr_Occurred()) return -1;
   *code = (int)r;
   return 0;
+}
+
+static int dtype_of(Launcher *self, PyObject *v, int *code) {
+  PyObject *dt = PyObject_GetAttr(v, s_dtype);
+  if (!dt) return -1;
+  int rc = fc_dtype_code(self->obj[O_CODES], self->obj[O_DTYPE_CODE], dt, code);
+  Py_DECREF(dt);
+  return rc;
 }
 
 static int pack_ptr(Launcher *self, PyObject *v, kt_arg *a) {
@@ -184,6 +161,34 @@ static int pack(Launcher *self, PyObject *values, kt_arg *a) {
   return rc;
 }
 
+/* a[] launched on stream (an int handle). 0, or -1 with the runtime's
+** error raised (on_error raises it as a KtuneError). */
+static int run_on(Launcher *self, PyObject *stream, const kt_arg *a) {
+  unsigned long long h = PyLong_AsUnsignedLongLong(stream);
+  if (h == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  kt_status st;
+  Py_INCREF(self); /* a caller's reference may be borrowed: held while the GIL is let go */
+  Py_BEGIN_ALLOW_THREADS /* a miss may tune for seconds */
+  st = self->launch(self->kernel, (kt_stream)(uintptr_t)h, a, self->n);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(self);
+  if (!st) return 0;
+  PyObject *code = PyLong_FromLong((long)st);
+  PyObject *r = code ? PyObject_CallOneArg(self->obj[O_ON_ERROR], code) : NULL;
+  Py_XDECREF(code);
+  Py_XDECREF(r);
+  if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "kt_launch failed with status %d", (int)st);
+  return -1;
+}
+
+int fc_run(Launcher *self, const kt_arg *a) {
+  PyObject *s = PyObject_CallNoArgs(self->obj[O_STREAM]);
+  if (!s) return -1;
+  int rc = run_on(self, s, a);
+  Py_DECREF(s);
+  return rc;
+}
+
 /* launch(values, stream=None, config=None): kt_launch on the stream given,
 ** else on the current stream; a config goes to the ctypes path. */
 static PyObject *fc_launch(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -215,23 +220,8 @@ static PyObject *fc_launch(Launcher *self, PyObject *const *args, Py_ssize_t nar
   }
   kt_arg a[FC_MAXP];
   if (pack(self, values, a)) return NULL;
-  PyObject *s = stream == Py_None ? PyObject_CallNoArgs(self->obj[O_STREAM]) : (Py_INCREF(stream), stream);
-  if (!s) return NULL;
-  unsigned long long h = PyLong_AsUnsignedLongLong(s);
-  Py_DECREF(s);
-  if (h == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-  kt_status st;
-  Py_BEGIN_ALLOW_THREADS /* a miss may tune for seconds */
-  st = self->launch(self->kernel, (kt_stream)(uintptr_t)h, a, self->n);
-  Py_END_ALLOW_THREADS
-  if (!st) Py_RETURN_NONE;
-  /* on_error raises the runtime's message as a KtuneError */
-  PyObject *code = PyLong_FromLong((long)st);
-  PyObject *r = code ? PyObject_CallOneArg(self->obj[O_ON_ERROR], code) : NULL;
-  Py_XDECREF(code);
-  Py_XDECREF(r);
-  if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "kt_launch failed with status %d", (int)st);
-  return NULL;
+  if (stream == Py_None ? fc_run(self, a) : run_on(self, stream, a)) return NULL;
+  Py_RETURN_NONE;
 }
 
 /* pack(values) -> bytes: the kt_arg array a launch would pass (for tests). */
@@ -249,7 +239,7 @@ static PyMethodDef fc_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject LauncherType = {
+PyTypeObject fc_launcher_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ktune._fastcall.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -262,23 +252,17 @@ static PyTypeObject LauncherType = {
     .tp_methods = fc_methods,
 };
 
-static struct PyModuleDef fc_module = {
-    PyModuleDef_HEAD_INIT, .m_name = "ktune._fastcall", .m_doc = "ktune's launch path in C", .m_size = -1,
-};
-
-PyMODINIT_FUNC PyInit__fastcall(void) {
-  if (PyType_Ready(&LauncherType) < 0) return NULL;
+int fc_launcher_init(PyObject *m) {
+  if (PyType_Ready(&fc_launcher_type) < 0) return -1;
   if (!(s_dtype = PyUnicode_InternFromString("dtype")) || !(s_data_ptr = PyUnicode_InternFromString("data_ptr")))
-    return NULL;
-  PyObject *m = PyModule_Create(&fc_module);
-  if (!m) return NULL;
-  Py_INCREF(&LauncherType);
-  if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
-      PyModule_AddIntConstant(m, "MAX_PARAMS", FC_MAXP) < 0 ||
-      PyModule_AddIntConstant(m, "ARG_SIZE", (long)sizeof(kt_arg)) < 0) {
-    Py_DECREF(&LauncherType);
-    Py_DECREF(m);
-    return NULL;
+    return -1;
+  Py_INCREF(&fc_launcher_type);
+  if (PyModule_AddObject(m, "Launcher", (PyObject *)&fc_launcher_type) < 0) {
+    Py_DECREF(&fc_launcher_type);
+    return -1;
   }
-  return m;
+  if (PyModule_AddIntConstant(m, "MAX_PARAMS", FC_MAXP) < 0 ||
+      PyModule_AddIntConstant(m, "ARG_SIZE", (long)sizeof(kt_arg)) < 0)
+    return -1;
+  return 0;
 }
