@@ -57,7 +57,7 @@ PY_FASTCALL := $(if $(and $(PY_EXT),$(wildcard $(PY_INC)/Python.h)),$(B)/_fastca
 
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune-nvrtc $(B)/ktune.pc $(PY_FASTCALL)
 
-FASTCALL_SRC := $(addprefix tools/python/ktune/,_fastmod.c _fastcall.c)
+FASTCALL_SRC := $(addprefix tools/python/ktune/,_fastmod.c _fastcall.c _fastnorm.c)
 $(B)/_fastcall$(PY_EXT): $(FASTCALL_SRC) $(wildcard tools/python/ktune/_fast*.h) $(B)/include/ktune.h
 	$(CC) $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I$(PY_INC) $(PUBLIC_INC) \
 	  $(FASTCALL_SRC) -o $@

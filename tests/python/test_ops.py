@@ -342,6 +342,102 @@ def stats_and_log_callback():
         rt.close()
 
 
+def _norm_case(shape, dtype, wdtype, rms, res, wb, groups):
+    D = shape[-1]
+    x = torch.randn(*shape, device="cuda", dtype=dtype)
+    r = torch.randn(*shape, device="cuda", dtype=dtype) if res else None
+    w = torch.rand(D, device="cuda", dtype=wdtype) + 0.5 if "w" in wb else None
+    b = torch.randn(D, device="cuda", dtype=wdtype) if "b" in wb else None
+    return (x, r, w, b, groups, 1e-5, rms, res)
+
+
+def _same(name, got, want):
+    if got is None or want is None:
+        assert got is None and want is None, name
+        return
+    assert got.shape == want.shape and got.dtype == want.dtype, (name, got.shape, want.shape)
+    assert torch.equal(got, want), "%s: the C and Python bodies differ" % name
+
+
+def _grads(apply, args, dy):
+    ins = [t.detach().clone().requires_grad_(True) if t is not None else None for t in args[:4]]
+    y, h = apply(*ins, *args[4:])
+    y.backward(dy)
+    return [y, h] + [t.grad if t is not None else None for t in ins]
+
+
+def compare_c_and_python_bodies():
+    """The body of c_bodies_match_the_python_bodies, in a process of its own
+    with KTUNE_MODE=off: every launch takes its key's default config, so the
+    two paths run the same variant (a tuning landing between them would
+    not)."""
+    torch.manual_seed(11)
+    bf, f16, f32 = torch.bfloat16, torch.float16, torch.float32
+    cases = [_norm_case(shape, dt, wdt, rms, res, wb, g)
+             for shape, dt, wdt, g in [((4, 4096), bf, bf, 1), ((2, 3, 1000), f16, f32, 1), ((300, 5120), bf, bf, 1),
+                                       ((9, 768), bf, bf, 4)]
+             for rms in (True, False) for res in (False, True) for wb in ("w", "wb", "")
+             if not (rms and "b" in wb) and not (rms and g > 1)]
+    for i, c in enumerate(cases):
+        dy = torch.randn_like(c[0])
+        tag = "case %d %s %s rms=%s res=%s w=%s b=%s" % (i, tuple(c[0].shape), c[0].dtype, c[6], c[1] is not None,
+                                                          c[2] is not None, c[3] is not None)
+        for name, a, b in zip(("y", "h"), ops._fc.norm_eager(*c), ops._eager_py(*c)):
+            _same("%s eager %s" % (tag, name), a, b)
+        for name, a, b in zip(("y", "h", "dx", "dres", "dw", "db"), _grads(ops._apply, c, dy),
+                              _grads(ops._NormFn.apply, c, dy)):
+            _same("%s autograd %s" % (tag, name), a, b)
+    x = torch.randn(8, 512, device="cuda", dtype=bf)
+    w = torch.rand(512, device="cuda", dtype=bf)
+    _same("strided x and weight", ops.rms_norm(x[:, ::2], w[::2]), ops.rms_norm(x[:, ::2].contiguous(),
+                                                                               w[::2].contiguous()))
+    x, r = (torch.randn(8, 256, device="cuda", requires_grad=True) for _ in range(2))
+    y, h = ops.rms_norm(x, None, residual=r, return_residual=True)
+    (h * 3).sum().backward()
+    assert bool((x.grad == 3).all()) and bool((r.grad == 3).all())
+    print("%d cases: the C and Python bodies agree" % len(cases))
+
+
+@test
+def c_bodies_match_the_python_bodies():
+    """ktune._fastcall's norm bodies (eager, forward, backward) give what the
+    Python bodies give, bit for bit, over dims, dtypes, groups, residuals,
+    weights and biases, and both backward plans (one program; P programs
+    and a reduce); strided inputs go to the Python body; an output that
+    gets no gradient is not materialised."""
+    ops.rms_norm(torch.randn(2, 64, device="cuda"))
+    if ops._fc is None:
+        raise Skip("ktune._fastcall was not built")
+    import subprocess
+    env = dict(os.environ, KTUNE_MODE="off")
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--compare-c-and-python-bodies"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and p.stdout.endswith("the C and Python bodies agree\n"), p.stdout + p.stderr
+
+
+@test
+def odd_norm_arguments_raise_in_the_packages_words():
+    """A weight, a bias or a residual that does not match the rows raises
+    (before anything reads past them), naming it, on both paths."""
+    x = torch.randn(8, 256, device="cuda")
+    cases = [(dict(weight=torch.rand(255, device="cuda")), "ktune.ops: weight has 255 elements on cuda:0; "
+              "the rows have 256 on cuda:0"),
+             (dict(bias=torch.rand(512, device="cuda")), "ktune.ops: bias has 512 elements on cuda:0; "
+              "the rows have 256 on cuda:0"),
+             (dict(residual=torch.randn(7, 256, device="cuda")), "ktune.ops: residual has shape (7, 256) on "
+              "cuda:0; x has (8, 256) on cuda:0"),
+             (dict(weight=torch.rand(256)), "ktune.ops: weight has 256 elements on cpu; the rows have 256 on "
+              "cuda:0")]
+    for kw, want in cases:
+        for grad in (False, True):
+            try:
+                ops.layer_norm(x.detach().requires_grad_(grad), **kw)
+            except ktune.KtuneError as e:
+                assert str(e).endswith(want), (str(e), want)
+            else:
+                raise AssertionError("no error for %s" % list(kw))
+
+
 @test
 def two_devices():
     n = torch.cuda.device_count()
@@ -364,6 +460,10 @@ def main():
         print("0 passed, 0 failed, %d skipped" % len(TESTS))
         return 0
     flt = sys.argv[1] if len(sys.argv) > 1 else None
+    if flt == "--compare-c-and-python-bodies":
+        ops.rms_norm(torch.randn(2, 64, device="cuda"))
+        compare_c_and_python_bodies()
+        return 0
     for fn in TESTS:
         if flt and flt not in fn.__name__:
             continue

@@ -217,6 +217,7 @@ class Kernel:
         self._launch = L.kt_launch
         self._launch_config = L.kt_launch_config
         self._fast_tried = False
+        self._launcher = None
 
     def _args(self, values):
         if len(values) != self._n:
@@ -264,6 +265,15 @@ class Kernel:
         except Exception:  # noqa: BLE001 -- the ctypes path stays
             return
         self.launch = launcher.launch
+        self._launcher = launcher
+
+    def _c_launcher(self):
+        """The kernel's ktune._fastcall.Launcher, installed now where it was
+        not, or None where the C path is not available (for the C bodies of
+        ktune.ops, which launch through it)."""
+        if not self._fast_tried:
+            self._install_fastcall()
+        return self._launcher
 
     def config_for(self, values):
         """The config a launch with these values would use (may tune)."""

@@ -1,7 +1,9 @@
 /*
-** The module ktune._fastcall: the Launcher (_fastcall.c).
+** The module ktune._fastcall: the Launcher (_fastcall.c) and the norms'
+** bodies that launch through it (_fastnorm.c).
 */
 #include "_fastcall.h"
+#include "_fastnorm.h"
 
 static struct PyModuleDef fc_module = {
     PyModuleDef_HEAD_INIT, .m_name = "ktune._fastcall", .m_doc = "ktune's launch path in C", .m_size = -1,
@@ -10,7 +12,7 @@ static struct PyModuleDef fc_module = {
 PyMODINIT_FUNC PyInit__fastcall(void) {
   PyObject *m = PyModule_Create(&fc_module);
   if (!m) return NULL;
-  if (fc_launcher_init(m) < 0) {
+  if (fc_launcher_init(m) < 0 || fc_norm_init(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

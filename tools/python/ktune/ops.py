@@ -16,7 +16,8 @@ once (pre-warm with `ktune tune` or one eager call before capturing).
 """
 import torch
 
-from . import NORM_ONE_PROGRAM_MAX, KtuneError, norm_bwd_one_program, norm_programs, null, runtime
+from . import (NORM_ONE_PROGRAM_MAX, KtuneError, _capi, _dtype_code, _torch_codes, norm_bwd_one_program, norm_programs,
+               null, runtime)
 
 __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_rows", "masked_softmax", "norm_fwd",
            "norm_bwd"]
@@ -27,7 +28,10 @@ _devices = {}  # device index -> (SMs, whether it runs clusters: sm_90 and later
 
 def _k(t, name):
     """The kernel for t's device, from a dict: no lock on the common path."""
-    dev = t.get_device()
+    return _kd(t.get_device(), name)
+
+
+def _kd(dev, name):
     k = _kernels.get((dev, name))
     if k is None:
         k = _kernels[(dev, name)] = runtime(dev).kernel(name)
@@ -70,6 +74,16 @@ def _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias):
     return P
 
 
+def _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias):
+    """The backward's programs P, or 0 where layernorm_bwd_row (one program)
+    takes it. Eager at a few elements the host's cost is what the caller
+    waits on; a capture keeps the faster GPU schedule."""
+    host_bound = T * D <= NORM_ONE_PROGRAM_MAX and not torch.cuda.is_current_stream_capturing()
+    if norm_bwd_one_program(T, D, groups, host_bound):
+        return 0
+    return _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias)
+
+
 def _rows(t, D):
     """t as contiguous rows of D: t itself where it already is."""
     return t if t.dim() == 2 and t.is_contiguous() else t.reshape(-1, D).contiguous()
@@ -89,17 +103,32 @@ def _fast(a, b=None, c=None, d=None):
 _is_compiling = torch.compiler.is_compiling
 
 
+def _vec(t, x, D, what):
+    """A weight or bias as the kernels read it: D contiguous elements on x's
+    device (a copy where it was strided)."""
+    if t is None:
+        return None
+    if t.numel() != D or t.device != x.device:
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: %s has %d elements on %s; the rows have %d on %s"
+                         % (what, t.numel(), t.device, D, x.device))
+    return t if t.is_contiguous() else t.contiguous()
+
+
 def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, stats):
     D = x.shape[-1]
     flat = x.dim() == 2
     x2 = _rows(x, D)
     T = x2.shape[0]
+    weight, bias = _vec(weight, x, D, "weight"), _vec(bias, x, D, "bias")
+    if residual is not None and (residual.numel() != x.numel() or residual.device != x.device):
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: residual has shape %s on %s; x has %s on %s"
+                         % (tuple(residual.shape), residual.device, tuple(x.shape), x.device))
     y = torch.empty_like(x2)
     res2 = _rows(residual, D) if residual is not None else None
     h = torch.empty_like(x2) if store_residual else None
     dev = x.device if stats else None
-    mean = torch.empty(T * groups, device=dev) if stats and not rms else None
-    rstd = torch.empty(T * groups, device=dev) if stats else None
+    mean = torch.empty(T * groups, device=dev, dtype=torch.float32) if stats and not rms else None
+    rstd = torch.empty(T * groups, device=dev, dtype=torch.float32) if stats else None
     wd = weight.dtype if weight is not None else (bias.dtype if bias is not None else x.dtype)
     _k(x, "layernorm_fwd").launch([
         y, x2, res2, h if h is not None else null(x.dtype),
@@ -118,22 +147,20 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     dev = h.device
     dx = torch.empty_like(h2)
     dres = _rows(dresidual, D) if dresidual is not None else None
+    weight = _vec(weight, h, D, "weight")
     wd = weight.dtype if weight is not None else h.dtype
     dw = torch.empty(D, device=dev, dtype=wd) if weight is not None else None
     db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
     w_arg = weight if weight is not None else null(wd)
     dw_arg, db_arg = (dw if dw is not None else null(wd)), (db if db is not None else null(wd))
-    # Eager at a few elements, the host's cost is what the caller waits on;
-    # a capture keeps the faster GPU schedule.
-    host_bound = T * D <= NORM_ONE_PROGRAM_MAX and not torch.cuda.is_current_stream_capturing()
-    if norm_bwd_one_program(T, D, groups, host_bound):
+    P = _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias)
+    if not P:
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
                                            T, D, groups, 1 if rms else 0])
     else:
-        P = _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias)
         # The partial rows: written by the backward, consumed by the reduce.
-        dwp = torch.empty(P, D, device=dev) if weight is not None else None
-        dbp = torch.empty(P, D, device=dev) if has_bias else None
+        dwp = torch.empty(P, D, device=dev, dtype=torch.float32) if weight is not None else None
+        dbp = torch.empty(P, D, device=dev, dtype=torch.float32) if has_bias else None
         _k(h, "layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, w_arg, None if rms else mean, rstd, dres, T, D, groups,
                                        P, 1 if rms else 0])
         if weight is not None or has_bias:
@@ -181,18 +208,23 @@ def _norm_setup(ctx, inputs, output):
     y, h, mean, rstd = output
     # The backward reads the normalised input: h when it was stored, else x.
     ctx.save_for_backward(h if store_residual else x, weight, mean, rstd)
-    ctx.groups, ctx.rms, ctx.has_bias = groups, rms, bias is not None
-    ctx.has_residual, ctx.store = residual is not None, store_residual
+    # (groups, rms, has_bias, has_residual, store): ktune._fastcall's
+    # backward reads the same tuple.
+    ctx.kt = (groups, bool(rms), bias is not None, residual is not None, bool(store_residual))
 
 
 def _norm_grads(ctx, dy, dh):
     h, weight, mean, rstd = ctx.saved_tensors
+    groups, rms, has_bias, has_residual, store = ctx.kt
     # h also went on to the next layer: its gradient joins dx.
-    dres = dh if ctx.store and dh is not None and dh.numel() else None
+    dres = dh if store and dh is not None and dh.numel() else None
+    if dy is None:
+        # Only h went on (_NormFn does not materialise a zero dy): x's
+        # gradient is h's, and the weight and bias have none.
+        return (dres, dres if has_residual else None, None, None)
     bwd = norm_bwd if torch.compiler.is_compiling() else _norm_bwd_impl
-    dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, ctx.groups, ctx.rms, ctx.has_bias)
-    return (dx, dx if ctx.has_residual else None, dw if weight is not None else None,
-            db if ctx.has_bias else None)
+    dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, groups, rms, has_bias)
+    return (dx, dx if has_residual else None, dw if weight is not None else None, db if has_bias else None)
 
 
 def _norm_backward(ctx, dy, dh, dmean, drstd):
@@ -201,29 +233,93 @@ def _norm_backward(ctx, dy, dh, dmean, drstd):
 
 norm_fwd.register_autograd(_norm_backward, setup_context=_norm_setup)
 
+# The norms' per-call bodies: in C (ktune._fastcall's norm_eager,
+# norm_forward and norm_backward) where it was built, which hand any call
+# that is not the common case (dense tensors on one registered device) to
+# the Python bodies below; the Python ones alone elsewhere.
+_NORM_KERNELS = ("layernorm_fwd", "layernorm_bwd_row", "layernorm_bwd", "layernorm_bwd_reduce")
+_fc = None
+_registered = set()
+
+
+def _register(t):
+    """t's device's kernels handed to the C bodies, once a device."""
+    dev = t.get_device()
+    if _fc is None or dev < 0 or dev in _registered:
+        return
+    _registered.add(dev)
+    launchers = tuple(_kd(dev, name)._c_launcher() for name in _NORM_KERNELS)
+    if None not in launchers:
+        _fc.norm_register(dev, launchers)
+
+
+def _eager_py(x, residual, weight, bias, groups, eps, rms, store):
+    _register(x)
+    y, h, _, _ = _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store, False)
+    return y, h
+
+
+def _forward_py(ctx, x, residual, weight, bias, groups, eps, rms, store):
+    _register(x)
+    y, h, mean, rstd = _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store, True)
+    _norm_setup(ctx, (x, residual, weight, bias, groups, eps, rms, store), (y, h, mean, rstd))
+    # An output that received no gradient comes as None, not as zeros to
+    # allocate, fill and add.
+    ctx.set_materialize_grads(False)
+    return y, h
+
+
+def _backward_py(ctx, dy, dh):
+    if dy is not None:
+        _register(dy)
+    return _norm_grads(ctx, dy, dh) + (None, None, None, None)
+
 
 class _NormFn(torch.autograd.Function):
     """Eager autograd without the operator's dispatch layers."""
+    forward = staticmethod(_forward_py)
+    backward = staticmethod(_backward_py)
 
-    @staticmethod
-    def forward(ctx, x, residual, weight, bias, groups, eps, rms, store):
-        y, h, mean, rstd = _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store, True)
-        _norm_setup(ctx, (x, residual, weight, bias, groups, eps, rms, store), (y, h, mean, rstd))
-        return y, h
 
-    @staticmethod
-    def backward(ctx, dy, dh):
-        return _norm_grads(ctx, dy, dh) + (None, None, None, None)
+def _bind():
+    """The bodies bound on first use (the library is loaded by then, and
+    ktune._fastcall is looked for beside it): C where it was built."""
+    global _fc, _eager, _apply
+    from . import lib
+    lib()
+    fc = _capi.fastcall()
+    if fc is None or not hasattr(fc, "norm_setup"):
+        _eager, _apply = _eager_py, _NormFn.apply
+        return
+    fc.norm_setup(_torch_codes(), _dtype_code, torch.empty_like, torch.float32, _bwd_plan, _eager_py, _forward_py,
+                  _backward_py)
+
+    class _NormFnC(torch.autograd.Function):
+        """_NormFn with ktune._fastcall's bodies."""
+        forward = staticmethod(fc.norm_forward)
+        backward = staticmethod(fc.norm_backward)
+
+    _fc, _eager, _apply = fc, fc.norm_eager, _NormFnC.apply
+
+
+def _eager(*args):
+    _bind()
+    return _eager(*args)
+
+
+def _apply(*args):
+    _bind()
+    return _apply(*args)
 
 
 def _norm(x, residual, weight, bias, groups, eps, rms, return_residual):
     store = return_residual or residual is not None
     if _fast(x, residual, weight, bias):
-        y, h, _, _ = _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store, False)
+        y, h = _eager(x, residual, weight, bias, groups, eps, rms, store)
     elif torch.compiler.is_compiling():
         y, h, _, _ = norm_fwd(x, residual, weight, bias, groups, eps, rms, store)
     else:
-        y, h = _NormFn.apply(x, residual, weight, bias, groups, eps, rms, store)
+        y, h = _apply(x, residual, weight, bias, groups, eps, rms, store)
     return (y, h) if return_residual else y
 
 
