@@ -81,6 +81,14 @@ int fc_dtype_code(PyObject *codes, PyObject *convert, PyObject *dt, int *code) {
   return 0;
 }
 
+int fc_data_ptr(PyObject *t, uint64_t *ptr) {
+  PyObject *p = PyObject_CallMethodNoArgs(t, s_data_ptr);
+  if (!p) return -1;
+  *ptr = PyLong_AsUnsignedLongLong(p);
+  Py_DECREF(p);
+  return *ptr == UINT64_MAX && PyErr_Occurred() ? -1 : 0;
+}
+
 static int dtype_of(Launcher *self, PyObject *v, int *code) {
   PyObject *dt = PyObject_GetAttr(v, s_dtype);
   if (!dt) return -1;
@@ -98,11 +106,7 @@ static int pack_ptr(Launcher *self, PyObject *v, kt_arg *a) {
   if (dtype_of(self, v, &code)) return -1;
   a->dtype = (kt_dtype)code;
   if (Py_TYPE(v) == (PyTypeObject *)self->obj[O_NULL_TYPE]) return 0;
-  PyObject *p = PyObject_CallMethodNoArgs(v, s_data_ptr);
-  if (!p) return -1;
-  a->v.ptr = PyLong_AsUnsignedLongLong(p);
-  Py_DECREF(p);
-  return a->v.ptr == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
+  return fc_data_ptr(v, &a->v.ptr);
 }
 
 static int pack_int(PyObject *v, kt_arg *a, int kind, int i) {

@@ -41,6 +41,9 @@ extern PyTypeObject fc_launcher_type;
 ** (which raises for a dtype ktune lacks). 0, or -1 with an exception. */
 int fc_dtype_code(PyObject *codes, PyObject *convert, PyObject *dtype, int *code);
 
+/* t.data_ptr() into *ptr. 0, or -1 with an exception. */
+int fc_data_ptr(PyObject *t, uint64_t *ptr);
+
 /* a[0..self->n) launched on the current stream. 0, or -1 with the
 ** runtime's error raised. */
 int fc_run(Launcher *self, const kt_arg *a);

@@ -36,12 +36,12 @@ static struct {
   PyObject *paths; /* dict: device index -> tuple of K_COUNT Launchers */
 } g;
 
-static PyObject *s_shape, *s_is_contiguous, *s_get_device, *s_dtype, *s_data_ptr, *s_new_empty, *s_saved,
+static PyObject *s_shape, *s_is_contiguous, *s_get_device, *s_dtype, *s_new_empty, *s_saved,
     *s_kt, *s_save, *s_materialize, *kw_dtype;
 
 /* What a launch needs of a tensor. */
 typedef struct {
-  unsigned long long ptr;
+  uint64_t ptr;
   int code; /* kt_dtype */
   long long numel, last;
 } tinfo;
@@ -81,11 +81,7 @@ static int inspect(PyObject *t, long *dev, tinfo *o) {
   if (!dt) return -1;
   int rc = fc_dtype_code(g.codes, g.convert, dt, &o->code);
   Py_DECREF(dt);
-  if (rc) return -1;
-  if (!(r = PyObject_CallMethodNoArgs(t, s_data_ptr))) return -1;
-  o->ptr = PyLong_AsUnsignedLongLong(r);
-  Py_DECREF(r);
-  return o->ptr == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 1;
+  return rc || fc_data_ptr(t, &o->ptr) ? -1 : 1;
 }
 
 /* The device's Launchers (borrowed), or NULL where none is registered. */
@@ -97,7 +93,7 @@ static Launcher **launchers(long dev) {
   return t ? (Launcher **)&PyTuple_GET_ITEM(t, 0) : NULL;
 }
 
-static void put_ptr(kt_arg *a, int code, unsigned long long ptr) {
+static void put_ptr(kt_arg *a, int code, uint64_t ptr) {
   a->kind = KT_ARG_PTR;
   a->dtype = (kt_dtype)code;
   a->v.i64 = 0;
@@ -112,11 +108,8 @@ static int put_t(kt_arg *a, int code, PyObject *t, int null_code) {
     put_ptr(a, null_code, 0);
     return 0;
   }
-  PyObject *r = PyObject_CallMethodNoArgs(t, s_data_ptr);
-  if (!r) return -1;
-  unsigned long long p = PyLong_AsUnsignedLongLong(r);
-  Py_DECREF(r);
-  if (p == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  uint64_t p;
+  if (fc_data_ptr(t, &p)) return -1;
   put_ptr(a, code, p);
   return 0;
 }
@@ -165,6 +158,7 @@ typedef struct {
   double eps;
   int rms, store;
   long dev;
+  Launcher **k; /* the device's, borrowed (a registration stays) */
   tinfo xi, ri, wi, bi;
 } fwd_args;
 
@@ -194,7 +188,7 @@ static int fwd_read(PyObject *const *a, fwd_args *f) {
   if ((rc = inspect_opt(f->res, &f->dev, &f->ri, f->xi.numel, f->D)) <= 0 ||
       (rc = inspect_opt(f->w, &f->dev, &f->wi, f->D, 0)) <= 0 || (rc = inspect_opt(f->b, &f->dev, &f->bi, f->D, 0)) <= 0)
     return rc;
-  return launchers(f->dev) ? 1 : PyErr_Occurred() ? -1 : 0;
+  return (f->k = launchers(f->dev)) ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
 /* layernorm_fwd's outputs made and the kernel launched, as
@@ -223,7 +217,7 @@ static int fwd_run(fwd_args *f, int stats, fwd_out *o) {
   a[11].v.i64 = 0;
   a[11].v.f32 = (float)f->eps;
   put_i32(&a[12], f->rms);
-  return fc_run(launchers(f->dev)[K_FWD], a);
+  return fc_run(f->k[K_FWD], a);
 }
 
 /* The Python body with the same arguments (borrowed ctx first where given). */
@@ -295,6 +289,7 @@ typedef struct {
   long long T, D, groups;
   int rms, has_bias, has_res;
   long dev;
+  Launcher **k; /* the device's, borrowed (a registration stays) */
   tinfo hi, dyi, ri, wi, mi, si;
 } bwd_args;
 
@@ -324,7 +319,7 @@ static int bwd_read(PyObject *saved, PyObject *kt, PyObject *dy, PyObject *dh, b
       (rc = inspect_opt(b->mean, &b->dev, &b->mi, stats, 0)) <= 0 || b->rstd == Py_None ||
       (rc = inspect_opt(b->rstd, &b->dev, &b->si, stats, 0)) <= 0)
     return rc;
-  return launchers(b->dev) ? 1 : PyErr_Occurred() ? -1 : 0;
+  return (b->k = launchers(b->dev)) ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
 /* The backward's outputs (owned; NULL where not made). */
@@ -361,6 +356,9 @@ fail:
   return -1;
 }
 
+/* The weight's dtype code: the weight's, else h's (ops passes h's dtype). */
+static int wd_of(const bwd_args *b) { return b->w != Py_None ? b->wi.code : b->hi.code; }
+
 /* The pointers the two backward kernels share: dy, h, w, mean, rstd, dres
 ** into a[0..5]. */
 static void put_inputs(kt_arg *a, const bwd_args *b, int wd) {
@@ -384,7 +382,8 @@ static int bwd_alloc(bwd_args *b, bwd_out *o) {
 }
 
 /* The one-program backward (layernorm_bwd_row). */
-static int bwd_row(bwd_args *b, bwd_out *o, int wd) {
+static int bwd_row(bwd_args *b, bwd_out *o) {
+  int wd = wd_of(b);
   kt_arg a[13];
   if (put_t(&a[0], b->hi.code, o->dx, 0) || put_t(&a[1], wd, o->dw, wd) || put_t(&a[2], wd, o->db, wd)) return -1;
   put_inputs(&a[3], b, wd);
@@ -392,12 +391,13 @@ static int bwd_row(bwd_args *b, bwd_out *o, int wd) {
   put_i32(&a[10], b->D);
   put_i32(&a[11], b->groups);
   put_i32(&a[12], b->rms);
-  return fc_run(launchers(b->dev)[K_ROW], a);
+  return fc_run(b->k[K_ROW], a);
 }
 
 /* P programs' partial rows (layernorm_bwd), then their sum into dw and db
 ** (layernorm_bwd_reduce) where there is a weight or a bias. */
-static int bwd_programs(bwd_args *b, bwd_out *o, int wd, long long P) {
+static int bwd_programs(bwd_args *b, bwd_out *o, long long P) {
+  int wd = wd_of(b);
   PyObject *pd = Py_BuildValue("(LL)", P, b->D);
   if (!pd) return -1;
   int bad = (b->w != Py_None && !(o->dwp = new_empty(b->h, pd, g.float32))) ||
@@ -413,8 +413,7 @@ static int bwd_programs(bwd_args *b, bwd_out *o, int wd, long long P) {
   put_i32(&a[11], b->groups);
   put_i32(&a[12], P);
   put_i32(&a[13], b->rms);
-  Launcher **k = launchers(b->dev);
-  if (fc_run(k[K_BWD], a)) return -1;
+  if (fc_run(b->k[K_BWD], a)) return -1;
   if (!o->dwp && !o->dbp) return 0;
   if (put_t(&r[0], wd, o->dw, wd) || put_t(&r[1], wd, o->db, wd) || put_t(&r[2], KT_F32, o->dwp, 0) ||
       put_t(&r[3], KT_F32, o->dbp, 0))
@@ -422,11 +421,8 @@ static int bwd_programs(bwd_args *b, bwd_out *o, int wd, long long P) {
   put_i32(&r[4], b->T);
   put_i32(&r[5], b->D);
   put_i32(&r[6], P);
-  return fc_run(k[K_REDUCE], r);
+  return fc_run(b->k[K_REDUCE], r);
 }
-
-/* The weight's dtype code: the weight's, else h's (ops passes h's dtype). */
-static int wd_of(const bwd_args *b) { return b->w != Py_None ? b->wi.code : b->hi.code; }
 
 /* norm_backward(ctx, dy, dh) -> the 8 gradients of norm_forward's inputs. */
 static PyObject *norm_backward(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
@@ -445,7 +441,7 @@ static PyObject *norm_backward(PyObject *mod, PyObject *const *args, Py_ssize_t 
   if (rc == 0) {
     r = fallback(g.backward_py, args[0], args + 1, 2);
   } else if (rc > 0 && (P = bwd_plan(&b)) >= 0 && !bwd_alloc(&b, &o) &&
-             !(P ? bwd_programs(&b, &o, wd_of(&b), P) : bwd_row(&b, &o, wd_of(&b)))) {
+             !(P ? bwd_programs(&b, &o, P) : bwd_row(&b, &o))) {
     PyObject *n = Py_None;
     r = PyTuple_Pack(8, o.dx, b.has_res ? o.dx : n, o.dw ? o.dw : n, o.db ? o.db : n, n, n, n, n);
   }
@@ -518,7 +514,7 @@ int fc_norm_init(PyObject *m) {
     PyObject **s;
     const char *name;
   } names[] = {{&s_shape, "shape"},         {&s_is_contiguous, "is_contiguous"}, {&s_get_device, "get_device"},
-               {&s_dtype, "dtype"},         {&s_data_ptr, "data_ptr"},           {&s_new_empty, "new_empty"},
+               {&s_dtype, "dtype"},         {&s_new_empty, "new_empty"},
                {&s_saved, "saved_tensors"}, {&s_kt, "kt"},                       {&s_save, "save_for_backward"},
                {&s_materialize, "set_materialize_grads"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -116,13 +116,13 @@ def _vec(t, x, D, what):
 
 def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, stats):
     D = x.shape[-1]
-    flat = x.dim() == 2
-    x2 = _rows(x, D)
-    T = x2.shape[0]
     weight, bias = _vec(weight, x, D, "weight"), _vec(bias, x, D, "bias")
     if residual is not None and (residual.numel() != x.numel() or residual.device != x.device):
         raise KtuneError("KT_ERR_ARGS", "ktune.ops: residual has shape %s on %s; x has %s on %s"
                          % (tuple(residual.shape), residual.device, tuple(x.shape), x.device))
+    flat = x.dim() == 2
+    x2 = _rows(x, D)
+    T = x2.shape[0]
     y = torch.empty_like(x2)
     res2 = _rows(residual, D) if residual is not None else None
     h = torch.empty_like(x2) if store_residual else None
