@@ -695,6 +695,51 @@ static void plans_follow_the_signature(void) {
   kt_runtime_close(rt);
 }
 
+/* With KTUNE_MODE=off a call whose default is refused gets the first config
+** that fits, from a search of the space, then from the thread's plan for
+** the calls after it: the same config (say kt_kernel_default_for), the
+** same sums on each buffer, nothing past n touched, and no launch counted
+** as a hit. */
+static void off_mode_plans_keep_the_fallback(void) {
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one_fit.json", &k), KT_OK);
+  enum { N = 100, PAD = 8 };
+  static float h[3][N + PAD], got[N + PAD];
+  uint64_t x[3];
+  for (int b = 0; b < 3; b++) {
+    for (int i = 0; i < N + PAD; i++) h[b][i] = (float)(b * 1000 + i);
+    ASSERT_STATUS(kt_device_alloc(rt, sizeof h[b], &x[b]), KT_OK);
+    ASSERT_STATUS(kt_device_upload(rt, x[b], h[b], sizeof h[b]), KT_OK);
+  }
+  char cfg[64];
+  kt_arg probe[] = {kt_arg_ptr(x[0], KT_F32), kt_arg_i64(N)};
+  ASSERT_STATUS(kt_kernel_default_for(k, probe, 2, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(cfg, "BLOCK=64,ITEMS=1");
+  int count[3] = {0, 0, 0};
+  for (int r = 0; r < 30; r++) {
+    int b = (r * 7) % 3;
+    kt_arg a[] = {kt_arg_ptr(x[b], KT_F32), kt_arg_i64(N)};
+    ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+    count[b]++;
+  }
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  for (int b = 0; b < 3; b++) {
+    ASSERT_STATUS(kt_device_download(rt, got, x[b], sizeof got), KT_OK);
+    long bad = 0;
+    for (int i = 0; i < N + PAD; i++) bad += got[i] != h[b][i] + (float)(i < N ? count[b] : 0);
+    if (bad) t_fail(__FILE__, __LINE__, "buffer %d: %ld wrong elements", b, bad);
+    ASSERT_EQ(bad, 0);
+    kt_device_free(rt, x[b]);
+  }
+  kt_stats st = {.size = sizeof st};
+  ASSERT_STATUS(kt_runtime_stats(rt, &st), KT_OK);
+  ASSERT_EQ(st.launches, 30);
+  ASSERT_EQ(st.hits, 0);
+  kt_runtime_close(rt);
+}
+
 /* Outputs compared on the device and on the host agree, element for
 ** element: tolerances at their edge, NaN only against NaN, infinities
 ** equal, 64-bit integers exact past 2^53, for every storage type. */
@@ -760,6 +805,7 @@ static void device_comparison_agrees_with_the_host(void) {
 const kt_test gpu_tune_tests[] = {
     {"gpu tune: outputs compared on the device agree with the host", device_comparison_agrees_with_the_host},
     {"gpu tune: launch plans follow the call's signature", plans_follow_the_signature},
+    {"gpu tune: with the mode off, plans keep the fallback", off_mode_plans_keep_the_fallback},
     {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},

@@ -15,11 +15,15 @@
 ** of the signature. Only pointer values change between such calls, the
 ** usual case of a framework calling one shape with new tensors; so the
 ** plan keeps each pointer's byte length, and the alias rules are checked
-** again on the new pointers. */
+** again on the new pointers. With KTUNE_MODE=off the fallback is such a
+** function too (the default, else the first config valid for the call:
+** without a plan, a search of the space at every launch), so it makes
+** plans as well; they launch without counting as hits. */
 #define PLANS 4
 typedef struct plan {
   uint64_t uid;
   unsigned gen;               /* the kernel's choices when it was made */
+  int hit;                    /* from a table hit, not a fallback */
   int n, nptr;
   int64_t sig[2 * KT_MAX_PARAMS];
   kt__range r[KT_MAX_PARAMS]; /* the pointers' params, lengths, written */
@@ -48,11 +52,12 @@ static void signature(const kt_arg *args, int n, int64_t *sig) {
   }
 }
 
-static void remember(const kt_kernel *k, unsigned gen, const int64_t *sig, const kt__dims *d, const kt__range *r,
-                     int nr) {
+static void remember(const kt_kernel *k, unsigned gen, int hit, const int64_t *sig, const kt__dims *d,
+                     const kt__range *r, int nr) {
   plan *p = &plans[next_plan++ % PLANS];
   p->uid = k->uid;
   p->gen = gen;
+  p->hit = hit;
   p->n = k->p.spec->nparams;
   memcpy(p->sig, sig, (size_t)(2 * p->n) * sizeof p->sig[0]);
   p->nptr = nr;
@@ -76,9 +81,11 @@ static int aliases_allowed(const kt_kernel *k, plan *p, const kt_arg *args) {
   return 1;
 }
 
-/* Launch from a plan when one matches; 1 when launched. A driver error
-** falls back to the full path, which reports it with context. */
-static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs, const int64_t *sig) {
+/* Launch from a plan when one matches: 0 when not launched, else 1, with
+** *hit whether the plan came from a table hit. A driver error falls back
+** to the full path, which reports it with context. */
+static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs, const int64_t *sig,
+                          int *hit) {
   for (int i = 0; i < PLANS; i++) {
     plan *p = &plans[i];
     if (p->uid != k->uid || p->n != nargs || memcmp(p->sig, sig, (size_t)(2 * nargs) * sizeof sig[0])) continue;
@@ -90,6 +97,7 @@ static int launch_planned(kt_kernel *k, kt_stream stream, const kt_arg *args, in
     if (kt__dev_use(k->rt->env.ctx, err, sizeof err)) return 0;
     void *params[KT_MAX_PARAMS];
     for (int j = 0; j < nargs; j++) params[j] = (void *)&args[j].v;
+    *hit = p->hit;
     if (kt__dev_launch(p->d.fn, p->d.grid, p->d.block, p->d.smem, stream, params, k->p.pdl) == 0) return 1;
     p->uid = 0;
     return 0;
@@ -148,7 +156,9 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
   if ((st = kt__call_plan(k, c, stream, args, cfg, &hit, NULL)) ||
       (st = kt__call_launch(&k->p, c, hit_fn(k, c, hit), stream, args, &d)))
     return st;
-  if (hit && sig && d.grid[0]) remember(k, gen, sig, &d, r, nr);
+  /* A fallback is this call's for good only where nothing is ever tuned. */
+  int off = k->rt->mode == KT_MODE_OFF;
+  if ((hit || off) && sig && d.grid[0]) remember(k, gen, hit != NULL, sig, &d, r, nr);
   atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
   if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
   return KT_OK;
@@ -157,13 +167,13 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
 kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {
   if (!k) return KT_ERR_INVALID;
   int64_t sig[2 * KT_MAX_PARAMS];
-  /* Only table hits make plans, never a fallback. */
-  int planned = args && nargs == k->p.spec->nparams && k->rt->mode != KT_MODE_OFF && k->rt->env.have_device;
+  /* Table hits make plans, and fallbacks where the mode is off. */
+  int planned = args && nargs == k->p.spec->nparams && k->rt->env.have_device, hit = 0;
   if (planned) {
     signature(args, nargs, sig);
-    if (launch_planned(k, stream, args, nargs, sig)) {
+    if (launch_planned(k, stream, args, nargs, sig, &hit)) {
       atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
+      if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
       return KT_OK;
     }
   }
