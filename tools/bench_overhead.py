@@ -2,8 +2,10 @@
 imports):
   1. small norms (T=4, D=4096, bf16) on a cache hit: the ktune operators,
      the kernel handle, torch.nn.functional's, forward plus autograd
-     backward on each side, and a Triton @autotune kernel; wall time per
-     call over 5000 back-to-back calls, the stream synchronized at the end;
+     backward on each side (and each half alone: the forward under
+     autograd, the backward through a kept graph), and a Triton @autotune
+     kernel; wall time per call over 5000 back-to-back calls (2000 where
+     autograd runs), the stream synchronized at the end;
   2. a model block (residual add + RMSNorm + token permutation), ktune
      against PyTorch, eager and as a replayed CUDA graph."""
 import os
@@ -107,6 +109,20 @@ def host_costs(dev):
     def grad_th_ln():
         F.layer_norm(xg, (D,), wg, bg, 1e-5).backward(dy)
 
+    # The two halves apart: the forward under autograd (its graph freed
+    # when the output is dropped), and the backward alone, through a graph
+    # kept (retain_graph) so that no forward runs between the calls.
+    fwds = {"rms_norm": (lambda: ops.rms_norm(xg, wg, 1e-6), lambda: F.rms_norm(xg, (D,), wg, 1e-6)),
+            "layer_norm": (lambda: ops.layer_norm(xg, wg, bg, 1e-5), lambda: F.layer_norm(xg, (D,), wg, bg, 1e-5))}
+    halves = []
+    for name, pair in fwds.items():
+        for side, fwd in zip(("ktune", "torch"), pair):
+            halves.append(("%s forward under autograd, %s" % (name, side), fwd, 2000))
+        for side, fwd in zip(("ktune", "torch"), pair):
+            out = fwd()
+            halves.append(("%s backward alone, %s" % (name, side),
+                           lambda out=out: out.backward(dy, retain_graph=True), 2000))
+
     calls = [("ktune.ops.rms_norm", lambda: ops.rms_norm(x, w, 1e-6), 5000),
              ("torch.nn.functional.rms_norm", lambda: F.rms_norm(x, (D,), w, 1e-6), 5000),
              ("ktune.ops.layer_norm", lambda: ops.layer_norm(x, w, b, 1e-5), 5000),
@@ -117,7 +133,7 @@ def host_costs(dev):
              ("rms_norm forward + backward, ktune", grad_kt_rms, 2000),
              ("rms_norm forward + backward, torch", grad_th_rms, 2000),
              ("layer_norm forward + backward, ktune", grad_kt_ln, 2000),
-             ("layer_norm forward + backward, torch", grad_th_ln, 2000)]
+             ("layer_norm forward + backward, torch", grad_th_ln, 2000)] + halves
     if triton is not None:
         x1, w1 = x[:1], w
         calls.append(("Triton @autotune RMSNorm kernel (cache hit, T = 1)",
