@@ -97,25 +97,16 @@ def host_costs(dev):
     fast = "launch" in vars(k)  # the instance's own launch: the C path
     xg, wg, bg = (t.detach().requires_grad_(True) for t in (x, w, b))
 
-    def grad_kt_rms():
-        ops.rms_norm(xg, wg, 1e-6).backward(dy)
-
-    def grad_th_rms():
-        F.rms_norm(xg, (D,), wg, 1e-6).backward(dy)
-
-    def grad_kt_ln():
-        ops.layer_norm(xg, wg, bg, 1e-5).backward(dy)
-
-    def grad_th_ln():
-        F.layer_norm(xg, (D,), wg, bg, 1e-5).backward(dy)
-
-    # The two halves apart: the forward under autograd (its graph freed
-    # when the output is dropped), and the backward alone, through a graph
-    # kept (retain_graph) so that no forward runs between the calls.
+    # Each side's forward under autograd; a row times it followed by its
+    # backward, then each half alone: the forward (its graph freed when the
+    # output is dropped), and the backward through a graph kept
+    # (retain_graph), so that no forward runs between the calls.
     fwds = {"rms_norm": (lambda: ops.rms_norm(xg, wg, 1e-6), lambda: F.rms_norm(xg, (D,), wg, 1e-6)),
             "layer_norm": (lambda: ops.layer_norm(xg, wg, bg, 1e-5), lambda: F.layer_norm(xg, (D,), wg, bg, 1e-5))}
-    halves = []
+    both, halves = [], []
     for name, pair in fwds.items():
+        for side, fwd in zip(("ktune", "torch"), pair):
+            both.append(("%s forward + backward, %s" % (name, side), lambda fwd=fwd: fwd().backward(dy), 2000))
         for side, fwd in zip(("ktune", "torch"), pair):
             halves.append(("%s forward under autograd, %s" % (name, side), fwd, 2000))
         for side, fwd in zip(("ktune", "torch"), pair):
@@ -129,11 +120,7 @@ def host_costs(dev):
              ("torch.nn.functional.layer_norm", lambda: F.layer_norm(x, (D,), w, b, 1e-5), 5000),
              ("kernel handle, %s" % ("C launch path (ktune._fastcall)" if fast else "ctypes path (C path not built)"),
               lambda: k.launch(raw), 5000),
-             ("kernel handle, ctypes path", lambda: k._slow_launch(raw, None, None), 5000),
-             ("rms_norm forward + backward, ktune", grad_kt_rms, 2000),
-             ("rms_norm forward + backward, torch", grad_th_rms, 2000),
-             ("layer_norm forward + backward, ktune", grad_kt_ln, 2000),
-             ("layer_norm forward + backward, torch", grad_th_ln, 2000)] + halves
+             ("kernel handle, ctypes path", lambda: k._slow_launch(raw, None, None), 5000)] + both + halves
     if triton is not None:
         x1, w1 = x[:1], w
         calls.append(("Triton @autotune RMSNorm kernel (cache hit, T = 1)",
