@@ -223,12 +223,13 @@ def bench_norm(ks, c, nsm, copy_gbs):
 
 
 def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
-    """The backward's best time: over P where the case is the grid's (P,
-    the programs that write partial rows, is the caller's choice, in the key
-    as its power-of-two bucket: a quarter and a half of the SMs, for
-    programs that are clusters of 4 or 2 blocks, and 1, 2 and 4 per SM),
-    else at the P that ktune.ops picks; or one launch of layernorm_bwd_row
-    where ktune.ops launches that."""
+    """The backward's time at the P that ktune.ops picks (P, the programs
+    that write partial rows, is the caller's choice, in the key as its
+    power-of-two bucket), so the row is what a caller of ops gets; with
+    BENCH_SWEEP_P=1 in the environment, the best over a quarter and a half
+    of the SMs (programs that are clusters of 4 or 2 blocks) and 1, 2 and 4
+    per SM where the case is the grid's, each P tuned. One launch of
+    layernorm_bwd_row where ktune.ops launches that."""
     _, bwd, red, row = ks
     T, D, w, b = c.T, c.D, c.w, c.b
     dx = torch.empty_like(h)
@@ -240,7 +241,7 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
         wargs = [dx, c.arg(dw), c.arg(db), dy, h, c.arg(w)] + stats + [c.rms]
         t = gpu_time_us(lambda: row.launch(wargs))
         return (t, "row", row.config_for(wargs)), ["row %.1f [%s]" % (t, row.config_for(wargs))]
-    if c.default:
+    if c.default and os.environ.get("BENCH_SWEEP_P") == "1":
         Ps = sorted({min(max(1, nsm * k // 4), T) for k in (1, 2, 4, 8, 16)})
     else:
         Ps = [ops._bwd_programs(h, dy, dres, T, D, 1, w, b is not None)]
