@@ -653,6 +653,23 @@ static void threads_launch_while_one_tunes(void) {
   kt_runtime_close(rt);
 }
 
+/* 30 launches of k (add_one's params: the buffer, n) over three buffers in
+** an order that revisits each (7r mod 3), count[b] adding buffer b's. 1
+** when every launch was queued. */
+static int launch_in_turn(kt_kernel *k, const uint64_t x[3], int64_t n, int count[3]) {
+  for (int r = 0; r < 30; r++) {
+    int b = (r * 7) % 3;
+    kt_arg a[] = {kt_arg_ptr(x[b], KT_F32), kt_arg_i64(n)};
+    kt_status st = kt_launch(k, NULL, a, 2);
+    if (st) {
+      t_fail(__FILE__, __LINE__, "launch %d on buffer %d: got %s, expected KT_OK", r, b, kt_status_name(st));
+      return 0;
+    }
+    count[b]++;
+  }
+  return 1;
+}
+
 /* Calls of one shape on new tensors are launched from the thread's plan;
 ** a call whose n differs (same pow2 bucket, so the same key) is not: it gets
 ** its own grid, and leaves the element past its n alone. */
@@ -671,12 +688,7 @@ static void plans_follow_the_signature(void) {
     ASSERT_STATUS(kt_device_upload(rt, x[b], h[b], sizeof h[b]), KT_OK);
   }
   int count[3] = {0, 0, 0};
-  for (int r = 0; r < 30; r++) {
-    int b = (r * 7) % 3;
-    kt_arg a[] = {kt_arg_ptr(x[b], KT_F32), kt_arg_i64(N)};
-    ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
-    count[b]++;
-  }
+  ASSERT_TRUE(launch_in_turn(k, x, N, count));
   kt_arg shorter[] = {kt_arg_ptr(x[0], KT_F32), kt_arg_i64(N - 1)};
   ASSERT_STATUS(kt_launch(k, NULL, shorter, 2), KT_OK);
   ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
@@ -718,12 +730,7 @@ static void off_mode_plans_keep_the_fallback(void) {
   ASSERT_STATUS(kt_kernel_default_for(k, probe, 2, cfg, sizeof cfg), KT_OK);
   ASSERT_STR_EQ(cfg, "BLOCK=64,ITEMS=1");
   int count[3] = {0, 0, 0};
-  for (int r = 0; r < 30; r++) {
-    int b = (r * 7) % 3;
-    kt_arg a[] = {kt_arg_ptr(x[b], KT_F32), kt_arg_i64(N)};
-    ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
-    count[b]++;
-  }
+  ASSERT_TRUE(launch_in_turn(k, x, N, count));
   ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
   for (int b = 0; b < 3; b++) {
     ASSERT_STATUS(kt_device_download(rt, got, x[b], sizeof got), KT_OK);
