@@ -3,7 +3,9 @@ imports):
   1. small norms (T=4, D=4096, bf16) on a cache hit: the ktune operators,
      the kernel handle, torch.nn.functional's, forward plus autograd
      backward on each side (and each half alone: the forward under
-     autograd, the backward through a kept graph), and a Triton @autotune
+     autograd, the backward through a kept graph), the same for torch's
+     own kernels behind a Python autograd.Function (as ktune.ops's are),
+     an empty Function's forward plus backward, and a Triton @autotune
      kernel; wall time per call over 5000 back-to-back calls (2000 where
      autograd runs), the stream synchronized at the end;
   2. a model block (residual add + RMSNorm + token permutation), ktune
@@ -77,6 +79,50 @@ if triton is not None:
         return y
 
 
+def _python_functions(D):
+    """RMSNorm and LayerNorm as Python autograd.Functions around torch's own
+    forward and backward kernels (None where this torch lacks them), and a
+    Function that runs no kernel: a forward returning a view, a backward
+    passing dy on."""
+    aten = torch.ops.aten
+
+    class Rms(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            y, rstd = aten._fused_rms_norm(x, [D], w, 1e-6)
+            ctx.save_for_backward(x, w, rstd)
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w, rstd = ctx.saved_tensors
+            return tuple(aten._fused_rms_norm_backward(dy, x, [D], rstd, w, [True, True]))
+
+    class Ln(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            y, mean, rstd = aten.native_layer_norm(x, [D], w, b, 1e-5)
+            ctx.save_for_backward(x, w, b, mean, rstd)
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w, b, mean, rstd = ctx.saved_tensors
+            return tuple(aten.native_layer_norm_backward(dy, x, [D], mean, rstd, w, b, [True, True, True]))
+
+    class Empty(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy
+
+    rms = Rms.apply if hasattr(aten, "_fused_rms_norm_backward") else None
+    return rms, Ln.apply, Empty.apply
+
+
 def host_costs(dev):
     """Per-call wall time of the norms from Python at T=4, D=4096 bf16: the
     operators, the kernel handle (C launch path and ctypes path), torch's
@@ -100,19 +146,29 @@ def host_costs(dev):
     # Each side's forward under autograd; a row times it followed by its
     # backward, then each half alone: the forward (its graph freed when the
     # output is dropped), and the backward through a graph kept
-    # (retain_graph), so that no forward runs between the calls.
-    fwds = {"rms_norm": (lambda: ops.rms_norm(xg, wg, 1e-6), lambda: F.rms_norm(xg, (D,), wg, 1e-6)),
-            "layer_norm": (lambda: ops.layer_norm(xg, wg, bg, 1e-5), lambda: F.layer_norm(xg, (D,), wg, bg, 1e-5))}
+    # (retain_graph), so that no forward runs between the calls. The third
+    # side is torch's own kernels behind a Python autograd.Function, as
+    # ktune.ops's are: what autograd's Python layer costs any library whose
+    # backward is not a C++ node.
+    nat_rms, nat_ln, empty_fn = _python_functions(D)
+    fwds = {"rms_norm": (lambda: ops.rms_norm(xg, wg, 1e-6), lambda: F.rms_norm(xg, (D,), wg, 1e-6),
+                         nat_rms and (lambda: nat_rms(xg, wg))),
+            "layer_norm": (lambda: ops.layer_norm(xg, wg, bg, 1e-5), lambda: F.layer_norm(xg, (D,), wg, bg, 1e-5),
+                           nat_ln and (lambda: nat_ln(xg, wg, bg)))}
+    sides = ("ktune", "torch", "torch's kernels in a Python autograd.Function")
     both, halves = [], []
-    for name, pair in fwds.items():
-        for side, fwd in zip(("ktune", "torch"), pair):
+    for name, fns in fwds.items():
+        present = [(side, fwd) for side, fwd in zip(sides, fns) if fwd is not None]
+        for side, fwd in present:
             both.append(("%s forward + backward, %s" % (name, side), lambda fwd=fwd: fwd().backward(dy), 2000))
-        for side, fwd in zip(("ktune", "torch"), pair):
+        for side, fwd in present:
             halves.append(("%s forward under autograd, %s" % (name, side), fwd, 2000))
-        for side, fwd in zip(("ktune", "torch"), pair):
+        for side, fwd in present:
             out = fwd()
             halves.append(("%s backward alone, %s" % (name, side),
                            lambda out=out: out.backward(dy, retain_graph=True), 2000))
+    both.append(("forward + backward of an empty Python autograd.Function (no kernel)",
+                 lambda: empty_fn(xg).backward(dy), 2000))
 
     calls = [("ktune.ops.rms_norm", lambda: ops.rms_norm(x, w, 1e-6), 5000),
              ("torch.nn.functional.rms_norm", lambda: F.rms_norm(x, (D,), w, 1e-6), 5000),
