@@ -535,8 +535,9 @@ KT_API kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args,
                                       int nargs, char *buf, size_t bufsize);
 
 /* The config used for these args when nothing is tuned: the spec's default,
-** or the first config that satisfies the constraints when the default does
-** not. Tunes nothing, needs no device. Returns KT_OK, KT_ERR_ARGS,
+** or when a constraint refuses it, the valid config nearest it (the fewest
+** fields changed, each nearest its default's value in the spec's list).
+** Tunes nothing, needs no device. Returns KT_OK, KT_ERR_ARGS,
 ** KT_ERR_EVAL or KT_ERR_NO_CONFIG. */
 KT_API kt_status kt_kernel_default_for(kt_kernel *k, const kt_arg *args, int nargs,
                                        char *buf, size_t bufsize);

@@ -797,7 +797,7 @@ static void norm_backward_one_row(void) {
 ** rows of 1000 over eight blocks (three without a row; pairs of floats
 ** read across the cluster), 9 f32 rows of 3000 pipelined over two blocks
 ** with the bias alone. The config kt_launch picks untuned too (the default
-** refused by the constraints at D = 64: the first config that passes). */
+** refused by the constraints at D = 64: the valid config nearest it). */
 static void small_norm_one_row(void) {
   static const struct {
     ncase c;

@@ -707,8 +707,8 @@ static void plans_follow_the_signature(void) {
   kt_runtime_close(rt);
 }
 
-/* With KTUNE_MODE=off a call whose default is refused gets the first config
-** that fits, from a search of the space, then from the thread's plan for
+/* With KTUNE_MODE=off a call whose default is refused gets the valid config
+** nearest it, from a search of the space, then from the thread's plan for
 ** the calls after it: the same config (say kt_kernel_default_for), the
 ** same sums on each buffer, nothing past n touched, and no launch counted
 ** as a hit. */

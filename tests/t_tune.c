@@ -587,10 +587,54 @@ static void pruning_judges_values_beside_each_other(void) {
   kt_runtime_close(rt);
 }
 
+/* The fallback where a constraint refuses the default: the valid config
+** that changes the fewest fields, each changed field's value nearest the
+** default's in the spec's list, not the first config of the whole space.
+** With add_one_near (BLOCK 64, 128, 256, 512; ITEMS 1, 2, 4; default 256
+** x 4; BLOCK * ITEMS <= n): n = 600 and 512 change BLOCK alone, to its
+** neighbour 128 (the space's first config, 64 x 1, changes both); n = 300
+** to 64; n = 100 needs both fields; n = 2000 keeps the default; n = 10 has
+** none, and the error names the constraint the default fails. */
+static void fallback_is_the_valid_config_nearest_the_default(void) {
+  kt_runtime *rt = t_offline(1);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one_near.json", &k), KT_OK);
+  static const struct {
+    int64_t n;
+    const char *want;
+  } cases[] = {{600, "{\"BLOCK\":128,\"ITEMS\":4}"},
+               {512, "{\"BLOCK\":128,\"ITEMS\":4}"},
+               {300, "{\"BLOCK\":64,\"ITEMS\":4}"},
+               {100, "{\"BLOCK\":64,\"ITEMS\":1}"},
+               {2000, "{\"BLOCK\":256,\"ITEMS\":4}"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kt_arg a[] = {kt_arg_ptr(0x100000, KT_F32), kt_arg_i64(cases[i].n)};
+    kt_tune_report *r;
+    ASSERT_STATUS(kt_kernel_tune(k, a, 2, &r), KT_OK);
+    if (!r) break;
+    ASSERT_STR_EQ(r->default_config, cases[i].want);
+    kt_tune_report_free(r);
+  }
+  char cfg[64];
+  kt_arg at600[] = {kt_arg_ptr(0x100000, KT_F32), kt_arg_i64(600)};
+  ASSERT_STATUS(kt_kernel_default_for(k, at600, 2, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(cfg, "BLOCK=128,ITEMS=4");
+  kt_arg a[] = {kt_arg_ptr(0x100000, KT_F32), kt_arg_i64(10)};
+  kt_tune_report *r = NULL;
+  ASSERT_STATUS(kt_kernel_tune(k, a, 2, &r), KT_ERR_NO_CONFIG);
+  ASSERT_TRUE(r == NULL);
+  ASSERT_STR_EQ(kt_errmsg(rt),
+                "add_one_near: no config satisfies the constraints for this call (the default fails \"BLOCK * "
+                "ITEMS <= n\")");
+  kt_runtime_close(rt);
+}
+
 const kt_test t_tune_tests[] = {
     {"tune: keys leave out ignored params (T, eps)", keys_ignore_what_the_spec_says},
     {"tune: pointer alignment classes in the key", alignment_classes},
     {"tune: pow2 buckets in the key", pow2_buckets},
+    {"tune: the fallback is the valid config nearest the default", fallback_is_the_valid_config_nearest_the_default},
     {"tune: alias groups: adjacent, nested, identical, chained", alias_groups},
     {"tune: comparisons with tolerance, NaN and Inf", comparisons},
     {"tune: cached configs are validated against the space", cached_configs_are_validated},

@@ -156,21 +156,71 @@ kt_status kt__call_check(kt__prog *p, const kt__call *c, int *bad) {
   return KT_OK;
 }
 
-/* The default config, or else the first config of the space (in the order
-** the spec lists values) that satisfies every constraint for this call. */
+/* The index of a field's k-th value other than its default's (at d, of
+** n): the nearest first, the lower of two as near. */
+static int near_index(int d, int n, int k) {
+  for (int dist = 1;; dist++) {
+    if (d - dist >= 0 && k-- == 0) return d - dist;
+    if (d + dist < n && k-- == 0) return d + dist;
+  }
+}
+
+/* Whether a config that differs from the default in exactly the fields
+** f[0..nf) satisfies every constraint for this call; cfg: the first that
+** does, each field's other values tried nearest the default's first (in
+** the spec's list), the last field's fastest. */
+static int valid_changing(kt__prog *p, kt__call *c, const int *f, int nf, int64_t *cfg) {
+  const kt__spec *s = p->spec;
+  int idx[KT_MAX_CFIELDS] = {0}, at[KT_MAX_CFIELDS], bad;
+  for (int j = 0; j < nf; j++) {
+    if (s->cfields[f[j]].n < 2) return 0;  /* no other value to give it */
+    at[j] = kt__cfield_value(&s->cfields[f[j]], s->cfields[f[j]].dflt);
+  }
+  for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].dflt;
+  for (;;) {
+    for (int j = 0; j < nf; j++) {
+      const kt__cfield *cf = &s->cfields[f[j]];
+      cfg[f[j]] = cf->values[near_index(at[j], cf->n, idx[j])];
+    }
+    if (!kt__call_config(p, c, cfg) && !kt__call_check(p, c, &bad) && bad < 0) return 1;
+    int j = nf - 1;
+    while (j >= 0 && ++idx[j] == s->cfields[f[j]].n - 1) idx[j--] = 0;
+    if (j < 0) return 0;
+  }
+}
+
+/* The next nf of n fields after f (ascending indices, in lexicographic
+** order); 0 after the last. */
+static int next_fields(int *f, int nf, int n) {
+  int j = nf - 1;
+  while (j >= 0 && f[j] == n - nf + j) j--;
+  if (j < 0) return 0;
+  f[j]++;
+  for (int i = j + 1; i < nf; i++) f[i] = f[i - 1] + 1;
+  return 1;
+}
+
+/* The default config, or else the valid config nearest it: the fewest
+** fields changed (the sets of fields in the spec's order), then each
+** changed field's value nearest the default's in the spec's list (the
+** lower of two as near), so that a default chosen for speed keeps what it
+** can where a constraint refuses it for this call. Every config is tried
+** at most once. */
 kt_status kt__call_fallback(kt__prog *p, kt__call *c, int64_t *cfg) {
   const kt__spec *s = p->spec;
-  int idx[KT_MAX_CFIELDS] = {0};
+  int f[KT_MAX_CFIELDS];
   int bad;
   kt_status st;
   for (int i = 0; i < s->ncfields; i++) cfg[i] = s->cfields[i].dflt;
   if ((st = kt__call_config(p, c, cfg)) || (st = kt__call_check(p, c, &bad))) return st;
   if (bad < 0) return KT_OK;
   const int dflt_bad = bad;
-  do {
-    kt__spec_config_at(s, idx, cfg);
-    if (!kt__call_config(p, c, cfg) && !kt__call_check(p, c, &bad) && bad < 0) return KT_OK;
-  } while (kt__spec_config_next(s, idx));
+  for (int nf = 1; nf <= s->ncfields; nf++) {
+    for (int i = 0; i < nf; i++) f[i] = i;
+    do {
+      if (valid_changing(p, c, f, nf, cfg)) return KT_OK;
+    } while (next_fields(f, nf, s->ncfields));
+  }
   return kt__err(p->env->id, KT_ERR_NO_CONFIG,
                  "%s: no config satisfies the constraints for this call (the default fails \"%s\")", s->name,
                  s->constraints[dflt_bad].e.text);
