@@ -16,9 +16,9 @@
 ** usual case of a framework calling one shape with new tensors; so the
 ** plan keeps each pointer's byte length, and the alias rules are checked
 ** again on the new pointers. With KTUNE_MODE=off the fallback is such a
-** function too (the default, else the first config valid for the call:
-** without a plan, a search of the space at every launch), so it makes
-** plans as well; they launch without counting as hits. */
+** function too (the default, else the valid config nearest it: without a
+** plan, a search of the space at every launch), so it makes plans as
+** well; they launch without counting as hits. */
 #define PLANS 4
 typedef struct plan {
   uint64_t uid;
