@@ -357,7 +357,9 @@ typedef struct kt_options {
                              stay out) */
   kt_strategy strategy;   /* which candidates a tuning measures */
   double budget_s;        /* > 0: a tuning stops starting trials after this
-                             many seconds (the best so far wins); 0: none */
+                             many seconds (the best so far wins); 0: the
+                             strategy's own (random: 10 s; exhaustive and
+                             local: none) */
   int no_pdl;             /* nonzero: never launch early. By default a kernel
                              whose spec sets options.pdl starts on sm_90+
                              while the kernel before it in the stream drains

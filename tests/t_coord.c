@@ -374,12 +374,13 @@ static void coordinator_options_are_checked(void) {
 }
 
 /* The Python package's Coordinator over the same C API (three threads as
-** ranks, a dict as the store): tests/python/test_coord_cpu.py. */
+** ranks, a dict as the store), and its Runtime's options:
+** tests/python/test_coord_cpu.py. */
 static void the_python_coordinator_agrees(void) {
   char out[4096];
   int rc = t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 "
                                  "tests/python/test_coord_cpu.py");
-  ASSERT_LAST_LINE(out, "3 passed, 0 failed, 0 skipped\n");
+  ASSERT_LAST_LINE(out, "4 passed, 0 failed, 0 skipped\n");
   ASSERT_EQ(rc, 0);
 }
 

@@ -3,8 +3,9 @@ it through tests/t_coord.c): three threads as ranks, each a runtime without
 a device over a dict as the job's store, the callbacks made by the Python
 package. Every key is published once and followed by the other ranks; a
 message larger than the runtime's first buffer comes whole on the second
-fetch; an exception in the store is a failed exchange, not a crash.
-Ends with "N passed, N failed, N skipped"."""
+fetch; an exception in the store is a failed exchange, not a crash. And
+ktune.Runtime's options reach kt_runtime_open, whose refusal it raises in
+the runtime's words. Ends with "N passed, N failed, N skipped"."""
 import ctypes
 import os
 import sys
@@ -133,7 +134,18 @@ def store_errors_are_failures():
         assert str(e) == "ktune.distributed: rank 2 is not in [0, 2)", str(e)
 
 
+def runtime_options_are_the_runtimes():
+    for budget, text in ((-1, "-1"), (float("nan"), "nan")):
+        try:
+            ktune.Runtime(budget_s=budget)
+            raise AssertionError("budget %r accepted" % budget)
+        except ktune.KtuneError as e:
+            assert e.status == "KT_ERR_INVALID", e.status
+            assert str(e) == "kt_runtime_open: strategy 0 or budget %s is out of range" % text, str(e)
+
+
 check("three ranks agree through Python callbacks", three_ranks)
 check("a message longer than the buffer comes whole on the second fetch", big_message_two_fetches)
 check("a store that raises is a failed exchange", store_errors_are_failures)
+check("ktune.Runtime's options are checked by the runtime, its words raised", runtime_options_are_the_runtimes)
 sys.exit(summary())

@@ -294,9 +294,12 @@ class Kernel:
 
 
 class Runtime:
-    """A kt_runtime on one device. close() (or process exit) frees it."""
+    """A kt_runtime on one device. close() (or process exit) frees it.
+    mode, cache_path, pdl and budget_s are kt_options' fields (budget_s: the
+    seconds a tuning may spend; None: its strategy's own, 10 s for the
+    random search)."""
 
-    def __init__(self, device=0, mode=None, cache_path=None, log=None, log_level=None, pdl=True):
+    def __init__(self, device=0, mode=None, cache_path=None, log=None, log_level=None, pdl=True, budget_s=None):
         L = lib()
         o = _capi.Options()
         L.kt_options_init(ctypes.byref(o))
@@ -306,6 +309,8 @@ class Runtime:
             o.mode = _capi.MODES[mode]
         if cache_path is not None:
             o.cache_path = cache_path.encode()
+        if budget_s is not None:
+            o.budget_s = float(budget_s)
         if log_level is not None:
             o.log_level = {"error": 0, "warn": 1, "info": 2, "debug": 3}[log_level]
         self._log_cb = None
@@ -319,7 +324,7 @@ class Runtime:
         h = ctypes.c_void_p()
         st = L.kt_runtime_open(ctypes.byref(h), ctypes.byref(o))
         if st:
-            msg = L.kt_errmsg(h).decode() if h else "kt_runtime_open failed"
+            msg = L.kt_errmsg(h).decode()  # kt_errmsg(NULL) says why no handle was made
             if h:
                 L.kt_runtime_close(h)
             raise KtuneError(L.kt_status_name(st).decode(), msg)
