@@ -1,0 +1,165 @@
+"""Where the norm backward's time goes at T*D >= 16M with a weight, and
+whether a wider config space (deeper pipelines, a warp or half a warp a row
+in blocks of many rows) helps: a probe for issue 17's last target, not part
+of `make bench`.
+
+For each case, bf16, every key tuned cold in this run (a budget of
+PROBE_BUDGET_S seconds a key, default 8, and a third of it for the
+runs without weight and at many P):
+- base: layernorm_bwd as shipped, at the P that ktune.ops passes: the
+  backward alone, and with its reduce;
+- wide: the same spec with WIDE's values (STAGES up to 8, ROWS up to 32: a
+  warp a row in a block of 1024), a copy under another name, so both are
+  tuned and timed in one process; and base's config forced there with a
+  deeper pipeline;
+- no w: the same rows without weight and bias (no partial rows), at that P
+  and at the P that ktune.ops passes without sums;
+- many P: with the weight, at the no-weight P: many programs, many partial
+  rows.
+GPU times through CUDA graphs (bench_kernels.graph_time_us); % of the copy
+bandwidth measured at the start, as make bench counts it."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench_kernels as bk  # noqa: E402
+import ktune  # noqa: E402
+from ktune import norm_programs, ops  # noqa: E402
+
+WIDE = {"STAGES": [0, 2, 3, 4, 6, 8], "ROWS": [1, 2, 4, 8, 16, 32]}
+CASES = ((4096, 4096, 1), (4096, 4096, 0), (16778, 1000, 1), (16778, 1000, 0), (1024, 16384, 0))
+
+
+def wide_spec(src_dir, out_dir):
+    """layernorm_bwd with WIDE's values, as layernorm_bwd_wide in out_dir."""
+    for f in ("layernorm.cu", "kt_device.cuh"):
+        shutil.copy(os.path.join(src_dir, f), out_dir)
+    with open(os.path.join(src_dir, "layernorm_bwd.json")) as f:
+        spec = json.load(f)
+    spec["name"] = "layernorm_bwd_wide"
+    spec["config"].update(WIDE)
+    path = os.path.join(out_dir, "layernorm_bwd_wide.json")
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    return path
+
+
+def reference(c):
+    """dx, dw, db in float64 from the saved statistics (db None for RMSNorm)."""
+    x, dy = c.x.double(), c.dy.double()
+    xh = (x - c.mean.double()[:, None]) if not c.rms else x
+    xh = xh * c.rstd.double()[:, None]
+    g = dy * c.w.double()
+    dx = g - xh * (g * xh).mean(1, keepdim=True)
+    if not c.rms:
+        dx = dx - g.mean(1, keepdim=True)
+    dx = dx * c.rstd.double()[:, None]
+    return dx, (dy * xh).sum(0), None if c.rms else dy.sum(0)
+
+
+def worst(got, want):
+    """The largest error over the largest value."""
+    return ((got.double() - want).abs().max() / want.abs().max()).item()
+
+
+def bwd_times(bwd, red, c, P, weight, config=None):
+    """(backward alone, backward + reduce, config, largest error) at P,
+    tuned or with config forced; weight False drops weight and bias (and
+    the reduce). The error (dx, dw and db against float64, over their
+    largest value) is checked with the weight only."""
+    T, D = c.T, c.D
+    w = c.w if weight else None
+    b = c.b if weight else None
+    dx = torch.empty_like(c.x)
+    dwp = torch.empty(P, D, device=bk.dev) if w is not None else None
+    dbp = torch.empty(P, D, device=bk.dev) if b is not None else None
+    dw = torch.empty_like(w) if w is not None else None
+    db = torch.empty_like(b) if b is not None else None
+    bargs = [dx, dwp, dbp, c.dy, c.x, c.arg(w), None if c.rms else c.mean, c.rstd, None, T, D, 1, P, c.rms]
+    rargs = [c.arg(dw), c.arg(db), dwp, dbp, T, D, P]
+    launch = lambda: bwd.launch(bargs, config=config)  # noqa: E731
+    err = None
+    if w is not None:
+        for t in (dx, dw) + ((db,) if db is not None else ()):
+            t.fill_(float("nan"))
+        launch()
+        red.launch(rargs)
+        errs = [worst(dx, c.ref[0]), worst(dw, c.ref[1])] + ([worst(db, c.ref[2])] if db is not None else [])
+        err = max(errs) if all(e == e for e in errs) else float("nan")
+    launch()
+    alone = bk.graph_time_us(launch)
+    total = alone
+    if w is not None or b is not None:
+        def both():
+            launch()
+            red.launch(rargs)
+        total = bk.graph_time_us(both)
+    return alone, total, config or bwd.config_for(bargs), err
+
+
+def variants_of(cfg):
+    """Forced configs near a tuned one: its pipeline deeper."""
+    f = dict(kv.split("=") for kv in cfg.split(","))
+    if f["STAGES"] == "0":
+        return []
+    return [("stages " + n, ",".join("%s=%s" % kv for kv in dict(f, STAGES=n).items())) for n in ("6", "8")]
+
+
+def main():
+    budget = float(os.environ.get("PROBE_BUDGET_S", "8"))
+    rt = ktune.Runtime(mode="tune", budget_s=budget)
+    rt_short = ktune.Runtime(mode="tune", budget_s=budget / 3)
+    nsm = torch.cuda.get_device_properties(0).multi_processor_count
+    copy_gbs = bk.copy_bandwidth()
+    print("device: %s; copy %.0f GB/s; budget %.0f s a key" % (torch.cuda.get_device_name(0), copy_gbs, budget))
+    tmp = tempfile.mkdtemp()
+    fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
+    wide = rt.kernel(wide_spec(ktune.kernels_dir(), tmp))
+    bwd_short = rt_short.kernel("layernorm_bwd")
+    out = []
+    for T, D, rms in CASES:
+        c = bk.NormCase(T, D, "bf16", rms)
+        c.mean = None if rms else torch.empty(T, device=bk.dev)
+        c.rstd = torch.empty(T, device=bk.dev)
+        c.dy = torch.randn_like(c.x)
+        y = torch.empty_like(c.x)
+        fwd.launch([y, c.x, None, c.nb, c.arg(c.w), c.arg(c.b), c.mean, c.rstd, T, D, 1, c.eps, rms])
+        c.ref = reference(c)
+        nbytes = 3 * T * D * c.es
+        pct = lambda t: 100.0 * nbytes / t / 1e3 / copy_gbs  # noqa: E731
+        P = ops._bwd_programs(c.x, c.dy, None, T, D, 1, c.w, c.b is not None)
+        Pn = norm_programs(T, nsm, D, sums=False)
+        name = "%s %dx%d" % ("rmsnorm" if rms else "layernorm", T, D)
+        runs = [("base P=%d" % P, bwd, P, True, None), ("wide P=%d" % P, wide, P, True, None),
+                ("no w P=%d" % P, bwd_short, P, False, None), ("no w P=%d" % Pn, bwd_short, Pn, False, None)]
+        if D <= 4096:
+            runs.append(("many P=%d" % Pn, bwd_short, Pn, True, None))
+        while runs:
+            label, k, p, weight, cfg = runs.pop(0)
+            try:
+                a, t, cfg, err = bwd_times(k, red, c, p, weight, cfg)
+            except ktune.KtuneError as e:
+                print("  %s %s: %s" % (name, label, e), flush=True)
+                continue
+            out.append((name, label, a, pct(a), t, pct(t), "-" if err is None else "%.1e" % err, cfg))
+            print("  %-22s %-14s alone %6.1f us %3.0f%%  with reduce %6.1f us %3.0f%%  err %s  [%s]" % out[-1],
+                  flush=True)
+            if label.startswith("base"):
+                runs[0:0] = [(v + " P=%d" % P, wide, P, True, f) for v, f in variants_of(cfg)]
+        del c
+        torch.cuda.empty_cache()
+    print("\n| case | run | bwd alone µs | % of copy | bwd + reduce µs | % of copy | error | config |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in out:
+        print("| %s | %s | %.1f | %.0f%% | %.1f | %.0f%% | %s | %s |" % r)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
