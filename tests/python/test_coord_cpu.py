@@ -4,8 +4,9 @@ a device over a dict as the job's store, the callbacks made by the Python
 package. Every key is published once and followed by the other ranks; a
 message larger than the runtime's first buffer comes whole on the second
 fetch; an exception in the store is a failed exchange, not a crash. And
-ktune.Runtime's options reach kt_runtime_open, whose refusal it raises in
-the runtime's words. Ends with "N passed, N failed, N skipped"."""
+ktune.Runtime's options: a budget reaches kt_runtime_open, whose refusal
+is raised in the runtime's words; an unknown mode or log level is named
+with the values it may take. Ends with "N passed, N failed, N skipped"."""
 import ctypes
 import os
 import sys
@@ -134,7 +135,7 @@ def store_errors_are_failures():
         assert str(e) == "ktune.distributed: rank 2 is not in [0, 2)", str(e)
 
 
-def runtime_options_are_the_runtimes():
+def refused_runtime_options_are_named():
     for budget, text in ((-1, "-1"), (float("nan"), "nan")):
         try:
             ktune.Runtime(budget_s=budget)
@@ -142,10 +143,17 @@ def runtime_options_are_the_runtimes():
         except ktune.KtuneError as e:
             assert e.status == "KT_ERR_INVALID", e.status
             assert str(e) == "kt_runtime_open: strategy 0 or budget %s is out of range" % text, str(e)
+    for kw, text in ((dict(mode="fast"), "mode 'fast' is not one of default, tune, cache-only, off, async"),
+                     (dict(log_level="loud"), "log_level 'loud' is not one of error, warn, info, debug")):
+        try:
+            ktune.Runtime(**kw)
+            raise AssertionError("%r accepted" % kw)
+        except ktune.KtuneError as e:
+            assert (e.status, str(e)) == ("KT_ERR_INVALID", "ktune.Runtime: " + text), (e.status, str(e))
 
 
 check("three ranks agree through Python callbacks", three_ranks)
 check("a message longer than the buffer comes whole on the second fetch", big_message_two_fetches)
 check("a store that raises is a failed exchange", store_errors_are_failures)
-check("ktune.Runtime's options are checked by the runtime, its words raised", runtime_options_are_the_runtimes)
+check("ktune.Runtime's refused options raise KtuneError naming them", refused_runtime_options_are_named)
 sys.exit(summary())

@@ -293,6 +293,16 @@ class Kernel:
         return buf.value.decode()
 
 
+_LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
+
+
+def _choice(what, value, table):
+    """table[value], or KtuneError naming the option and the values it takes."""
+    if value not in table:
+        raise KtuneError("KT_ERR_INVALID", "ktune.Runtime: %s %r is not one of %s" % (what, value, ", ".join(table)))
+    return table[value]
+
+
 class Runtime:
     """A kt_runtime on one device. close() (or process exit) frees it.
     mode, cache_path, pdl and budget_s are kt_options' fields (budget_s: the
@@ -306,19 +316,19 @@ class Runtime:
         o.device = device
         o.no_pdl = 0 if pdl else 1
         if mode is not None:
-            o.mode = _capi.MODES[mode]
+            o.mode = _choice("mode", mode, _capi.MODES)
         if cache_path is not None:
             o.cache_path = cache_path.encode()
         if budget_s is not None:
             o.budget_s = float(budget_s)
         if log_level is not None:
-            o.log_level = {"error": 0, "warn": 1, "info": 2, "debug": 3}[log_level]
+            o.log_level = _choice("log_level", log_level, _LOG_LEVELS)
         self._log_cb = None
         self._coord = _coordinator
         if self._coord is not None:
             o.coord = self._coord.c_struct()
         if log is not None:
-            names = {0: "error", 1: "warn", 2: "info", 3: "debug"}
+            names = {v: k for k, v in _LOG_LEVELS.items()}
             self._log_cb = _capi.LOG_FN(lambda user, lvl, msg: log(names.get(lvl, lvl), msg.decode()))
             o.log = self._log_cb
         h = ctypes.c_void_p()
