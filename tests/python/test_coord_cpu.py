@@ -136,20 +136,17 @@ def store_errors_are_failures():
 
 
 def refused_runtime_options_are_named():
-    for budget, text in ((-1, "-1"), (float("nan"), "nan")):
-        try:
-            ktune.Runtime(budget_s=budget)
-            raise AssertionError("budget %r accepted" % budget)
-        except ktune.KtuneError as e:
-            assert e.status == "KT_ERR_INVALID", e.status
-            assert str(e) == "kt_runtime_open: strategy 0 or budget %s is out of range" % text, str(e)
-    for kw, text in ((dict(mode="fast"), "mode 'fast' is not one of default, tune, cache-only, off, async"),
-                     (dict(log_level="loud"), "log_level 'loud' is not one of error, warn, info, debug")):
+    for kw, text in ((dict(budget_s=-1), "kt_runtime_open: strategy 0 or budget -1 is out of range"),
+                     (dict(budget_s=float("nan")), "kt_runtime_open: strategy 0 or budget nan is out of range"),
+                     (dict(mode="fast"), "ktune.Runtime: mode 'fast' is not one of default, tune, cache-only, off, "
+                                         "async"),
+                     (dict(log_level="loud"), "ktune.Runtime: log_level 'loud' is not one of error, warn, info, "
+                                              "debug")):
         try:
             ktune.Runtime(**kw)
             raise AssertionError("%r accepted" % kw)
         except ktune.KtuneError as e:
-            assert (e.status, str(e)) == ("KT_ERR_INVALID", "ktune.Runtime: " + text), (e.status, str(e))
+            assert (e.status, str(e)) == ("KT_ERR_INVALID", text), (e.status, str(e))
 
 
 check("three ranks agree through Python callbacks", three_ranks)
