@@ -1,7 +1,7 @@
 """Where the norm backward's time goes at T*D >= 16M with a weight, and
-whether a wider config space (deeper pipelines, a warp or half a warp a row
-in blocks of many rows) helps: a probe for issue 17's last target, not part
-of `make bench`.
+whether a wider config space (deeper pipelines, a warp a row in blocks of
+many rows) helps: a probe for issue 17's last target, not part of `make
+bench`.
 
 For each case, bf16, every key tuned cold in this run (a budget of
 PROBE_BUDGET_S seconds a key, default 8, and a third of it for the
