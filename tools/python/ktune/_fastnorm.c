@@ -11,12 +11,11 @@
 ** costs grow (docs/kernels.md, tenth run: the backward's Python body took
 ** 42.6 us on the caller's thread and 66.5 us on the engine's).
 */
+#include <stdatomic.h>
 #include <string.h>
 
+#include "_fastargs.h"
 #include "_fastnorm.h"
-
-/* The kernels of one device, in norm_register's order. */
-enum { K_FWD, K_ROW, K_BWD, K_REDUCE, K_COUNT };
 
 /* The params each kernel has (layernorm_fwd, _bwd_row, _bwd, _bwd_reduce):
 ** pointers first, then i32s; eps (an f32) is layernorm_fwd's 12th. */
@@ -35,6 +34,10 @@ static struct {
   PyObject *backward_py;
   PyObject *paths; /* dict: device index -> tuple of K_COUNT Launchers */
 } g;
+
+/* Each device's Launchers, as norm_register kept them (borrowed from
+** g.paths), for readers without the GIL. */
+static _Atomic(Launcher **) by_dev[FC_MAXDEV];
 
 static PyObject *s_shape, *s_is_contiguous, *s_get_device, *s_dtype, *s_new_empty, *s_saved,
     *s_kt, *s_save, *s_materialize, *kw_dtype;
@@ -93,33 +96,19 @@ static Launcher **launchers(long dev) {
   return t ? (Launcher **)&PyTuple_GET_ITEM(t, 0) : NULL;
 }
 
-static void put_ptr(kt_arg *a, int code, uint64_t ptr) {
-  a->kind = KT_ARG_PTR;
-  a->dtype = (kt_dtype)code;
-  a->v.i64 = 0;
-  a->v.ptr = ptr;
+/* A tensor made here as a kernel's pointer of dtype code; NULL: a null
+** pointer of null_code (0 where the Python body passes None, the dtype's
+** code where it passes ktune.null(dtype)). */
+static int ref_t(fa_ref *r, int code, PyObject *t, int null_code) {
+  r->ptr = 0;
+  r->code = t ? code : null_code;
+  return t ? fc_data_ptr(t, &r->ptr) : 0;
 }
 
-/* A tensor made here: its pointer and code; NULL: a null pointer of
-** null_code (0 where the Python body passes None, the dtype's code where
-** it passes ktune.null(dtype)). */
-static int put_t(kt_arg *a, int code, PyObject *t, int null_code) {
-  if (!t) {
-    put_ptr(a, null_code, 0);
-    return 0;
-  }
-  uint64_t p;
-  if (fc_data_ptr(t, &p)) return -1;
-  put_ptr(a, code, p);
-  return 0;
-}
-
-/* An i32 param (registration checked the kinds; callers the bounds). */
-static void put_i32(kt_arg *a, long long v) {
-  a->kind = KT_ARG_I32;
-  a->dtype = 0;
-  a->v.i64 = 0;
-  a->v.i32 = (int32_t)v;
+static fa_ref ref_in(PyObject *t, const tinfo *i) {
+  fa_ref r = {0, 0};
+  if (t && t != Py_None) r.ptr = i->ptr, r.code = i->code;
+  return r;
 }
 
 /* like.new_empty(shape, dtype=dtype): shape (borrowed) an int or a tuple. */
@@ -201,22 +190,14 @@ static int fwd_run(fwd_args *f, int stats, fwd_out *o) {
       (stats && !(o->rstd = new_vec(f->x, n, g.float32))))
     return -1;
   int x = f->xi.code, wd = f->w != Py_None ? f->wi.code : f->b != Py_None ? f->bi.code : x;
-  kt_arg a[13];
-  if (put_t(&a[0], x, o->y, 0) || put_t(&a[3], x, o->h, x) || put_t(&a[6], KT_F32, o->mean, 0) ||
-      put_t(&a[7], KT_F32, o->rstd, 0))
+  fa_fwd v = {.x = ref_in(f->x, &f->xi), .res = ref_in(f->res, &f->ri), .w = ref_in(f->w, &f->wi),
+              .b = ref_in(f->b, &f->bi), .T = f->T, .D = f->D, .groups = f->groups, .eps = f->eps, .rms = f->rms};
+  v.w.code = v.b.code = wd;
+  if (ref_t(&v.y, x, o->y, 0) || ref_t(&v.h, x, o->h, x) || ref_t(&v.mean, KT_F32, o->mean, 0) ||
+      ref_t(&v.rstd, KT_F32, o->rstd, 0))
     return -1;
-  put_ptr(&a[1], x, f->xi.ptr);
-  put_ptr(&a[2], f->res != Py_None ? f->ri.code : 0, f->res != Py_None ? f->ri.ptr : 0);
-  put_ptr(&a[4], wd, f->w != Py_None ? f->wi.ptr : 0);
-  put_ptr(&a[5], wd, f->b != Py_None ? f->bi.ptr : 0);
-  put_i32(&a[8], f->T);
-  put_i32(&a[9], f->D);
-  put_i32(&a[10], f->groups);
-  a[11].kind = KT_ARG_F32;
-  a[11].dtype = 0;
-  a[11].v.i64 = 0;
-  a[11].v.f32 = (float)f->eps;
-  put_i32(&a[12], f->rms);
+  kt_arg a[13];
+  fa_fill_fwd(a, &v);
   return fc_run(f->k[K_FWD], a);
 }
 
@@ -359,16 +340,13 @@ fail:
 /* The weight's dtype code: the weight's, else h's (ops passes h's dtype). */
 static int wd_of(const bwd_args *b) { return b->w != Py_None ? b->wi.code : b->hi.code; }
 
-/* The pointers the two backward kernels share: dy, h, w, mean, rstd, dres
-** into a[0..5]. */
-static void put_inputs(kt_arg *a, const bwd_args *b, int wd) {
-  int mean = !b->rms && b->mean != Py_None;
-  put_ptr(&a[0], b->dyi.code, b->dyi.ptr);
-  put_ptr(&a[1], b->hi.code, b->hi.ptr);
-  put_ptr(&a[2], wd, b->w != Py_None ? b->wi.ptr : 0);
-  put_ptr(&a[3], mean ? b->mi.code : 0, mean ? b->mi.ptr : 0);
-  put_ptr(&a[4], b->si.code, b->si.ptr);
-  put_ptr(&a[5], b->dres != Py_None ? b->ri.code : 0, b->dres != Py_None ? b->ri.ptr : 0);
+/* The inputs the two backward kernels share: dy, h, w, mean, rstd, dres. */
+static fa_bwd bwd_refs(const bwd_args *b, int wd) {
+  fa_bwd v = {.dy = ref_in(b->dy, &b->dyi), .h = ref_in(b->h, &b->hi), .w = ref_in(b->w, &b->wi),
+              .mean = b->rms ? (fa_ref){0, 0} : ref_in(b->mean, &b->mi), .rstd = ref_in(b->rstd, &b->si),
+              .dres = ref_in(b->dres, &b->ri), .T = b->T, .D = b->D, .groups = b->groups, .rms = b->rms};
+  v.w.code = wd;
+  return v;
 }
 
 /* dx, and dw and db where there are a weight and a bias. */
@@ -384,13 +362,10 @@ static int bwd_alloc(bwd_args *b, bwd_out *o) {
 /* The one-program backward (layernorm_bwd_row). */
 static int bwd_row(bwd_args *b, bwd_out *o) {
   int wd = wd_of(b);
+  fa_bwd v = bwd_refs(b, wd);
+  if (ref_t(&v.dx, b->hi.code, o->dx, 0) || ref_t(&v.dw, wd, o->dw, wd) || ref_t(&v.db, wd, o->db, wd)) return -1;
   kt_arg a[13];
-  if (put_t(&a[0], b->hi.code, o->dx, 0) || put_t(&a[1], wd, o->dw, wd) || put_t(&a[2], wd, o->db, wd)) return -1;
-  put_inputs(&a[3], b, wd);
-  put_i32(&a[9], b->T);
-  put_i32(&a[10], b->D);
-  put_i32(&a[11], b->groups);
-  put_i32(&a[12], b->rms);
+  fa_fill_bwd_row(a, &v);
   return fc_run(b->k[K_ROW], a);
 }
 
@@ -403,24 +378,17 @@ static int bwd_programs(bwd_args *b, bwd_out *o, long long P) {
   int bad = (b->w != Py_None && !(o->dwp = new_empty(b->h, pd, g.float32))) ||
             (b->has_bias && !(o->dbp = new_empty(b->h, pd, g.float32)));
   Py_DECREF(pd);
-  kt_arg a[14], r[7];
-  if (bad || put_t(&a[0], b->hi.code, o->dx, 0) || put_t(&a[1], KT_F32, o->dwp, 0) ||
-      put_t(&a[2], KT_F32, o->dbp, 0))
+  fa_bwd v = bwd_refs(b, wd);
+  if (bad || ref_t(&v.dx, b->hi.code, o->dx, 0) || ref_t(&v.dw, KT_F32, o->dwp, 0) ||
+      ref_t(&v.db, KT_F32, o->dbp, 0))
     return -1;
-  put_inputs(&a[3], b, wd);
-  put_i32(&a[9], b->T);
-  put_i32(&a[10], b->D);
-  put_i32(&a[11], b->groups);
-  put_i32(&a[12], P);
-  put_i32(&a[13], b->rms);
+  kt_arg a[14], r[7];
+  fa_fill_bwd(a, &v, P);
   if (fc_run(b->k[K_BWD], a)) return -1;
   if (!o->dwp && !o->dbp) return 0;
-  if (put_t(&r[0], wd, o->dw, wd) || put_t(&r[1], wd, o->db, wd) || put_t(&r[2], KT_F32, o->dwp, 0) ||
-      put_t(&r[3], KT_F32, o->dbp, 0))
-    return -1;
-  put_i32(&r[4], b->T);
-  put_i32(&r[5], b->D);
-  put_i32(&r[6], P);
+  fa_ref dw, db;
+  if (ref_t(&dw, wd, o->dw, wd) || ref_t(&db, wd, o->db, wd)) return -1;
+  fa_fill_reduce(r, dw, db, v.dw, v.db, b->T, b->D, P);
   return fc_run(b->k[K_REDUCE], r);
 }
 
@@ -491,8 +459,19 @@ static PyObject *norm_register(PyObject *mod, PyObject *const *args, Py_ssize_t 
     }
   }
   /* The first registration stays: a body may be launching through it. */
-  if (!PyDict_SetDefault(g.paths, args[0], args[1])) return NULL;
+  PyObject *kept = PyDict_SetDefault(g.paths, args[0], args[1]); /* borrowed */
+  if (!kept) return NULL;
+  long dev = PyLong_AsLong(args[0]);
+  if (dev == -1 && PyErr_Occurred()) return NULL;
+  /* Published for the bodies that run without the GIL (_fastaten.c): the
+  ** dict keeps the tuple, so its item array stays. */
+  if (dev >= 0 && dev < FC_MAXDEV && !atomic_load_explicit(&by_dev[dev], memory_order_acquire))
+    atomic_store_explicit(&by_dev[dev], (Launcher **)&PyTuple_GET_ITEM(kept, 0), memory_order_release);
   Py_RETURN_NONE;
+}
+
+Launcher **fc_norm_launchers(int dev) {
+  return dev >= 0 && dev < FC_MAXDEV ? atomic_load_explicit(&by_dev[dev], memory_order_acquire) : NULL;
 }
 
 static PyMethodDef norm_methods[] = {
