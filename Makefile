@@ -57,10 +57,17 @@ PY_FASTCALL := $(if $(and $(PY_EXT),$(wildcard $(PY_INC)/Python.h)),$(B)/_fastca
 
 all: deps $(B)/libktune.a $(B)/libktune.so $(B)/ktune $(B)/ktune-nvrtc $(B)/ktune.pc $(PY_FASTCALL)
 
-FASTCALL_SRC := $(addprefix tools/python/ktune/,_fastmod.c _fastcall.c _fastnorm.c)
+FASTCALL_SRC := $(addprefix tools/python/ktune/,_fastmod.c _fastcall.c _fastnorm.c _fastaten.c)
 $(B)/_fastcall$(PY_EXT): $(FASTCALL_SRC) $(wildcard tools/python/ktune/_fast*.h) $(B)/include/ktune.h
-	$(CC) $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I$(PY_INC) $(PUBLIC_INC) \
+	$(CC) $(CFLAGS) -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -fexceptions -shared -fvisibility=hidden -I$(PY_INC) $(PUBLIC_INC) \
 	  $(FASTCALL_SRC) -o $@
+
+# A stand-in for torch's stable C ABI, for tests/python/test_fastaten.py:
+# ktune._fastcall's torch norms tested without torch or a GPU.
+FAKE_TORCH := $(if $(PY_FASTCALL),$(B)/libfake_torch_abi.so)
+$(B)/libfake_torch_abi.so: tests/fake_torch_abi.c
+	@mkdir -p $(B)
+	$(CC) $(CFLAGS) -std=c11 $(WARN) -fPIC -shared -fvisibility=hidden $< -o $@
 
 deps:
 	@sh tools/deps.sh "$(CC)" "$(CUDA_HOME)"
@@ -127,10 +134,10 @@ test: all test-plain test-asan
 # The conventional name of the same.
 check: test
 
-test-plain: $(B)/ktune-test $(B)/ktune $(B)/ktune-nvrtc
+test-plain: $(B)/ktune-test $(B)/ktune $(B)/ktune-nvrtc $(FAKE_TORCH)
 	KTUNE_BIN=$(B)/ktune $(B)/ktune-test
 
-test-asan: $(B)/asan/ktune-test $(B)/asan/ktune $(B)/asan/ktune-nvrtc
+test-asan: $(B)/asan/ktune-test $(B)/asan/ktune $(B)/asan/ktune-nvrtc $(FAKE_TORCH)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0:use_tls=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 KTUNE_BIN=$(B)/asan/ktune $(B)/asan/ktune-test
 

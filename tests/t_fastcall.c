@@ -1,7 +1,9 @@
 /* ktune._fastcall, the Python package's launch path in C, against its
-** ctypes path without a GPU (tests/python/test_fastcall.py), and its norm
-** bodies on stand-in tensors (tests/python/test_fastnorm.py); skipped where
-** Python's headers were missing and make did not build it. */
+** ctypes path without a GPU (tests/python/test_fastcall.py), its norm
+** bodies on stand-in tensors (tests/python/test_fastnorm.py), and its torch
+** norms against a stand-in for torch's stable C ABI
+** (tests/python/test_fastaten.py); skipped where Python's headers were
+** missing and make did not build it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,8 +27,14 @@ static void the_c_norm_bodies_launch_as_ops_does(void) {
   python_script("test_fastnorm.py", "7 passed, 0 failed, 0 skipped\n");
 }
 
+static void the_torch_norms_run_the_kernels_under_torchs_operators(void) {
+  python_script("test_fastaten.py", "6 passed, 0 failed, 0 skipped\n");
+}
+
 const kt_test t_fastcall_tests[] = {
     {"fastcall_the_c_launch_path_packs_as_ctypes_does", the_c_launch_path_packs_as_ctypes_does},
     {"fastcall_the_c_norm_bodies_launch_as_ops_does", the_c_norm_bodies_launch_as_ops_does},
+    {"fastcall_the_torch_norms_run_the_kernels_under_torchs_operators",
+     the_torch_norms_run_the_kernels_under_torchs_operators},
     {NULL, NULL},
 };

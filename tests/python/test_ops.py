@@ -438,6 +438,191 @@ def odd_norm_arguments_raise_in_the_packages_words():
                 raise AssertionError("no error for %s" % list(kw))
 
 
+def _poison():
+    """Frees a block of NaNs for the caching allocator to hand out next:
+    outputs that a kernel leaves unwritten then show."""
+    torch.full((1 << 24,), float("nan"), device="cuda")
+
+
+def _aten_case(shape, k, dtype, wdtype, rms, wb):
+    """x and its weight / bias over the last k dims, float64 copies, and the
+    reference forward and backward (float64 autograd)."""
+    ns = shape[len(shape) - k:]
+    x = torch.randn(*shape, device="cuda", dtype=dtype)
+    w = torch.rand(*ns, device="cuda", dtype=wdtype) + 0.5 if "w" in wb else None
+    b = torch.randn(*ns, device="cuda", dtype=wdtype) if "b" in wb else None
+    return x, w, b, ns
+
+
+def _aten_run(x, w, b, ns, rms, eps, dy):
+    """torch's functional norm, forward and backward: (y, dx, dw, db)."""
+    xs, ws, bs = (t.detach().requires_grad_(True) if t is not None else None for t in (x, w, b))
+    y = F.rms_norm(xs, ns, ws, eps) if rms else F.layer_norm(xs, ns, ws, bs, eps)
+    y.backward(dy)
+    return y.detach(), xs.grad, ws.grad if ws is not None else None, bs.grad if bs is not None else None
+
+
+def _aten_ref(x, w, b, ns, rms, eps, dy):
+    """float64 reference over flattened rows: (y, dx, dw, db)."""
+    D = 1
+    for n in ns:
+        D *= n
+    xs, ws, bs = (t.detach().double().reshape(-1, D).requires_grad_(True) if t is not None else None
+                  for t in (x, w, b))
+    ws1, bs1 = (t.reshape(D) if t is not None else None for t in (ws, bs))
+    e = (torch.finfo(torch.float32).eps if eps is None else eps)
+    y = ref_norm(xs, ws1, bs1, e, rms)
+    y.backward(dy.double().reshape(-1, D))
+    g = [t.grad.reshape(s.shape) if t is not None else None for t, s in ((xs, x), (ws, w), (bs, b))]
+    return y.detach().reshape(x.shape), g[0], g[1], g[2]
+
+
+def _launches():
+    return ktune.runtime(0).stats()["launches"]
+
+
+@test
+def torch_norms_run_ktunes_kernels_under_torchs_autograd():
+    """ktune.torch_norms.install(): F.rms_norm and F.layer_norm on CUDA, with
+    torch's own autograd nodes, run ktune's kernels (the runtime counts the
+    launches) and match float64 forward and backward over ragged rows, long
+    rows, several normalized dims, weights and biases in each dtype; outputs
+    have torch's shapes and dtypes, and the saved statistics torch's layout.
+    uninstall() gives torch's kernels back."""
+    from ktune import torch_norms
+    torch.manual_seed(5)
+    bf, f16, f32 = torch.bfloat16, torch.float16, torch.float32
+    cases = [((1, 4096), 1, bf, bf, True, "w"), ((3, 1000), 1, f16, f16, False, "wb"), ((131, 768), 1, f32, f32, True, ""),
+             ((1000, 4096), 1, bf, bf, False, "wb"), ((300, 12288), 1, bf, bf, True, "w"), ((2, 7, 320), 1, f16, f16, False, "w"),
+             ((5, 8, 96), 2, bf, bf, False, "wb"), ((64, 16384), 1, f16, f16, False, ""), ((2048, 2048), 1, f32, f32, False, "b")]
+    natives = []
+    for c in cases:  # torch's own results first, for the shapes and dtypes
+        x, w, b, ns = _aten_case(*c[:4], c[4], c[5])
+        dy = torch.randn_like(x)
+        natives.append((x, w, b, ns, dy, _aten_run(x, w, b, ns, c[4], 1e-5, dy)))
+    torch_norms.install()
+    try:
+        torch_norms.install()  # again: nothing
+        assert torch_norms.installed()
+        for c, (x, w, b, ns, dy, nat) in zip(cases, natives):
+            tag = "%s k=%d %s/%s rms=%s %s" % (c[0], c[1], c[2], c[3], c[4], c[5])
+            _poison()
+            n0 = _launches()
+            got = _aten_run(x, w, b, ns, c[4], 1e-5, dy)
+            torch.cuda.synchronize()
+            assert _launches() >= n0 + 2, "%s: ktune's kernels did not run" % tag
+            ref = _aten_ref(x, w, b, ns, c[4], 1e-5, dy)
+            tol = 1e-4 if c[2] == f32 else 2e-2
+            for name, g, n, r in zip(("y", "dx", "dw", "db"), got, nat, ref):
+                if r is None:
+                    assert g is None and n is None, (tag, name)
+                    continue
+                assert g.shape == n.shape and g.dtype == n.dtype, (tag, name, g.shape, n.shape, g.dtype, n.dtype)
+                close("%s %s" % (tag, name), g, r, tol * (8 if name in ("dw", "db") else 1), tol)
+        x = torch.randn(6, 2, 512, device="cuda", dtype=bf)
+        w, b = torch.rand(512, device="cuda", dtype=bf), torch.randn(512, device="cuda", dtype=bf)
+        y, mean, rstd = torch.ops.aten.native_layer_norm(x, [512], w, b, 1e-5)
+        torch_norms.uninstall()
+        y2, mean2, rstd2 = torch.ops.aten.native_layer_norm(x, [512], w, b, 1e-5)
+        for name, a, n in (("y", y, y2), ("mean", mean, mean2), ("rstd", rstd, rstd2)):
+            assert a.shape == n.shape and a.dtype == n.dtype and a.is_contiguous(), (name, a.shape, n.shape)
+            close("stats " + name, a, n, 2e-2 if name == "y" else 1e-4, 1e-3)
+        assert not torch_norms.installed()
+        n0 = _launches()
+        F.layer_norm(x, (512,), w, b)
+        torch.cuda.synchronize()
+        assert _launches() == n0, "uninstall() left ktune's kernels in place"
+    finally:
+        torch_norms.uninstall()
+
+
+@test
+def torch_norms_fallback_and_errors():
+    """What ktune's kernels do not take is computed from torch's elementwise
+    operators: float64, strided rows, a mixed RMSNorm weight, RMSNorm's
+    default eps; the backward's output mask leaves outputs undefined; a
+    shape torch would refuse raises naming the operator; ops.rms_norm under
+    autograd goes through torch's node; a captured graph replays the
+    kernels."""
+    from ktune import torch_norms
+    aten = torch.ops.aten
+    torch.manual_seed(6)
+    x64 = torch.randn(33, 200, device="cuda", dtype=torch.float64)
+    w64 = torch.rand(200, device="cuda", dtype=torch.float64) + 0.5
+    xt = torch.randn(512, 40, device="cuda", dtype=torch.bfloat16).t()  # strided rows of 512
+    wt = torch.rand(512, device="cuda", dtype=torch.bfloat16) + 0.5
+    xm = torch.randn(16, 256, device="cuda", dtype=torch.bfloat16)
+    wm = torch.rand(256, device="cuda") + 0.5
+    cases = [(x64, w64, None, True, 1e-6), (x64, w64, w64 - 1, False, 1e-5), (xt, wt, None, True, 1e-6),
+             (xt, wt, wt - 1, False, 1e-5), (xm, None, None, True, None)]
+    natives = []
+    for x, w, b, rms, eps in cases:
+        dy = torch.randn_like(x)
+        natives.append((dy, _aten_run(x, w, b, (x.shape[-1],), rms, eps, dy)))
+    torch_norms.install()
+    try:
+        for (x, w, b, rms, eps), (dy, nat) in zip(cases, natives):
+            tag = "%s %s %s rms=%s eps=%s" % (tuple(x.shape), x.dtype, w.dtype if w is not None else None, rms, eps)
+            got = _aten_run(x, w, b, (x.shape[-1],), rms, eps, dy)
+            tol = 1e-9 if x.dtype == torch.float64 else 2e-2
+            for name, g, n in zip(("y", "dx", "dw", "db"), got, nat):
+                if n is None:
+                    assert g is None, (tag, name)
+                    continue
+                assert g.shape == n.shape and g.dtype == n.dtype, (tag, name, g.dtype, n.dtype)
+                close("%s %s" % (tag, name), g, n, tol * (8 if name in ("dw", "db") else 1), tol)
+        x = torch.randn(8, 1024, device="cuda", dtype=torch.bfloat16)
+        w, b = torch.rand(1024, device="cuda", dtype=torch.bfloat16), torch.randn(1024, device="cuda", dtype=torch.bfloat16)
+        y, mean, rstd = aten.native_layer_norm(x, [1024], w, b, 1e-5)
+        dy = torch.randn_like(x)
+        for mask in ([True, False, True], [False, True, False], [False, False, False]):
+            outs = aten.native_layer_norm_backward(dy, x, [1024], mean, rstd, w, b, mask)
+            for m, o in zip(mask, outs):
+                assert (o is not None) == m, (mask, [o is not None for o in outs])
+        y, rstd = aten._fused_rms_norm(x, [1024], w, None)
+        outs = aten._fused_rms_norm_backward(dy, x, [1024], rstd, w, [True, False])
+        assert outs[0] is not None and outs[1] is None
+        ym, rm = aten._fused_rms_norm(xm, [256], wm, 1e-6)  # a float32 weight: the fallback
+        assert ym.dtype == torch.bfloat16 and rm.dtype == torch.float32 and rm.shape == (16, 1)
+        close("mixed RMSNorm", ym, ref_norm(xm.double(), wm.double(), None, 1e-6, True), 2e-2, 2e-2)
+        for fn, want in ((lambda: F.layer_norm(x, (1000,), None, None), "ktune (aten::native_layer_norm): "
+                          "native_layer_norm: normalized_shape [1000] does not end input's shape [8, 1024]"),
+                         (lambda: F.layer_norm(xm, (256,), wm, None), "ktune (aten::native_layer_norm): "
+                          "native_layer_norm: weight is torch.float32 and input torch.bfloat16; torch takes one "
+                          "dtype"),
+                         (lambda: aten._fused_rms_norm(x, [1024], w[:512], None), "ktune (aten::_fused_rms_norm): "
+                          "_fused_rms_norm: weight has shape [512]; normalized_shape is [1024]")):
+            try:
+                fn()
+            except RuntimeError as e:
+                assert want in str(e), (str(e), want)
+            else:
+                raise AssertionError("no error: " + want)
+        xg = x.float().requires_grad_(True)
+        wg = w.float().requires_grad_(True)
+        y = ops.rms_norm(xg, wg, 1e-6)
+        assert y.grad_fn.name() == "FusedRmsNormBackward0", y.grad_fn.name()
+        y.backward(dy.float())
+        ref = _aten_ref(x.float(), w.float(), None, (1024,), True, 1e-6, dy.float())
+        close("ops.rms_norm dx", xg.grad, ref[1], 1e-4, 1e-4)
+        close("ops.rms_norm dw", wg.grad, ref[2], 1e-3, 1e-4)
+        xs = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
+        ws = torch.rand(2048, device="cuda", dtype=torch.bfloat16)
+        F.layer_norm(xs, (2048,), ws, None)
+        ktune.wait_tuning()  # the capture then takes the winner that the eager call below takes
+        want = F.layer_norm(xs, (2048,), ws, None)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            got = F.layer_norm(xs, (2048,), ws, None)
+        got.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(got, want), "the captured layer norm differs from the eager one"
+    finally:
+        torch_norms.uninstall()
+
+
 @test
 def two_devices():
     n = torch.cuda.device_count()

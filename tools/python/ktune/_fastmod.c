@@ -1,8 +1,10 @@
 /*
-** The module ktune._fastcall: the Launcher (_fastcall.c) and the norms'
-** bodies that launch through it (_fastnorm.c).
+** The module ktune._fastcall: the Launcher (_fastcall.c), the norms'
+** bodies that launch through it (_fastnorm.c), and torch's norm operators
+** run by the same kernels (_fastaten.c).
 */
 #include "_fastcall.h"
+#include "_fastaten.h"
 #include "_fastnorm.h"
 
 static struct PyModuleDef fc_module = {
@@ -12,7 +14,7 @@ static struct PyModuleDef fc_module = {
 PyMODINIT_FUNC PyInit__fastcall(void) {
   PyObject *m = PyModule_Create(&fc_module);
   if (!m) return NULL;
-  if (fc_launcher_init(m) < 0 || fc_norm_init(m) < 0) {
+  if (fc_launcher_init(m) < 0 || fc_norm_init(m) < 0 || fc_aten_init(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

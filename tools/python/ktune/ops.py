@@ -42,10 +42,13 @@ def _programs(t, T, D, sums=True):
     """norm_programs for t's device: without programs of two blocks, and with
     them where the device runs clusters (else the same); both the same
     without sums (no weight, no bias)."""
-    dev = t.get_device()
+    return _programs_dev(t.get_device(), T, D, sums)
+
+
+def _programs_dev(dev, T, D, sums=True):
     n = _devices.get(dev)
     if n is None:
-        props = torch.cuda.get_device_properties(t.device)
+        props = torch.cuda.get_device_properties(dev)
         n = _devices[dev] = (props.multi_processor_count, props.major >= 9)
     # About one backward program per SM: the pipelined backward keeps an SM's
     # memory busy with one program, and each program adds a partial row to sum.
@@ -57,12 +60,20 @@ def _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
     """Whether layernorm_bwd can split a program's rows over two blocks: the
     pipeline (one group, whole 16-byte vectors, VEC of them for the weight)
     and sums to merge."""
-    vec = 16 // h2.element_size()
-    if groups != 1 or D % vec or (weight is None and not has_bias):
+    ptrs = [t.data_ptr() for t in (h2, dy2, dres) if t is not None]
+    return _mergeable_ptrs(D, groups, h2.element_size(), ptrs, weight is not None and weight.data_ptr(),
+                           weight is not None and weight.element_size(), has_bias)
+
+
+def _mergeable_ptrs(D, groups, esize, ptrs, wptr, wsize, has_bias):
+    """_mergeable from the rows' element size and addresses (wptr: 0 or
+    False without a weight)."""
+    vec = 16 // esize
+    if groups != 1 or D % vec or (not wptr and not has_bias):
         return False
-    if any(t is not None and t.data_ptr() % 16 for t in (h2, dy2, dres)):
+    if any(p % 16 for p in ptrs):
         return False
-    return weight is None or weight.data_ptr() % (vec * weight.element_size()) == 0
+    return not wptr or wptr % (vec * wsize) == 0
 
 
 def _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias):
@@ -82,6 +93,18 @@ def _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias):
     if norm_bwd_one_program(T, D, groups, host_bound):
         return 0
     return _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias)
+
+
+def _aten_plan(dev, T, D, esize, hptr, dyptr, wptr, wsize, has_bias):
+    """_bwd_plan for ktune.torch_norms's backward (one group, no residual),
+    from addresses: what its C kernel can hand over without tensors."""
+    host_bound = T * D <= NORM_ONE_PROGRAM_MAX and not torch.cuda.is_current_stream_capturing()
+    if norm_bwd_one_program(T, D, 1, host_bound):
+        return 0
+    P, Pm = _programs_dev(dev, T, D, True) if wptr or has_bias else _programs_dev(dev, T, D, False)
+    if Pm != P and _mergeable_ptrs(D, 1, esize, (hptr, dyptr), wptr, wsize, has_bias):
+        return Pm
+    return P
 
 
 def _rows(t, D):
@@ -244,7 +267,10 @@ _registered = set()
 
 def _register(t):
     """t's device's kernels handed to the C bodies, once a device."""
-    dev = t.get_device()
+    _register_dev(t.get_device())
+
+
+def _register_dev(dev):
     if _fc is None or dev < 0 or dev in _registered:
         return
     _registered.add(dev)
@@ -312,12 +338,22 @@ def _apply(*args):
     return _apply(*args)
 
 
+# [True] while ktune.torch_norms is installed: autograd then goes through
+# torch's own norm operators (C++ nodes), which run ktune's kernels.
+_aten_on = [False]
+
+
 def _norm(x, residual, weight, bias, groups, eps, rms, return_residual):
     store = return_residual or residual is not None
     if _fast(x, residual, weight, bias):
         y, h = _eager(x, residual, weight, bias, groups, eps, rms, store)
     elif torch.compiler.is_compiling():
         y, h, _, _ = norm_fwd(x, residual, weight, bias, groups, eps, rms, store)
+    elif _aten_on[0] and not store and groups == 1:
+        D = x.shape[-1]
+        w = weight if weight is None or weight.dim() == 1 else weight.reshape(-1)
+        b = bias if bias is None or bias.dim() == 1 else bias.reshape(-1)
+        return torch.rms_norm(x, (D,), w, eps) if rms else torch.layer_norm(x, (D,), w, b, eps)
     else:
         y, h = _apply(x, residual, weight, bias, groups, eps, rms, store)
     return (y, h) if return_residual else y
