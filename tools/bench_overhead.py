@@ -5,7 +5,9 @@ imports):
      backward on each side (and each half alone: the forward under
      autograd, the backward through a kept graph), the same for torch's
      own kernels behind a Python autograd.Function (as ktune.ops's are),
-     an empty Function's forward plus backward, and a Triton @autotune
+     an empty Function's forward plus backward, ktune's kernels under
+     torch's own C++ nodes (ktune.torch_norms installed: ktune.ops routed
+     there, and torch.nn.functional's calls), and a Triton @autotune
      kernel; wall time per call over 5000 back-to-back calls (2000 where
      autograd runs), the stream synchronized at the end;
   2. a model block (residual add + RMSNorm + token permutation), ktune
@@ -21,7 +23,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
 import ktune  # noqa: E402
 from bench_kernels import graph_time_us  # noqa: E402
-from ktune import ops  # noqa: E402
+from ktune import ops, torch_norms  # noqa: E402
 
 try:
     import triton
@@ -43,16 +45,27 @@ def interleaved_us(calls, rounds=5):
     """For each (fn, n) in calls, the median over rounds of burst_us(fn, n),
     the rounds taken in turn (a round of each, then the next): a host whose
     speed drifts over the minutes of a run moves every row alike, not the
-    rows timed last."""
-    for fn, _ in calls:
+    rows timed last. A call (fn, n, True) runs with ktune.torch_norms
+    installed, the others without (switched between bursts, untimed)."""
+    for c in calls:
+        _torch_norms(c)
         for _ in range(50):
-            fn()
+            c[0]()
     torch.cuda.synchronize()
     res = [[] for _ in calls]
     for _ in range(rounds):
-        for (fn, n), r in zip(calls, res):
-            r.append(burst_us(fn, n))
+        for c, r in zip(calls, res):
+            _torch_norms(c)
+            r.append(burst_us(c[0], c[1]))
+    _torch_norms((None, 0))
     return [statistics.median(r) for r in res]
+
+
+def _torch_norms(call):
+    """ktune.torch_norms installed for a call that asks for it, else not."""
+    on = len(call) > 2 and call[2]
+    if on != torch_norms.installed():
+        torch_norms.install() if on else torch_norms.uninstall()
 
 
 if triton is not None:
@@ -123,6 +136,17 @@ def _python_functions(D):
     return rms, Ln.apply, Empty.apply
 
 
+def _aten_ready():
+    """Whether ktune.torch_norms installs here (it says why where not)."""
+    try:
+        torch_norms.install()
+        torch_norms.uninstall()
+        return True
+    except ktune.KtuneError as e:
+        print("ktune.torch_norms rows skipped: %s" % e)
+        return False
+
+
 def host_costs(dev):
     """Per-call wall time of the norms from Python at T=4, D=4096 bf16: the
     operators, the kernel handle (C launch path and ctypes path), torch's
@@ -169,6 +193,20 @@ def host_costs(dev):
                            lambda out=out: out.backward(dy, retain_graph=True), 2000))
     both.append(("forward + backward of an empty Python autograd.Function (no kernel)",
                  lambda: empty_fn(xg).backward(dy), 2000))
+    # ktune's kernels under torch's own C++ autograd nodes (ktune.torch_norms):
+    # ktune.ops routed there, and torch's functional ops themselves.
+    aten = _aten_ready()
+    if aten:
+        for name, (kt_fwd, th_fwd, _) in fwds.items():
+            both.append(("%s forward + backward, ktune.ops through torch's nodes (ktune.torch_norms)" % name,
+                         lambda fwd=kt_fwd: fwd().backward(dy), 2000, True))
+            both.append(("%s forward + backward, torch.nn.functional with ktune.torch_norms installed" % name,
+                         lambda fwd=th_fwd: fwd().backward(dy), 2000, True))
+            halves.append(("%s forward under autograd, torch.nn.functional with ktune.torch_norms installed"
+                           % name, th_fwd, 2000, True))
+            out = th_fwd()
+            halves.append(("%s backward alone, torch.nn.functional with ktune.torch_norms installed" % name,
+                           lambda out=out: out.backward(dy, retain_graph=True), 2000, True))
 
     calls = [("ktune.ops.rms_norm", lambda: ops.rms_norm(x, w, 1e-6), 5000),
              ("torch.nn.functional.rms_norm", lambda: F.rms_norm(x, (D,), w, 1e-6), 5000),
@@ -177,6 +215,11 @@ def host_costs(dev):
              ("kernel handle, %s" % ("C launch path (ktune._fastcall)" if fast else "ctypes path (C path not built)"),
               lambda: k.launch(raw), 5000),
              ("kernel handle, ctypes path", lambda: k._slow_launch(raw, None, None), 5000)] + both + halves
+    if aten:
+        calls += [("torch.nn.functional.rms_norm with ktune.torch_norms installed",
+                   lambda: F.rms_norm(x, (D,), w, 1e-6), 5000, True),
+                  ("torch.nn.functional.layer_norm with ktune.torch_norms installed",
+                   lambda: F.layer_norm(x, (D,), w, b, 1e-5), 5000, True)]
     if triton is not None:
         x1, w1 = x[:1], w
         calls.append(("Triton @autotune RMSNorm kernel (cache hit, T = 1)",
