@@ -592,22 +592,16 @@ static void run_op(int op, siv *s, uint64_t nret) {
   if (!ok) A.check(false, op_names[op], __FILE__, __LINE__, msg); /* throws into torch's caller */
 }
 
-static void k_rms(siv *s, uint64_t nargs, uint64_t nret) {
-  (void)nargs;
-  run_op(OP_RMS, s, nret);
-}
-static void k_rms_bwd(siv *s, uint64_t nargs, uint64_t nret) {
-  (void)nargs;
-  run_op(OP_RMS_BWD, s, nret);
-}
-static void k_ln(siv *s, uint64_t nargs, uint64_t nret) {
-  (void)nargs;
-  run_op(OP_LN, s, nret);
-}
-static void k_ln_bwd(siv *s, uint64_t nargs, uint64_t nret) {
-  (void)nargs;
-  run_op(OP_LN_BWD, s, nret);
-}
+/* The boxed kernels: torch passes them no user data, so one function an op. */
+#define ENTRY(fn, op)                                                                                              \
+  static void fn(siv *s, uint64_t nargs, uint64_t nret) {                                                          \
+    (void)nargs;                                                                                                   \
+    run_op(op, s, nret);                                                                                           \
+  }
+ENTRY(k_rms, OP_RMS)
+ENTRY(k_rms_bwd, OP_RMS_BWD)
+ENTRY(k_ln, OP_LN)
+ENTRY(k_ln_bwd, OP_LN_BWD)
 static void (*const op_fns[OP_COUNT])(siv *, uint64_t, uint64_t) = {k_rms, k_rms_bwd, k_ln, k_ln_bwd};
 
 /* Each of syms looked up in the libraries at paths (a tuple of str), each
