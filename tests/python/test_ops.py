@@ -543,7 +543,7 @@ def torch_norms_fallback_and_errors():
     default eps; the backward's output mask leaves outputs undefined; a
     shape torch would refuse raises naming the operator; ops.rms_norm under
     autograd goes through torch's node; a captured graph replays the
-    kernels."""
+    forward and backward as eager calls run them."""
     from ktune import torch_norms
     aten = torch.ops.aten
     torch.manual_seed(6)
@@ -606,19 +606,35 @@ def torch_norms_fallback_and_errors():
         ref = _aten_ref(x.float(), w.float(), None, (1024,), True, 1e-6, dy.float())
         close("ops.rms_norm dx", xg.grad, ref[1], 1e-4, 1e-4)
         close("ops.rms_norm dw", wg.grad, ref[2], 1e-3, 1e-4)
-        xs = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
-        ws = torch.rand(2048, device="cuda", dtype=torch.bfloat16)
-        F.layer_norm(xs, (2048,), ws, None)
-        ktune.wait_tuning()  # the capture then takes the winner that the eager call below takes
-        want = F.layer_norm(xs, (2048,), ws, None)
+        xs = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16).requires_grad_(True)
+        ws = torch.rand(2048, device="cuda", dtype=torch.bfloat16).requires_grad_(True)
+        dys = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
+
+        def step(a, b):
+            y = F.layer_norm(a, (2048,), b, None)
+            return (y,) + torch.autograd.grad(y, (a, b), dys)
+
+        step(xs, ws)
+        ktune.wait_tuning()  # the capture then takes the winners that the eager call below takes
+        want = [t.detach() for t in step(xs, ws)]
+        # Leaves of their own, first used on the capture's stream (autograd's
+        # nodes for a leaf keep the stream they were made on).
+        xc, wc = (t.detach().clone().requires_grad_(True) for t in (xs, ws))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step(xc, wc)  # the warm-up
+        torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            got = F.layer_norm(xs, (2048,), ws, None)
-        got.fill_(float("nan"))
+            got = [t.detach() for t in step(xc, wc)]
+        for t in got:
+            t.fill_(float("nan"))
         g.replay()
         torch.cuda.synchronize()
-        assert torch.equal(got, want), "the captured layer norm differs from the eager one"
+        for name, a, b in zip(("y", "dx", "dw"), got, want):
+            assert torch.equal(a, b), "the captured layer norm's %s differs from the eager one" % name
     finally:
         torch_norms.uninstall()
 
