@@ -202,6 +202,8 @@ def host_costs(dev):
                          lambda fwd=kt_fwd: fwd().backward(dy), 2000, True))
             both.append(("%s forward + backward, torch.nn.functional with ktune.torch_norms installed" % name,
                          lambda fwd=th_fwd: fwd().backward(dy), 2000, True))
+            halves.append(("%s forward under autograd, ktune.ops through torch's nodes (ktune.torch_norms)"
+                           % name, kt_fwd, 2000, True))
             halves.append(("%s forward under autograd, torch.nn.functional with ktune.torch_norms installed"
                            % name, th_fwd, 2000, True))
             out = th_fwd()

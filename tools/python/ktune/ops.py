@@ -338,36 +338,49 @@ def _apply(*args):
     return _apply(*args)
 
 
-# [True] while ktune.torch_norms is installed: autograd then goes through
-# torch's own norm operators (C++ nodes), which run ktune's kernels.
-_aten_on = [False]
-
-
 def _norm(x, residual, weight, bias, groups, eps, rms, return_residual):
     store = return_residual or residual is not None
     if _fast(x, residual, weight, bias):
         y, h = _eager(x, residual, weight, bias, groups, eps, rms, store)
     elif torch.compiler.is_compiling():
         y, h, _, _ = norm_fwd(x, residual, weight, bias, groups, eps, rms, store)
-    elif _aten_on[0] and not store and groups == 1:
-        D = x.shape[-1]
-        w = weight if weight is None or weight.dim() == 1 else weight.reshape(-1)
-        b = bias if bias is None or bias.dim() == 1 else bias.reshape(-1)
-        return torch.rms_norm(x, (D,), w, eps) if rms else torch.layer_norm(x, (D,), w, b, eps)
     else:
         y, h = _apply(x, residual, weight, bias, groups, eps, rms, store)
     return (y, h) if return_residual else y
 
 
+# [True] while ktune.torch_norms is installed: autograd then goes through
+# torch's own norm operators (C++ nodes), which run ktune's kernels.
+_aten_on = [False]
+
+
+def _via_aten(x, weight, bias):
+    """Whether a plain norm goes through torch's own operator (and so its
+    C++ autograd node): ktune.torch_norms installed, gradients wanted, not
+    under torch.compile. Checked first, so that the call costs no more
+    Python than torch's functional one."""
+    return torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad) or
+                                        (bias is not None and bias.requires_grad)) and not _is_compiling()
+
+
+def _vec1(t):
+    """A weight or bias as one row of D, as torch's operators take it."""
+    return t if t is None or t.dim() == 1 else t.reshape(-1)
+
+
 def rms_norm(x, weight=None, eps=1e-6, residual=None, return_residual=False):
     """RMSNorm over the last dim of (x + residual); with return_residual also
     x + residual (for the next layer's residual), stored by the same kernel."""
+    if _aten_on[0] and residual is None and not return_residual and _via_aten(x, weight, None):
+        return torch.rms_norm(x, (x.shape[-1],), _vec1(weight), eps)
     return _norm(x, residual, weight, None, 1, eps, True, return_residual)
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5, residual=None, return_residual=False, groups=1):
     """LayerNorm over the last dim of (x + residual), or a group norm over
     `groups` equal parts of it (weight and bias span the whole dim)."""
+    if _aten_on[0] and residual is None and not return_residual and groups == 1 and _via_aten(x, weight, bias):
+        return torch.layer_norm(x, (x.shape[-1],), _vec1(weight), _vec1(bias), eps)
     return _norm(x, residual, weight, bias, groups, eps, False, return_residual)
 
 
