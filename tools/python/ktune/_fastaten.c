@@ -342,8 +342,9 @@ static int fwd_fast(call *c, siv *out) {
 
 /* The backward's plans kept per device. Where the stream is not capturing
 ** and the rows are 16-byte aligned, the package's plan (ops._aten_plan) is
-** a function of the rows, the row length, the element size, the weight
-** and the bias: it then runs once a key, not with the GIL every call. Two
+** a function of the rows, the row length, x's and the weight's element
+** sizes, and whether there are a weight and a bias: it then runs once a
+** key, not with the GIL every call. Two
 ** atomics an entry: a reader takes P where the key reads the same before
 ** and after it (a writer refilling the entry for that key stores the
 ** same P). */
@@ -377,7 +378,7 @@ static uint64_t plan_key(const targ *x, const targ *dy, const targ *w, int has_b
       !not_capturing(stream))
     return 0;
   return 1ull << 63 | (uint64_t)M | (uint64_t)D << 31 | (uint64_t)(x->r.code == KT_F32) << 55 |
-         (uint64_t)(w->h != NULL) << 56 | (uint64_t)(has_bias != 0) << 57;
+         (uint64_t)(w->h != NULL) << 56 | (uint64_t)(has_bias != 0) << 57 | (uint64_t)(w->r.code == KT_F32) << 58;
 }
 
 /* The backward's programs P (0: layernorm_bwd_row) from the package's

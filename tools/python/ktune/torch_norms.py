@@ -20,8 +20,7 @@ strided tensor, RMSNorm with a weight of another dtype, a failed launch) is
 computed here from torch's elementwise operators in float32 (float64 for
 float64), with torch's results' shapes and dtypes; a call torch refuses (a
 shape that does not match, LayerNorm with a weight or bias of another
-dtype) raises RuntimeError naming the operator and what is wrong. torch warns once, at install(), that the
-kernels override its own.
+dtype) raises RuntimeError naming the operator and what is wrong.
 
 Outside it, torch.compile traces these operators through their
 decompositions, so compiled code does not reach the kernels here.
