@@ -237,7 +237,7 @@ static void call_free(call *c) {
 ** the GIL, once). NULL where they cannot be had. */
 static Launcher **kernels(int dev) {
   Launcher **k = fc_norm_launchers(dev);
-  if (k) return k;
+  if (k || !Py_IsInitialized()) return k;
   PyGILState_STATE st = PyGILState_Ensure();
   PyObject *r = PyObject_CallFunction(g.reg, "i", dev);
   if (!r) PyErr_Clear(); /* the fallback then takes the call, and says why if it fails */
@@ -384,6 +384,7 @@ static uint64_t plan_key(const targ *x, const targ *dy, const targ *w, int has_b
 /* The backward's programs P (0: layernorm_bwd_row) from the package's
 ** plan, with the GIL; -1 where it failed. */
 static long long plan_py(const targ *x, const targ *dy, const targ *w, int has_bias, long long M, long long D) {
+  if (!Py_IsInitialized()) return -1;
   PyGILState_STATE st = PyGILState_Ensure();
   size_t es = x->r.code == KT_F32 ? 4 : 2, ws = w->h && w->r.code == KT_F32 ? 4 : 2;
   PyObject *r = PyObject_CallFunction(g.plan, "iLLnKKKni", (int)x->dev, M, D, (Py_ssize_t)es,
@@ -549,8 +550,13 @@ static int results_in(PyObject *r, siv *out, int nret, char *msg, size_t cap) {
 }
 
 /* The Python fallback, with the GIL: fallback(op, tensors, shape, eps,
-** mask). 0 with out written, or -1 with msg. */
+** mask). 0 with out written, or -1 with msg. (Nothing of Python is called
+** once the interpreter is gone: a norm run by C++ at exit.) */
 static int fallback(call *c, siv *out, int nret, char *msg, size_t cap) {
+  if (!Py_IsInitialized()) {
+    snprintf(msg, cap, "ktune: %s after Python's shutdown, where its kernels did not take it", op_names[c->op]);
+    return -1;
+  }
   PyGILState_STATE st = PyGILState_Ensure();
   int rc = -1;
   size_t ns = c->nshape < MAXDIM ? c->nshape : MAXDIM;
