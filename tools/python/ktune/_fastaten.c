@@ -145,8 +145,10 @@ static void targ_read(ath h, targ *t) {
   for (int i = 0; i < 3; i++)
     if (t->tdt == g.dt[i]) t->r.code = i == 0 ? KT_F32 : i == 1 ? KT_F16 : KT_BF16;
   t->numel = 1;
-  for (int64_t i = 0; i < t->dim && i < MAXDIM; i++) t->numel *= (t->sizes[i] = sz[i]);
-  t->dense = c && t->dim <= MAXDIM;
+  bool over = false; /* sizes whose product overflows (a dim of 0 among huge ones): not taken */
+  for (int64_t i = 0; i < t->dim && i < MAXDIM; i++)
+    over |= __builtin_mul_overflow(t->numel, (long long)(t->sizes[i] = sz[i]), &t->numel);
+  t->dense = c && t->dim <= MAXDIM && !over;
 }
 
 /* An optional's box: torch 2.11 makes it with C++'s `new StableIValue`
@@ -252,10 +254,11 @@ static int rows_of(const call *c, const targ *x, long long *M, long long *D) {
   if (!x->h || !x->dense || !x->r.code || c->nshape < 1 || (int64_t)c->nshape > x->dim) return 0;
   long long d = 1;
   for (size_t i = 0; i < c->nshape; i++) {
-    if (x->sizes[x->dim - (int64_t)c->nshape + (int64_t)i] != c->shape[i]) return 0;
-    d *= c->shape[i];
+    int64_t n = c->shape[i];
+    if (x->sizes[x->dim - (int64_t)c->nshape + (int64_t)i] != n || n < 1 || n > INT32_MAX / d) return 0;
+    d *= n;
   }
-  if (d < 1 || d > INT32_MAX || x->numel < 1 || x->numel / d > INT32_MAX) return 0;
+  if (x->numel < 1 || x->numel / d > INT32_MAX) return 0;
   *D = d;
   *M = x->numel / d;
   return 1;
