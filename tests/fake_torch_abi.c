@@ -1,7 +1,8 @@
 /*
 ** A stand-in for the part of torch's stable C ABI that ktune._fastcall's
 ** torch norms use (tools/python/ktune/_fastaten.c), for testing it without
-** torch or a GPU (tests/python/test_fastaten.py). Tensors here are
+** torch or a GPU (tests/python/test_fastaten.py), and the driver's
+** cuStreamIsCapturing. Tensors here are
 ** records with sizes, a dtype, a device, contiguity and a made-up address;
 ** libraries record their kernels; fake_call runs one with a stack as
 ** torch's boxed kernels do. Counts of live tensors, boxes and lists show
@@ -155,6 +156,13 @@ API void aoti_torch_check(bool cond, const char *func, const char *file, uint32_
   (void)file, (void)line;
   if (!cond) snprintf(last_error, sizeof last_error, "%s: %s", func, msg);
 }
+/* The driver's capture query, which ktune finds here before libcuda's. */
+static int capturing;
+API int cuStreamIsCapturing(void *stream, int *status) {
+  (void)stream;
+  *status = capturing;
+  return 0;
+}
 API int32_t aoti_torch_dtype_float32(void) { return 6; }
 API int32_t aoti_torch_dtype_float16(void) { return 5; }
 API int32_t aoti_torch_dtype_bfloat16(void) { return 15; }
@@ -199,5 +207,6 @@ API int fake_registered(void) {
   for (int i = 0; i < MAXIMPL; i++) n += impls[i].lib != NULL;
   return n;
 }
+API void fake_set_capturing(int on) { capturing = on; }
 API long fake_live(void) { return live_tensors + live_boxes + live_lists; }
 API const char *fake_last_error(void) { return last_error; }

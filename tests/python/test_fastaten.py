@@ -6,7 +6,8 @@ registered; each operator's stack read as torch's boxed kernels lay it out
 (tensors, lists, optionals in boxes, an absent weight as an undefined
 tensor), the kt_arg arrays each launch passes, byte for byte, the outputs
 in torch's shapes and dtypes, an undefined tensor where the mask asks for
-none; every call the kernels do not take handed to the fallback with its
+none; the backward's plan asked once a key outside a capture; every call
+the kernels do not take handed to the fallback with its
 tensors; the fallback's error raised; nothing leaked. Ends with "N passed,
 N failed, N skipped"."""
 import ctypes
@@ -23,7 +24,7 @@ fc = _capi.fastcall()
 FAKE = os.path.abspath("build/libfake_torch_abi.so")
 if fc is None or not os.path.exists(FAKE):
     print("ktune._fastcall was not built here")
-    sys.exit(summary(skipped=6))
+    sys.exit(summary(skipped=7))
 
 P, I32, F32K = _capi.KT_ARG_PTR, _capi.KT_ARG_I32, _capi.KT_ARG_F32
 KINDS = {1: [P] * 8 + [I32, I32, I32, F32K, I32], 2: [P] * 9 + [I32] * 4, 3: [P] * 9 + [I32] * 5,
@@ -197,18 +198,18 @@ def forward_launches_with_torchs_shapes():
     assert fallbacks == [] and abi.fake_live() == 0, abi.fake_live()
 
 
-def shared(d):
+def shared(d, T):
     """The backward's shared pointers and sizes for the addresses of dy x
-    mean rstd w b (8 rows of 512)."""
-    return ptr(d[0], 3) + ptr(d[1], 3) + ptr(d[4], 3) + ptr(d[2], 1) + ptr(d[3], 1) + ptr(0, 0) + i32(8) + i32(512) + \
+    mean rstd w b (T rows of 512)."""
+    return ptr(d[0], 3) + ptr(d[1], 3) + ptr(d[4], 3) + ptr(d[2], 1) + ptr(d[3], 1) + ptr(0, 0) + i32(T) + i32(512) + \
         i32(1)
 
 
 def backward_launches_one_program_or_p_and_a_reduce():
     reset()
-    shapes = [(8, 512), (8, 512), (8, 1), (8, 1), (512,), (512,)]
-    for P, mask in ((0, (1, 1, 1)), (3, (1, 0, 1))):
+    for T, P, mask in ((8, 0, (1, 1, 1)), (16, 3, (1, 0, 1))):  # two keys: each plan is its own
         PLAN[0] = P
+        shapes = [(T, 512), (T, 512), (T, 1), (T, 1), (512,), (512,)]
         h = [tensor(s, F32T if s[-1] == 1 else BF16T) for s in shapes]
         d = [info(t)[2] for t in h]  # the call takes the handles
         launches.clear()
@@ -216,16 +217,16 @@ def backward_launches_one_program_or_p_and_a_reduce():
                           h[:2] + [lst([512])] + h[2:4] + [box(h[4]), box(h[5]), lst(list(mask))], 3)
         if P == 0:
             assert [(k, a) for k, _, a in launches] == [(2, ptr(info(dx)[2], 3) + ptr(info(dw)[2], 3) +
-                                                         ptr(info(db)[2], 3) + shared(d) + i32(0))], launches
+                                                         ptr(info(db)[2], 3) + shared(d, T) + i32(0))], launches
             assert info(dw)[:2] == ((512,), BF16T) and info(db)[:2] == ((512,), BF16T)
         else:
             assert [k for k, _, _ in launches] == [3, 4], launches
             bwd, red = launches[0][2], launches[1][2]
             dwp, dbp = struct.unpack_from("=8xQ", bwd, 16)[0], struct.unpack_from("=8xQ", bwd, 32)[0]
-            assert bwd == ptr(info(dx)[2], 3) + ptr(dwp, 1) + ptr(dbp, 1) + shared(d) + i32(3) + i32(0), bwd.hex()
+            assert bwd == ptr(info(dx)[2], 3) + ptr(dwp, 1) + ptr(dbp, 1) + shared(d, T) + i32(3) + i32(0), bwd.hex()
             assert info(dw) is None and info(db)[:2] == ((512,), BF16T), (info(dw), info(db))
-            assert red[32:] == ptr(dwp, 1) + ptr(dbp, 1) + i32(8) + i32(512) + i32(3), red.hex()
-        assert plans[-1] == (0, 8, 512, 2, d[1], d[0], d[4], 2, 1), plans
+            assert red[32:] == ptr(dwp, 1) + ptr(dbp, 1) + i32(T) + i32(512) + i32(3), red.hex()
+        assert plans[-1] == (0, T, 512, 2, d[1], d[0], d[4], 2, 1), plans
         free([dx, dw, db])
     assert fallbacks == [] and abi.fake_live() == 0, abi.fake_live()
 
@@ -241,6 +242,27 @@ def rms_backward_takes_an_undefined_weight_as_none():
                                ptr(0, 0) + ptr(d[2], 1) + ptr(0, 0) + i32(2) + i32(64) + i32(1) + i32(1)), launches
     free([dx, dw])
     assert abi.fake_live() == 0, abi.fake_live()
+
+
+def rms_backward(T, D):
+    """One RMSNorm backward of T rows of D, its outputs freed."""
+    dy, x, rstd, w = tensor((T, D)), tensor((T, D)), tensor((T, 1), F32T), tensor((D,))
+    free(call("_fused_rms_norm_backward", [dy, x, lst([D]), rstd, box(w), lst([1, 1])], 2))
+
+
+def the_backward_plan_is_asked_once_a_key():
+    reset()
+    PLAN[0] = 0
+    for T, D in ((4, 256), (4, 256), (8, 256), (4, 256), (8, 256), (4, 512)):
+        rms_backward(T, D)
+    assert [p[1:3] for p in plans] == [(4, 256), (8, 256), (4, 512)], plans
+    abi.fake_set_capturing(1)  # a capture: asked every call (the plan then differs)
+    rms_backward(4, 256)
+    rms_backward(4, 256)
+    abi.fake_set_capturing(0)
+    rms_backward(4, 256)
+    assert [p[1:3] for p in plans[3:]] == [(4, 256), (4, 256)], plans
+    assert fallbacks == [] and abi.fake_live() == 0, abi.fake_live()
 
 
 def other_calls_go_to_the_fallback():
@@ -276,6 +298,6 @@ def uninstall_gives_torchs_kernels_back():
 
 for t in (install_registers_the_four_kernels, forward_launches_with_torchs_shapes,
           backward_launches_one_program_or_p_and_a_reduce, rms_backward_takes_an_undefined_weight_as_none,
-          other_calls_go_to_the_fallback, uninstall_gives_torchs_kernels_back):
+          the_backward_plan_is_asked_once_a_key, other_calls_go_to_the_fallback, uninstall_gives_torchs_kernels_back):
     check(t.__name__, t)
 sys.exit(summary())

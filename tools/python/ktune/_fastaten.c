@@ -50,6 +50,7 @@ static struct {
   aerr (*delete_siv)(siv *);  /* where torch has it; else cxx_delete */
   void (*cxx_delete)(void *); /* C++'s operator delete, as linked into torch */
   aerr (*stream)(int32_t, void **);
+  int (*capturing)(void *, int *); /* cuStreamIsCapturing where paths export it; else libcuda's, later */
   void (*check)(bool, const char *, const char *, uint32_t, const char *);
   int32_t (*f32)(void), (*f16)(void), (*bf16)(void), (*cuda)(void);
 } A;
@@ -57,7 +58,7 @@ static struct {
 static const struct {
   const char *name;
   size_t off;
-  int optional; /* 1: one of delete_siv and cxx_delete is enough */
+  int optional; /* 1: one of delete_siv and cxx_delete is enough; capturing is found later where absent */
 } syms[] = {
     {"aoti_torch_get_data_ptr", offsetof(__typeof__(A), data_ptr), 0},
     {"aoti_torch_get_dim", offsetof(__typeof__(A), dim), 0},
@@ -78,6 +79,7 @@ static const struct {
     {"torch_delete_stable_ivalue", offsetof(__typeof__(A), delete_siv), 1},
     {"_ZdlPv", offsetof(__typeof__(A), cxx_delete), 1},
     {"aoti_torch_get_current_cuda_stream", offsetof(__typeof__(A), stream), 0},
+    {"cuStreamIsCapturing", offsetof(__typeof__(A), capturing), 1},
     {"aoti_torch_check", offsetof(__typeof__(A), check), 0},
     {"aoti_torch_dtype_float32", offsetof(__typeof__(A), f32), 0},
     {"aoti_torch_dtype_float16", offsetof(__typeof__(A), f16), 0},
@@ -362,7 +364,7 @@ static _Atomic(is_capturing_fn) is_capturing;
 
 /* 1 where stream is certainly not capturing (the driver says so). */
 static int not_capturing(void *stream) {
-  is_capturing_fn f = atomic_load(&is_capturing);
+  is_capturing_fn f = A.capturing ? A.capturing : atomic_load(&is_capturing);
   if (!f) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD); /* torch loaded it for the tensors */
     void *sym = h ? dlsym(h, "cuStreamIsCapturing") : NULL;
