@@ -85,12 +85,17 @@ def _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias):
     return P
 
 
-def _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias):
-    """The backward's programs P, or 0 where layernorm_bwd_row (one program)
-    takes it. Eager at a few elements the host's cost is what the caller
-    waits on; a capture keeps the faster GPU schedule."""
+def _one_program(T, D, groups):
+    """Whether layernorm_bwd_row (one program) takes the backward. Eager at
+    a few elements the host's cost is what the caller waits on; a capture
+    keeps the faster GPU schedule."""
     host_bound = T * D <= NORM_ONE_PROGRAM_MAX and not torch.cuda.is_current_stream_capturing()
-    if norm_bwd_one_program(T, D, groups, host_bound):
+    return norm_bwd_one_program(T, D, groups, host_bound)
+
+
+def _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias):
+    """The backward's programs P, or 0 where layernorm_bwd_row takes it."""
+    if _one_program(T, D, groups):
         return 0
     return _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias)
 
@@ -98,10 +103,9 @@ def _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias):
 def _aten_plan(dev, T, D, esize, hptr, dyptr, wptr, wsize, has_bias):
     """_bwd_plan for ktune.torch_norms's backward (one group, no residual),
     from addresses: what its C kernel can hand over without tensors."""
-    host_bound = T * D <= NORM_ONE_PROGRAM_MAX and not torch.cuda.is_current_stream_capturing()
-    if norm_bwd_one_program(T, D, 1, host_bound):
+    if _one_program(T, D, 1):
         return 0
-    P, Pm = _programs_dev(dev, T, D, True) if wptr or has_bias else _programs_dev(dev, T, D, False)
+    P, Pm = _programs_dev(dev, T, D, bool(wptr or has_bias))
     if Pm != P and _mergeable_ptrs(D, 1, esize, (hptr, dyptr), wptr, wsize, has_bias):
         return Pm
     return P
@@ -354,15 +358,6 @@ def _norm(x, residual, weight, bias, groups, eps, rms, return_residual):
 _aten_on = [False]
 
 
-def _via_aten(x, weight, bias):
-    """Whether a plain norm goes through torch's own operator (and so its
-    C++ autograd node): ktune.torch_norms installed, gradients wanted, not
-    under torch.compile. Checked first, so that the call costs no more
-    Python than torch's functional one."""
-    return torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad) or
-                                        (bias is not None and bias.requires_grad)) and not _is_compiling()
-
-
 def _vec1(t):
     """A weight or bias as one row of D, as torch's operators take it."""
     return t if t is None or t.dim() == 1 else t.reshape(-1)
@@ -371,7 +366,10 @@ def _vec1(t):
 def rms_norm(x, weight=None, eps=1e-6, residual=None, return_residual=False):
     """RMSNorm over the last dim of (x + residual); with return_residual also
     x + residual (for the next layer's residual), stored by the same kernel."""
-    if _aten_on[0] and residual is None and not return_residual and _via_aten(x, weight, None):
+    # A plain norm that wants gradients, not under torch.compile, goes
+    # through torch's operator (its C++ node) while ktune.torch_norms is
+    # installed: checked first, so that it costs little more than torch's call.
+    if _aten_on[0] and residual is None and not return_residual and not _is_compiling() and not _fast(x, weight):
         return torch.rms_norm(x, (x.shape[-1],), _vec1(weight), eps)
     return _norm(x, residual, weight, None, 1, eps, True, return_residual)
 
@@ -379,7 +377,8 @@ def rms_norm(x, weight=None, eps=1e-6, residual=None, return_residual=False):
 def layer_norm(x, weight=None, bias=None, eps=1e-5, residual=None, return_residual=False, groups=1):
     """LayerNorm over the last dim of (x + residual), or a group norm over
     `groups` equal parts of it (weight and bias span the whole dim)."""
-    if _aten_on[0] and residual is None and not return_residual and groups == 1 and _via_aten(x, weight, bias):
+    if (_aten_on[0] and residual is None and not return_residual and groups == 1 and not _is_compiling() and
+            not _fast(x, weight, bias)):
         return torch.layer_norm(x, (x.shape[-1],), _vec1(weight), _vec1(bias), eps)
     return _norm(x, residual, weight, bias, groups, eps, False, return_residual)
 
