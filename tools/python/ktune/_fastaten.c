@@ -162,13 +162,19 @@ static void free_box(siv *box) {
     A.cxx_delete(box);
 }
 
-/* An optional argument's tensor, its box freed: NULL for None. */
-static ath opt_tensor(siv v) {
-  if (!v) return NULL;
+/* An optional argument's value into *out, its box freed: 0 for None. */
+static int unbox(siv v, siv *out) {
+  if (!v) return 0;
   siv *box = (siv *)(uintptr_t)v;
-  ath h = (ath)(uintptr_t)*box;
+  *out = *box;
   free_box(box);
-  return h;
+  return 1;
+}
+
+/* An optional argument's tensor: NULL for None. */
+static ath opt_tensor(siv v) {
+  siv h = 0;
+  return unbox(v, &h) ? (ath)(uintptr_t)h : NULL;
 }
 
 /* A list of ints (or of bools into mask), the list freed. */
@@ -200,12 +206,8 @@ static void read_call(int op, siv *s, call *c) {
   case OP_RMS:
     t[0] = (ath)(uintptr_t)s[0], t[1] = opt_tensor(s[2]);
     read_list(s[1], c, false);
-    if (s[3]) {
-      siv *box = (siv *)(uintptr_t)s[3];
-      memcpy(&c->eps, box, sizeof c->eps);
-      c->has_eps = 1;
-      free_box(box);
-    }
+    siv eps;
+    if ((c->has_eps = unbox(s[3], &eps))) memcpy(&c->eps, &eps, sizeof c->eps);
     c->nt = 2;
     break;
   case OP_RMS_BWD:
