@@ -3,7 +3,8 @@
 ** torch norms use (tools/python/ktune/_fastaten.c), for testing it without
 ** torch or a GPU (tests/python/test_fastaten.py), and the driver's
 ** cuStreamIsCapturing. Tensors here are
-** records with sizes, a dtype, a device, contiguity and a made-up address;
+** records with sizes, a dtype, a device, contiguity and a made-up address
+** (copy_ records what it copied);
 ** libraries record their kernels; fake_call runs one with a stack as
 ** torch's boxed kernels do. Counts of live tensors, boxes and lists show
 ** what a call leaks. Built by make as build/libfake_torch_abi.so.
@@ -39,6 +40,10 @@ static struct {
 } impls[MAXIMPL];
 
 static long live_tensors, live_boxes, live_lists;
+/* copy_'s calls (destination's and source's data), and whether it fails. */
+#define MAXCOPY 16
+static uint64_t copies[MAXCOPY][2];
+static int ncopies, copy_fails;
 static uint64_t next_data = 0x7E0000000000ull;
 static char last_error[1024];
 
@@ -96,6 +101,16 @@ API int32_t aoti_torch_empty_strided(int64_t dim, const int64_t *sizes, const in
     want *= sizes[i] > 1 ? sizes[i] : 1;
   }
   return (*out = make(dim, sizes, dtype, dev, 1)) ? 0 : 1;
+}
+/* copy_ into a tensor of the same sizes, dtype and device (what the
+** callers ask for); recorded. */
+API int32_t aoti_torch_copy_(ftensor *self, ftensor *src, int32_t non_blocking) {
+  if (copy_fails || non_blocking || self->dim != src->dim || self->dtype != src->dtype || self->dev != src->dev ||
+      memcmp(self->sizes, src->sizes, sizeof *self->sizes * (size_t)self->dim) || ncopies == MAXCOPY)
+    return 1;
+  copies[ncopies][0] = self->data, copies[ncopies][1] = src->data;
+  ncopies++;
+  return 0;
 }
 API int32_t aoti_torch_delete_tensor_object(ftensor *t) {
   free(t);
@@ -208,5 +223,13 @@ API int fake_registered(void) {
   return n;
 }
 API void fake_set_capturing(int on) { capturing = on; }
+API void fake_set_copy_fails(int on) { copy_fails = on; }
+/* The copies since the last call, into pairs (destination, source): their count. */
+API int fake_copies(uint64_t *pairs) {
+  int n = ncopies;
+  memcpy(pairs, copies, sizeof copies[0] * (size_t)n);
+  ncopies = 0;
+  return n;
+}
 API long fake_live(void) { return live_tensors + live_boxes + live_lists; }
 API const char *fake_last_error(void) { return last_error; }

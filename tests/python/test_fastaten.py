@@ -6,7 +6,8 @@ registered; each operator's stack read as torch's boxed kernels lay it out
 (tensors, lists, optionals in boxes, an absent weight as an undefined
 tensor), the kt_arg arrays each launch passes, byte for byte, the outputs
 in torch's shapes and dtypes, an undefined tensor where the mask asks for
-none; the backward's plan asked once a key outside a capture; every call
+none; the backward's plan asked once a key outside a capture; strided
+tensors copied (copy_) and the copies launched on; every call
 the kernels do not take handed to the fallback with its
 tensors; the fallback's error raised; nothing leaked. Ends with "N passed,
 N failed, N skipped"."""
@@ -24,7 +25,7 @@ fc = _capi.fastcall()
 FAKE = os.path.abspath("build/libfake_torch_abi.so")
 if fc is None or not os.path.exists(FAKE):
     print("ktune._fastcall was not built here")
-    sys.exit(summary(skipped=7))
+    sys.exit(summary(skipped=8))
 
 P, I32, F32K = _capi.KT_ARG_PTR, _capi.KT_ARG_I32, _capi.KT_ARG_F32
 KINDS = {1: [P] * 8 + [I32, I32, I32, F32K, I32], 2: [P] * 9 + [I32] * 4, 3: [P] * 9 + [I32] * 5,
@@ -46,6 +47,7 @@ abi.fake_list.argtypes = [ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
 abi.fake_call.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint64, ctypes.c_uint64]
 abi.fake_live.restype = ctypes.c_long
 abi.fake_last_error.restype = ctypes.c_char_p
+abi.fake_copies.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
 abi.aoti_torch_delete_tensor_object.argtypes = [ctypes.c_void_p]
 capsule_new = ctypes.pythonapi.PyCapsule_New
 capsule_new.restype, capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
@@ -265,10 +267,55 @@ def the_backward_plan_is_asked_once_a_key():
     assert fallbacks == [] and abi.fake_live() == 0, abi.fake_live()
 
 
+def copies():
+    """copy_'s calls since the last look: (destination, source) data."""
+    pairs = (ctypes.c_uint64 * 32)()
+    n = abi.fake_copies(pairs)
+    return [(pairs[2 * i], pairs[2 * i + 1]) for i in range(n)]
+
+
+def strided_tensors_are_copied_for_the_kernels():
+    """A strided x (forward) and a strided dy (backward: the expanded
+    gradient of y.sum()) are copied into contiguous tensors by copy_, and
+    the kernels read the copies; where copy_ fails, the fallback gets the
+    caller's tensors. Nothing leaks."""
+    reset()
+    copies()
+    x, w = tensor((4, 4096), contiguous=False), tensor((4096,))
+    xd, wd = info(x)[2], info(w)[2]
+    y, rstd = call("_fused_rms_norm", [x, lst([4096]), box(w), box(dbl(1e-6))], 2)
+    made = copies()
+    assert len(made) == 1 and made[0][1] == xd, (made, xd)
+    assert launches == [(1, 0x5000, ptr(info(y)[2], 3) + ptr(made[0][0], 3) + ptr(0, 0) + ptr(0, 3) + ptr(wd, 3) +
+                         ptr(0, 3) + ptr(0, 0) + ptr(info(rstd)[2], 1) + i32(4) + i32(4096) + i32(1) + f32(1e-6) +
+                         i32(1))], launches
+    free([y, rstd])
+    PLAN[0] = 0
+    launches.clear()
+    dy, x, rstd, w = tensor((2, 64), contiguous=False), tensor((2, 64)), tensor((2, 1), F32T), tensor((64,))
+    d = [info(h)[2] for h in (dy, x, rstd, w)]
+    dx, dw = call("_fused_rms_norm_backward", [dy, x, lst([64]), rstd, box(w), lst([1, 1])], 2)
+    made = copies()
+    assert len(made) == 1 and made[0][1] == d[0], (made, d)
+    assert launches[-1][2][48:80] == ptr(made[0][0], 3) + ptr(d[1], 3), launches
+    free([dx, dw])
+    abi.fake_set_copy_fails(1)
+    try:
+        RESULT[0] = [((3, 64), BF16T), ((3, 1), F32T)]
+        x, w = tensor((3, 64), contiguous=False), tensor((64,))
+        free(call("_fused_rms_norm", [x, lst([64]), box(w), box(dbl(0.5))], 2))
+        assert fallbacks == [(OP_RMS, [x, w], [64], 0.5, (False, False, False))], fallbacks
+        x = tensor((3, 64), F64T, contiguous=False)  # no kernel takes it: not copied
+        free(call("_fused_rms_norm", [x, lst([64]), 0, 0], 2))
+    finally:
+        abi.fake_set_copy_fails(0)
+    assert copies() == [] and abi.fake_live() == 0, abi.fake_live()
+
+
 def other_calls_go_to_the_fallback():
     reset()
     RESULT[0] = [((3, 64), BF16T), ((3, 1), F32T)]
-    cases = [(dict(contiguous=False), "strided"), (dict(dtype=F64T), "float64"), (dict(dev=1), "no kernels"),
+    cases = [(dict(dtype=F64T), "float64"), (dict(dtype=F64T, contiguous=False), "strided float64"), (dict(dev=1), "no kernels"),
              (dict(dev=2), "a failed launch"), (dict(shape=(3, 65)), "a shape that does not end with 64"),
              (dict(shape=(0, 64)), "no rows"), (dict(shape=(1 << 40, 1 << 40, 0, 64)), "sizes whose product overflows")]
     for kw, why in cases:
@@ -298,6 +345,7 @@ def uninstall_gives_torchs_kernels_back():
 
 for t in (install_registers_the_four_kernels, forward_launches_with_torchs_shapes,
           backward_launches_one_program_or_p_and_a_reduce, rms_backward_takes_an_undefined_weight_as_none,
-          the_backward_plan_is_asked_once_a_key, other_calls_go_to_the_fallback, uninstall_gives_torchs_kernels_back):
+          the_backward_plan_is_asked_once_a_key, strided_tensors_are_copied_for_the_kernels,
+          other_calls_go_to_the_fallback, uninstall_gives_torchs_kernels_back):
     check(t.__name__, t)
 sys.exit(summary())

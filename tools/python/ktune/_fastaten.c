@@ -8,9 +8,11 @@
 ** backward (docs/kernels.md, twentieth run); a C extension cannot make a
 ** C++ node, but it can be the kernel under torch's.
 **
-** A call runs here without the GIL when it is the common case: contiguous
-** f32, f16 or bf16 tensors on a device whose kernels ktune.ops registered,
-** row lengths and counts that fit an i32. Any other call, and one whose
+** A call runs here without the GIL when it is the common case: f32, f16 or
+** bf16 tensors on a device whose kernels ktune.ops registered, row lengths
+** and counts that fit an i32. A strided one (a transposed input, the
+** expanded gradient of y.sum()) is first copied into a contiguous tensor
+** by torch's copy_, on the same stream. Any other call, and one whose
 ** launch fails, goes to the Python fallback given to aten_install, which
 ** computes it with torch's elementwise operators (never these four), or
 ** raises; its error is raised to the caller as torch raises its own.
@@ -39,6 +41,7 @@ static struct {
   aerr (*is_contiguous)(ath, bool *);
   aerr (*is_defined)(ath, bool *);
   aerr (*empty_strided)(int64_t, const int64_t *, const int64_t *, int32_t, int32_t, int32_t, ath *);
+  aerr (*copy)(ath, ath, int32_t); /* where torch has it; else strided tensors go to the fallback */
   aerr (*delete_tensor)(ath);
   aerr (*new_undefined)(ath *);
   aerr (*lib_init_impl)(const char *, const char *, const char *, uint32_t, void **);
@@ -58,7 +61,8 @@ static struct {
 static const struct {
   const char *name;
   size_t off;
-  int optional; /* 1: one of delete_siv and cxx_delete is enough; capturing is found later where absent */
+  int optional; /* 1: one of delete_siv and cxx_delete is enough; capturing is found later where absent;
+                   without copy, strided tensors go to the fallback */
 } syms[] = {
     {"aoti_torch_get_data_ptr", offsetof(__typeof__(A), data_ptr), 0},
     {"aoti_torch_get_dim", offsetof(__typeof__(A), dim), 0},
@@ -68,6 +72,7 @@ static const struct {
     {"aoti_torch_is_contiguous", offsetof(__typeof__(A), is_contiguous), 0},
     {"aoti_torch_is_defined", offsetof(__typeof__(A), is_defined), 0},
     {"aoti_torch_empty_strided", offsetof(__typeof__(A), empty_strided), 0},
+    {"aoti_torch_copy_", offsetof(__typeof__(A), copy), 1},
     {"aoti_torch_delete_tensor_object", offsetof(__typeof__(A), delete_tensor), 0},
     {"aoti_torch_new_uninitialized_tensor", offsetof(__typeof__(A), new_undefined), 0},
     {"aoti_torch_library_init_impl", offsetof(__typeof__(A), lib_init_impl), 0},
@@ -111,7 +116,8 @@ typedef struct {
   int32_t tdt, dev;
   int64_t dim, sizes[MAXDIM];
   long long numel;
-  bool dense; /* contiguous, at most MAXDIM dims */
+  bool dense;   /* contiguous, at most MAXDIM dims */
+  bool strided; /* not contiguous, at most MAXDIM dims: densify can copy it */
 } targ;
 
 /* The arguments of one call, read off the stack (owned). */
@@ -151,6 +157,7 @@ static void targ_read(ath h, targ *t) {
   for (int64_t i = 0; i < t->dim && i < MAXDIM; i++)
     over |= __builtin_mul_overflow(t->numel, (long long)(t->sizes[i] = sz[i]), &t->numel);
   t->dense = c && t->dim <= MAXDIM && !over;
+  t->strided = !c && t->dim <= MAXDIM && !over;
 }
 
 /* An optional's box: torch 2.11 makes it with C++'s `new StableIValue`
@@ -300,6 +307,37 @@ static fa_ref ref(ath h, int code) {
   return r;
 }
 
+/* t, where strided, replaced by a contiguous copy made on the current
+** stream (torch's copy_ runs there, as the kernels will): one pass over it,
+** where the fallback's elementwise operators take many. Left as it is
+** where torch cannot copy it; the fallback then takes the call. */
+static void densify(targ *t) {
+  if (!t->h || !t->strided || !t->r.code || !A.copy) return;
+  ath d = alloc(t->sizes, t->dim, t->tdt, t->dev);
+  if (!d || A.copy(d, t->h, 0)) {
+    if (d) A.delete_tensor(d);
+    return;
+  }
+  A.delete_tensor(t->h);
+  t->h = d;
+  t->r = ref(d, t->r.code);
+  t->dense = true, t->strided = false;
+}
+
+/* The kernels of the call's device, where its input x (t[0] forward, t[1]
+** backward) has a dtype they take; else NULL. */
+static Launcher **kernels_for(const call *c) {
+  const targ *x = &c->t[c->op == OP_RMS || c->op == OP_LN ? 0 : 1];
+  return x->h && x->r.code && x->dev >= 0 ? kernels(x->dev) : NULL;
+}
+
+/* The call's strided tensors on its input's device densified. */
+static void densify_call(call *c) {
+  int32_t dev = c->t[c->op == OP_RMS || c->op == OP_LN ? 0 : 1].dev;
+  for (int i = 0; i < c->nt; i++)
+    if (c->t[i].dev == dev) densify(&c->t[i]);
+}
+
 static void drop(ath *h, int n) {
   for (int i = 0; i < n; i++)
     if (h[i]) A.delete_tensor(h[i]), h[i] = NULL;
@@ -313,7 +351,7 @@ static int run(Launcher *k, void *stream, const kt_arg *a) {
 /* The forward (rms: t = x w; ln: t = x w b) on the fast path: its outputs
 ** onto out (y rstd, or y mean rstd). 1 where it ran; 0 where it did not,
 ** with nothing made. */
-static int fwd_fast(call *c, siv *out) {
+static int fwd_fast(call *c, Launcher **k, siv *out) {
   int ln = c->op == OP_LN;
   targ *x = &c->t[0], *w = &c->t[1], *b = ln ? &c->t[2] : NULL;
   long long M, D;
@@ -322,9 +360,8 @@ static int fwd_fast(call *c, siv *out) {
   /* A weight or bias of another dtype goes to the fallback (which refuses
   ** it for LayerNorm, as torch does). */
   if (wd != x->r.code || (b && b->h && b->r.code != wd)) return 0;
-  Launcher **k = kernels(x->dev);
   void *stream = NULL;
-  if (!k || A.stream(x->dev, &stream)) return 0;
+  if (A.stream(x->dev, &stream)) return 0;
   ath o[3] = {alloc(x->sizes, x->dim, x->tdt, x->dev), ln ? alloc_stats(c, x) : NULL, alloc_stats(c, x)};
   if (!o[0] || (ln && !o[1]) || !o[2]) {
     drop(o, 3);
@@ -483,14 +520,13 @@ static int bwd_launch(const bwd_in *i, Launcher **k, void *stream, ath *o, long 
 /* The backward on the fast path: (dx, dw) or (dx, dw, db) onto out, an
 ** undefined tensor where the mask asked for none. 1 where it ran; 0 where
 ** it did not, with nothing made. */
-static int bwd_fast(call *c, siv *out) {
+static int bwd_fast(call *c, Launcher **k, siv *out) {
   bwd_in i = bwd_of(c);
   long long M, D, P;
   if (!bwd_ok(c, &i, &M, &D)) return 0;
   int has_w = i.w->h != NULL, has_b = i.ln && i.b && c->mask[2];
-  Launcher **k = kernels(i.x->dev);
   void *stream = NULL;
-  if (!k || A.stream(i.x->dev, &stream) || (P = plan(i.x, i.dy, i.w, has_b, M, D, stream)) < 0) return 0;
+  if (A.stream(i.x->dev, &stream) || (P = plan(i.x, i.dy, i.w, has_b, M, D, stream)) < 0) return 0;
   int64_t pd[2] = {P, D};
   ath o[O_N] = {alloc(i.x->sizes, i.x->dim, i.x->tdt, i.x->dev),
                 has_w ? alloc(i.w->sizes, i.w->dim, i.w->tdt, i.x->dev) : NULL,
@@ -600,7 +636,9 @@ static void run_op(int op, siv *s, uint64_t nret) {
   read_call(op, s, &c);
   int fwd = op == OP_RMS || op == OP_LN;
   char msg[1024] = "";
-  int ok = fwd ? fwd_fast(&c, s) : bwd_fast(&c, s);
+  Launcher **k = kernels_for(&c);
+  if (k) densify_call(&c);
+  int ok = k && (fwd ? fwd_fast(&c, k, s) : bwd_fast(&c, k, s));
   if (!ok) ok = !fallback(&c, s, (int)nret, msg, sizeof msg);
   call_free(&c);
   if (!ok) A.check(false, op_names[op], __FILE__, __LINE__, msg); /* throws into torch's caller */

@@ -14,9 +14,10 @@ ktune.ops reaches autograd otherwise) costs about 100 us more. While it is
 installed, ktune.ops.rms_norm and ktune.ops.layer_norm under autograd,
 without a residual or groups, go through these operators.
 
-The kernels take contiguous f32, f16 and bf16 tensors, a weight and a bias
-in x's dtype, on a device ktune has kernels for. Any other call (float64, a
-strided tensor, RMSNorm with a weight of another dtype, a failed launch) is
+The kernels take f32, f16 and bf16 tensors, a weight and a bias in x's
+dtype, on a device ktune has kernels for; a strided one is copied
+contiguous first (torch's copy_, on the current stream). Any other call
+(float64, RMSNorm with a weight of another dtype, a failed launch or copy) is
 computed here from torch's elementwise operators in float32 (float64 for
 float64), with torch's results' shapes and dtypes; a call torch refuses (a
 shape that does not match, LayerNorm with a weight or bias of another
