@@ -1,8 +1,11 @@
 """The bundled kernels against PyTorch, in one process on one GPU (run by
 `make bench` when torch imports). Each row: ktune's tuned time, the bytes
 the operation must move over that time, the percentage of the device-to-
-device copy bandwidth measured at the start, PyTorch's time for the same
-work, and PyTorch time / ktune time.
+device copy bandwidth measured at the start (1 GiB), the same against a
+copy of the same bytes (rows that move 32 MB or more: a copy of half the
+bytes into the other half, which is what a kernel that reads and writes
+them could at best do at that size, fill and drain included), PyTorch's
+time for the same work, and PyTorch time / ktune time.
 
 Kernel times are GPU times: 20 calls captured in a CUDA graph, replayed,
 timed with CUDA events, median of 15 replays divided by 20; so Python's
@@ -85,12 +88,27 @@ def copy_bandwidth():
 
 
 rows = []
+SAME_BYTES_FROM = 32 << 20  # rows moving at least this many bytes get the same-bytes copy
+_same_bytes = {}
+
+
+def same_bytes_copy_us(nbytes):
+    """GPU time of a copy that moves nbytes (reads half, writes half),
+    through graphs; kept per size."""
+    if nbytes not in _same_bytes:
+        a = torch.empty(nbytes // 2, dtype=torch.uint8, device=dev)
+        b = torch.empty_like(a)
+        _same_bytes[nbytes] = gpu_time_us(lambda: b.copy_(a))
+        del a, b
+    return _same_bytes[nbytes]
 
 
 def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None):
     gbs = nbytes / t_kt / 1e3
-    rows.append((name, shape, t_kt, gbs, 100 * gbs / copy_gbs, t_torch, t_torch / t_kt, config or ""))
-    print("  %-16s %-26s ktune %8.1f us %6.0f GB/s %4.0f%%  torch %8.1f us  x%.2f" % rows[-1][:7]
+    same = 100 * same_bytes_copy_us(nbytes) / t_kt if nbytes >= SAME_BYTES_FROM else None
+    rows.append((name, shape, t_kt, gbs, 100 * gbs / copy_gbs, "%.0f%%" % same if same else "", t_torch,
+                 t_torch / t_kt, config or ""))
+    print("  %-16s %-26s ktune %8.1f us %6.0f GB/s %4.0f%% (same bytes %4s)  torch %8.1f us  x%.2f" % rows[-1][:8]
           + ("  [%s]" % config if config else ""), flush=True)
 
 
@@ -359,12 +377,13 @@ def print_tables(rt):
     """One table per kernel family, in the order first run; the runtime's
     tuning and compile totals."""
     for fam in dict.fromkeys(r[0] for r in rows):
-        print("\n%s (GPU time through CUDA graphs; %% of the copy bandwidth above)" % fam)
-        print("| shape | ktune µs | GB/s | % of copy | torch µs | torch / ktune | config |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        print("\n%s (GPU time through CUDA graphs; %% of the copy bandwidth above, and of a copy of the same bytes)"
+              % fam)
+        print("| shape | ktune µs | GB/s | % of copy | % of same-bytes copy | torch µs | torch / ktune | config |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for r in rows:
             if r[0] == fam:
-                print("| %s | %.1f | %.0f | %.0f%% | %.1f | %.2f | %s |" % r[1:])
+                print("| %s | %.1f | %.0f | %.0f%% | %s | %.1f | %.2f | %s |" % r[1:])
     st = rt.stats()
     print("\nktune stats: %d tunings in %.1f s, %d compiles (%.1f s of NVRTC), %d cache loads"
           % (st["tunings"], st["tuning_ms"] / 1000, st["compiles"], st["compile_ms"] / 1000, st["cache_loads"]))
