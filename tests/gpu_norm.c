@@ -402,7 +402,7 @@ static void norm_tuned(void) {
 
 /* What the sweep below ran, by structure. */
 typedef struct sweep_counts {
-  int ran, piped, packed, held, odd, half, staged, shared, clustered, merged, reread, kept;
+  int ran, piped, packed, held, held128, odd, half, staged, shared, clustered, merged, reread, kept;
 } sweep_counts;
 
 /* Every backward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): ACC,
@@ -428,9 +428,9 @@ static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int
 /* Every forward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): PACK,
 ** OCC and WSH. Returns -1 on a wrong result. */
 static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tpr, int piped, sweep_counts *n) {
-  static const int occs[] = {1, 3, 5, 6};
+  static const int occs[] = {1, 3, 5, 6, 9, 12};
   for (int pk = 0; pk < 2; pk++)
-    for (int oi = 0; oi < 4; oi++)
+    for (int oi = 0; oi < 6; oi++)
       for (int ws = 0; ws < 2; ws++) {
         char fcfg[128];
         snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d,WSH=%d", cfg, pk, occs[oi], ws);
@@ -438,6 +438,7 @@ static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tp
         if (rf < 0) return -1;
         if (rf) continue;
         n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1, n->odd += block == 384;
+        n->held128 += occs[oi] > 1 && block == 128;
         n->half += tpr == 16, n->staged += ws;
       }
   return 0;
@@ -466,16 +467,19 @@ static int sweep_shape(kt_kernel *f, kt_kernel *b, kt_kernel *r, nbufs *nb, swee
 /* The sweep's counts against what it must have covered. */
 static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
   printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
-         "%d with registers held for more blocks (OCC > 1), %d in blocks of 384, %d with half a warp a row, "
+         "%d with registers held for more blocks (OCC > 1; %d of them in blocks of 128), %d in blocks of 384, "
+         "%d with half a warp a row, "
          "%d with the weight and bias staged in shared memory (WSH = 1), %d with shared sums (ACC = 1), "
          "%d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles again (REREAD = 1), "
          "%d holding the weight past 16 KB a block (HOLD = 1)\n",
-         n->ran, n->piped, n->packed, n->held, n->odd, n->half, n->staged, n->shared, n->clustered, n->merged,
-         n->reread, n->kept);
+         n->ran, n->piped, n->packed, n->held, n->held128, n->odd, n->half, n->staged, n->shared, n->clustered,
+         n->merged, n->reread, n->kept);
   if (n->ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", n->ran);
   if (n->piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", n->piped);
   if (n->packed < 10) t_fail(__FILE__, __LINE__, "only %d packed forward configs ran", n->packed);
   if (n->held < 20) t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 ran", n->held);
+  if (n->held128 < 4)
+    t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 in blocks of 128 ran", n->held128);
   if (n->odd < 6) t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of 384 ran", n->odd);
   if (n->half < 12) t_fail(__FILE__, __LINE__, "only %d configs with half a warp a row ran", n->half);
   if (n->staged < 40) t_fail(__FILE__, __LINE__, "only %d forward configs staging the weight and bias ran", n->staged);
@@ -489,8 +493,8 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
 }
 
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
-** (with PACK 0 and 1, OCC 1, 3, 5 and 6: registers held for more blocks an
-** SM, and WSH 0 and 1: the weight and bias staged in shared memory) and
+** (with PACK 0 and 1, OCC 1, 3, 5, 6, 9 and 12: registers held for more
+** blocks an SM, and WSH 0 and 1: the weight and bias staged in shared memory) and
 ** backward (with ACC 0 and 1, REREAD 0 and 1, HOLD 0 and 1: the weight
 ** kept in registers past 16 KB a block, and on
 ** sm_90 programs of CL = 1, 2 and 4 blocks that split each row's columns,
