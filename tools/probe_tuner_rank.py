@@ -42,18 +42,14 @@ def trials(db, kernel, key):
     return [(",".join("%s=%s" % kv for kv in json.loads(cfg).items()), us) for cfg, us in rows]
 
 
-def rank(k, args, db, launch_extra=None):
+def rank(k, args, db):
     """The tuner's pick and every valid trial timed through graphs."""
     pick = k.config_for(args)
     rows = trials(db, k.name, k.key(args))
     timed = []
     for cfg, tuner_us in rows:
-        def run(cfg=cfg):
-            k.launch(args, config=cfg)
-            if launch_extra:
-                launch_extra()
         try:
-            timed.append((bk.graph_time_us(run), tuner_us, cfg))
+            timed.append((bk.graph_time_us(lambda cfg=cfg: k.launch(args, config=cfg)), tuner_us, cfg))
         except ktune.KtuneError as e:
             print("    %s: %s" % (cfg, e), flush=True)
     timed.sort()
@@ -68,7 +64,7 @@ def canon(cfg):
 def report(name, nbytes, copy_gbs, pick, timed, out):
     pct = lambda t: 100.0 * nbytes / t / 1e3 / copy_gbs  # noqa: E731
     where = [i for i, r in enumerate(timed) if canon(r[2]) == canon(pick)]
-    if not where or not timed:
+    if not where:
         print("  %s: the pick %s is not among %d timed trials" % (name, pick, len(timed)), flush=True)
         return
     i = where[0]
