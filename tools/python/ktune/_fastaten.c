@@ -324,16 +324,19 @@ static void densify(targ *t) {
   t->dense = true, t->strided = false;
 }
 
-/* The kernels of the call's device, where its input x (t[0] forward, t[1]
-** backward) has a dtype they take; else NULL. */
+/* The call's input x: t[0] forward, t[1] backward. */
+static const targ *input_of(const call *c) { return &c->t[c->op == OP_RMS || c->op == OP_LN ? 0 : 1]; }
+
+/* The kernels of the call's device, where x has a dtype they take; else
+** NULL. */
 static Launcher **kernels_for(const call *c) {
-  const targ *x = &c->t[c->op == OP_RMS || c->op == OP_LN ? 0 : 1];
+  const targ *x = input_of(c);
   return x->h && x->r.code && x->dev >= 0 ? kernels(x->dev) : NULL;
 }
 
-/* The call's strided tensors on its input's device densified. */
+/* The call's strided tensors on x's device densified. */
 static void densify_call(call *c) {
-  int32_t dev = c->t[c->op == OP_RMS || c->op == OP_LN ? 0 : 1].dev;
+  int32_t dev = input_of(c)->dev;
   for (int i = 0; i < c->nt; i++)
     if (c->t[i].dev == dev) densify(&c->t[i]);
 }
