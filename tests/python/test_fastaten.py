@@ -315,9 +315,10 @@ def strided_tensors_are_copied_for_the_kernels():
 def other_calls_go_to_the_fallback():
     reset()
     RESULT[0] = [((3, 64), BF16T), ((3, 1), F32T)]
-    cases = [(dict(dtype=F64T), "float64"), (dict(dtype=F64T, contiguous=False), "strided float64"), (dict(dev=1), "no kernels"),
-             (dict(dev=2), "a failed launch"), (dict(shape=(3, 65)), "a shape that does not end with 64"),
-             (dict(shape=(0, 64)), "no rows"), (dict(shape=(1 << 40, 1 << 40, 0, 64)), "sizes whose product overflows")]
+    cases = [(dict(dtype=F64T), "float64"), (dict(dtype=F64T, contiguous=False), "strided float64"),
+             (dict(dev=1), "no kernels"), (dict(dev=2), "a failed launch"),
+             (dict(shape=(3, 65)), "a shape that does not end with 64"), (dict(shape=(0, 64)), "no rows"),
+             (dict(shape=(1 << 40, 1 << 40, 0, 64)), "sizes whose product overflows")]
     for kw, why in cases:
         fallbacks.clear()
         x = tensor(kw.get("shape", (3, 64)), kw.get("dtype", BF16T), kw.get("dev", 0), kw.get("contiguous", True))
