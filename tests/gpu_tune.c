@@ -28,15 +28,21 @@ static void capture_log(void *user, kt_log_level level, const char *msg) {
   snprintf(l->text + n, sizeof l->text - n, "%s\n", msg);
 }
 
+/* Options for a runtime on cache whose log at level and above, from now
+** on, goes to l (cleared first). */
+static void log_options(kt_options *o, const char *cache, logbuf *l, kt_log_level level) {
+  memset(l, 0, sizeof *l);
+  kt_options_init(o);
+  o->cache_path = cache;
+  o->log = capture_log;
+  o->log_user = l;
+  o->log_level = level;
+}
+
 /* A runtime on cache whose log, from now on, goes to l (cleared first). */
 static kt_runtime *open_with(const char *cache, logbuf *l) {
-  memset(l, 0, sizeof *l);
   kt_options o;
-  kt_options_init(&o);
-  o.cache_path = cache;
-  o.log = capture_log;
-  o.log_user = l;
-  o.log_level = KT_LOG_INFO;
+  log_options(&o, cache, l, KT_LOG_INFO);
   return g_open_with(&o);
 }
 
@@ -126,6 +132,66 @@ static void in_place_call_applies_once(void) {
   ASSERT_STATUS(kt_cache_list(rt, "add_one", on_row, &l2), KT_OK);
   ASSERT_EQ(l2.c.rows, 1);
   ASSERT_EQ(l2.c.ok, 15);
+  kt_runtime_close(rt);
+}
+
+/* LayerNorm of rows of D in x (doubles) into y, with weight and bias. */
+static void layer_norm_ref(const double *x, const double *w, const double *b, int rows, int D, double *y) {
+  for (int r = 0; r < rows; r++) {
+    const double *xr = x + (size_t)r * D;
+    double m = 0, v = 0;
+    for (int i = 0; i < D; i++) m += xr[i];
+    m /= D;
+    for (int i = 0; i < D; i++) v += (xr[i] - m) * (xr[i] - m);
+    double rs = 1 / sqrt(v / D + 1e-5);
+    for (int i = 0; i < D; i++) y[(size_t)r * D + i] = (xr[i] - m) * rs * w[i] + b[i];
+  }
+}
+
+/* layernorm_fwd's rows are timed at tune_at (16M elements), not at the one
+** row of the call that missed: the log names where, the caller's buffer
+** (in place: y is x) holds one application of the norm and nothing past
+** its row is written, and a later call at other rows is a hit. */
+static void a_key_met_at_one_row_is_timed_at_tune_at(void) {
+  static logbuf lb;
+  kt_options o;
+  log_options(&o, fresh_cache(), &lb, KT_LOG_INFO);
+  o.budget_s = 3;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt_kernel *k;
+  if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", &k, NULL)) return;
+  enum { D = 1000 };
+  g_buf x, w, b;
+  uint64_t seed = 17;
+  double ref[3 * D];
+  ASSERT_EQ(g_buf_make(&w, rt, KT_BF16, D, 0) || g_buf_make(&b, rt, KT_BF16, D, 0), 0);
+  g_buf_rand(&w, &seed, 0.5, 1.5);
+  g_buf_rand(&b, &seed, -0.5, 0.5);
+  ASSERT_EQ(g_buf_upload(&w) || g_buf_upload(&b), 0);
+  char msg[512];
+  for (int rows = 1; rows <= 3; rows += 2) {
+    ASSERT_EQ(g_buf_make(&x, rt, KT_BF16, (size_t)rows * D, 0), 0);
+    g_buf_rand(&x, &seed, -2, 3);
+    ASSERT_EQ(g_buf_upload(&x), 0);
+    layer_norm_ref(x.h, w.h, b.h, rows, D, ref);
+    kt_arg a[] = {kt_arg_ptr(x.ptr, KT_BF16), kt_arg_ptr(x.ptr, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                  kt_arg_ptr(0, KT_BF16),     kt_arg_ptr(w.ptr, KT_BF16), kt_arg_ptr(b.ptr, KT_BF16),
+                  kt_arg_ptr(0, KT_F32),      kt_arg_ptr(0, KT_F32),      kt_arg_i32(rows),
+                  kt_arg_i32(D),              kt_arg_i32(1),              kt_arg_f32(1e-5f),
+                  kt_arg_i32(0)};
+    ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK);
+    ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+    long bad = g_buf_check(&x, ref, (size_t)rows * D, 0.03, 0.02, "layernorm_fwd in place", msg, sizeof msg);
+    if (bad) t_fail(__FILE__, __LINE__, "%d rows: %ld bad: %s", rows, bad, msg);
+    g_buf_free(&x);
+  }
+  ASSERT_EQ(lb.tunings, 1);
+  ASSERT_CONTAINS(lb.text, "tuned layernorm_fwd {");
+  ASSERT_CONTAINS(lb.text, "} at N=16778 (the call's N=1): {");
+  ASSERT_EQ(t_db_int(kt_cache_path(rt), "SELECT count(*) FROM configs WHERE kernel = 'layernorm_fwd'"), 1);
+  g_buf_free(&w);
+  g_buf_free(&b);
   kt_runtime_close(rt);
 }
 
@@ -536,13 +602,8 @@ static void early_launch_waits_for_the_kernel_before(void) {
 ** with stage_aliased, computed through a temporary as if out of place. */
 static void aliased_call_is_refused_or_staged(void) {
   static logbuf lb;
-  memset(&lb, 0, sizeof lb);
   kt_options o;
-  kt_options_init(&o);
-  o.cache_path = fresh_cache();
-  o.log = capture_log;
-  o.log_user = &lb;
-  o.log_level = KT_LOG_WARN;
+  log_options(&o, fresh_cache(), &lb, KT_LOG_WARN);
   kt_runtime *rt = g_open_with(&o);
   if (!rt) return;
   kt_kernel *k;
@@ -816,6 +877,7 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
+    {"gpu tune: a key met at one row is timed at its tune_at", a_key_met_at_one_row_is_timed_at_tune_at},
     {"gpu tune: a consumed input is tuned on copies and never compared", consumed_input_is_tuned_on_copies},
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
     {"gpu tune: pruned candidates are reported, never compiled or stored", pruned_candidates_are_reported_never_stored},

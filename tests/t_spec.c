@@ -252,6 +252,38 @@ static void malformed_params(void) {
       "bad.json: params[0] (y).extent: column 3: unknown name 'BLOCK' in \"N*BLOCK\"");
 }
 
+/* "tune_at" gives a size the key leaves out the value a tuning times the
+** key at: only such a size may have one, its expression may use params and
+** builtins, and it is in the spec hash (tunings made without it are made
+** again). */
+static void tune_at_is_for_sizes_the_key_ignores(void) {
+  char err[2048];
+  kt__spec *a, *b;
+  ASSERT_STATUS(parse(base, err, sizeof err, &a), KT_OK);
+  ASSERT_STATUS(parse(edit("\"key\": \"ignore\"", "\"key\": \"ignore\", \"tune_at\": \"cdiv(1048576, D) + num_sms\""),
+                      err, sizeof err, &b),
+                KT_OK);
+  ASSERT_TRUE(a->params[2].tune_at.text == NULL);
+  ASSERT_STR_EQ(b->params[2].tune_at.text, "cdiv(1048576, D) + num_sms");
+  uint64_t ha = a->spec_hash, hb = b->spec_hash;
+  kt__spec_free(a);
+  kt__spec_free(b);
+  ASSERT_TRUE(ha != hb);
+  BAD(edit("{\"name\": \"D\", \"type\": \"i32\"}", "{\"name\": \"D\", \"type\": \"i32\", \"tune_at\": \"64\"}"),
+      KT_ERR_SPEC,
+      "bad.json: params[3] (D).tune_at: applies to a size the key ignores (\"key\": \"ignore\"); this one is in the key");
+  BAD(edit("{\"name\": \"eps\", \"type\": \"f32\"}", "{\"name\": \"eps\", \"type\": \"f32\", \"tune_at\": \"1\"}"),
+      KT_ERR_SPEC, "bad.json: params[4] (eps).tune_at: applies to integer scalar params only");
+  BAD(edit("\"extent\": \"N*D\"}", "\"extent\": \"N*D\", \"tune_at\": \"1\"}"), KT_ERR_SPEC,
+      "bad.json: params[0] (y).tune_at: applies to integer scalar params only");
+  BAD(edit("\"key\": \"ignore\"", "\"key\": \"ignore\", \"tune_at\": \"cdiv(4096,\""), KT_ERR_SPEC,
+      "bad.json: params[2] (N).tune_at: column 11: unexpected end of expression in \"cdiv(4096,\"");
+  BAD(edit("\"key\": \"ignore\"", "\"key\": \"ignore\", \"tune_at\": \"BLOCK * 4\""), KT_ERR_SPEC,
+      "bad.json: params[2] (N).tune_at: column 1: unknown name 'BLOCK' in \"BLOCK * 4\"");
+  BAD(edit("\"key\": \"ignore\"", "\"key\": \"ignore\", \"tune_at\": true"), KT_ERR_SPEC,
+      "bad.json: params[2] (N).tune_at: expected an expression (a string, or an integer below 2^53)");
+}
+
 static void write_text(const char *dir, const char *name, const char *text) {
   char path[800];
   (void)t_write_file(dir, name, text, path, sizeof path);
@@ -449,6 +481,7 @@ const kt_test t_spec_tests[] = {
     {"spec: a source must be a regular file of at most 4 MiB", sources_must_be_regular_files},
     {"spec: options.pdl needs a source that waits", early_launch_needs_a_wait},
     {"spec: malformed params", malformed_params},
+    {"spec: tune_at is for sizes the key ignores", tune_at_is_for_sizes_the_key_ignores},
     {"spec: init generators checked at load", malformed_init},
     {"spec: the headers a source includes are in the hash", headers_are_in_the_hash},
     {"spec: malformed config and default", malformed_config},

@@ -7,6 +7,8 @@
 #include "call/alias.h"
 #include "tune/compare.h"
 #include "tune/evidence.h"
+#include "tune/tuneat.h"
+#include "tune/tuner.h"
 #include "harness.h"
 #include "spec/key.h"
 #include "ktune.h"
@@ -291,6 +293,19 @@ static void logto(void *user, kt_log_level level, const char *msg) {
   snprintf(buf + n, 4096 - n, "%s\n", msg);
 }
 
+/* An offline runtime whose log goes to logged (a buffer of 4096), on the
+** cache at path where path is not NULL. */
+static kt_runtime *offline_logged(const char *path, char *logged) {
+  kt_options o;
+  t_offline_options(&o);
+  if (path) o.cache_path = path;
+  o.log = logto;
+  o.log_user = logged;
+  o.log_level = KT_LOG_INFO;
+  kt_runtime *rt = NULL;
+  return kt_runtime_open(&rt, &o) ? NULL : rt;
+}
+
 /* A key whose every stored trial is a rejection is not a dead end: the
 ** next tuning measures the rejections again (never a quarantined fault),
 ** and says why. One usable row is enough to leave them alone. */
@@ -298,14 +313,8 @@ static void rejected_keys_are_measured_again(void) {
   char path[700];
   snprintf(path, sizeof path, "%s/dead.db", t_tmpdir());
   static char logged[4096];
-  kt_options o;
-  t_offline_options(&o);
-  o.cache_path = path;
-  o.log = logto;
-  o.log_user = logged;
-  o.log_level = KT_LOG_INFO;
-  kt_runtime *rt;
-  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_runtime *rt = offline_logged(path, logged);
+  ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
   kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, 64, 256, KT_BF16);
@@ -343,6 +352,70 @@ static void rejected_keys_are_measured_again(void) {
   ASSERT_EQ(kt__tuner_pending(t), 0);
   kt__tuner_free(t);
   ASSERT_TRUE(!strstr(logged, "measuring them again"));
+  kt_runtime_close(rt);
+}
+
+/* The plan of where a key is timed (tune/tuneat.h), for the call at N rows
+** of D; the log it wrote in logged. */
+static int tuneat_plan(kt_kernel *k, int n, int d, kt__tuneat *at, char *logged) {
+  kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, n, d, KT_BF16);
+  kt__call c;
+  char key[256];
+  logged[0] = 0;
+  if (kt__call_bind(&k->p, a, 7, &c) || kt_kernel_key(k, a, 7, key, sizeof key)) return -1;
+  kt__tuneat_plan(&k->p, &c, a, key, at);
+  return 0;
+}
+
+/* A size the key ignores is timed where the spec's tune_at says: the moved
+** call has the caller's key, the same pointers and other scalars; a value
+** that is not a size, or that moves the key, leaves the call as it is and
+** says so. The candidates are the configs valid for both calls. */
+static void tune_at_moves_the_timed_call(void) {
+  static char logged[4096];
+  kt_runtime *rt = offline_logged(NULL, logged);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/tune_at.json", &k), KT_OK);
+  kt__tuneat at;
+  ASSERT_EQ(tuneat_plan(k, 1, 256, &at, logged), 0);
+  ASSERT_EQ(at.on, 1);
+  ASSERT_EQ(at.c.slots[4], 256);
+  ASSERT_EQ(at.args[4].v.i32, 256);
+  ASSERT_EQ(at.args[5].v.i32, 256);
+  ASSERT_EQ((long long)at.args[1].v.ptr, 0x200000);
+  ASSERT_STR_EQ(at.what, "N=256 (the call's N=1)");
+  ASSERT_STR_EQ(logged, "");
+  kt__tuneat_free(&at);
+  ASSERT_EQ(tuneat_plan(k, 256, 256, &at, logged), 0);
+  ASSERT_EQ(at.on, 0);
+  ASSERT_STR_EQ(logged, "");
+  ASSERT_EQ(tuneat_plan(k, 5000, 256, &at, logged), 0);
+  ASSERT_EQ(at.on, 1);
+  ASSERT_STR_EQ(at.what, "N=256 (the call's N=5000)");
+  ASSERT_EQ(tuneat_plan(k, 3, 24, &at, logged), 0);
+  ASSERT_EQ(at.on, 0);
+  ASSERT_CONTAINS(logged, "rmsnorm_tune_at {\"D\":24,");
+  ASSERT_CONTAINS(logged, "}: tune_at: \"D == 24 ? 0 : cdiv(65536, D)\" is 0, not a size; tuned at the call's sizes\n");
+  ASSERT_EQ(tuneat_plan(k, 1, 40, &at, logged), 0);
+  ASSERT_EQ(at.on, 0);
+  ASSERT_CONTAINS(logged, "}: tune_at: at N=1639 the call has another key; tuned at the call's N=1\n");
+  /* Candidates: ROWS <= N holds for ROWS = 4 at the 256 rows timed, not at
+  ** the caller's 2, so only ROWS = 1 is tuned; at 300 rows both are. */
+  int pending[2];
+  for (int i = 0; i < 2; i++) {
+    kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, i ? 300 : 2, 256, KT_BF16);
+    kt__call c;
+    char key[256];
+    kt__tuner *t;
+    ASSERT_STATUS(kt__call_bind(&k->p, a, 7, &c), KT_OK);
+    ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_OK);
+    ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &c, a, key, &t), KT_OK);
+    pending[i] = kt__tuner_pending(t);
+    kt__tuner_free(t);
+  }
+  ASSERT_EQ(pending[0], 2);
+  ASSERT_EQ(pending[1], 4);
   kt_runtime_close(rt);
 }
 
@@ -634,6 +707,7 @@ const kt_test t_tune_tests[] = {
     {"tune: keys leave out ignored params (T, eps)", keys_ignore_what_the_spec_says},
     {"tune: pointer alignment classes in the key", alignment_classes},
     {"tune: pow2 buckets in the key", pow2_buckets},
+    {"tune: tune_at moves the timed call, never the key", tune_at_moves_the_timed_call},
     {"tune: the fallback is the valid config nearest the default", fallback_is_the_valid_config_nearest_the_default},
     {"tune: alias groups: adjacent, nested, identical, chained", alias_groups},
     {"tune: comparisons with tolerance, NaN and Inf", comparisons},

@@ -118,8 +118,8 @@ def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None):
 # The norm grid: every D class (tiny, not a power of two, past one block's
 # registers), at T = 1, T = 16 (a few rows: one program at short rows), T =
 # one wave of SMs, and T with T*D >= 16M (T capped at 65536). The forward's
-# key leaves N out, so it is tuned at the first call's shape (the largest
-# T, the bandwidth-bound one, where a config matters most); the backward's
+# key leaves N out and is timed at 16M elements whatever T missed it (the
+# spec's tune_at), so one tuning serves every row of a D; the backward's
 # holds N's power-of-two bucket, so each row of the backward is tuned at
 # its own T.
 NORM_D = (64, 256, 1000, 1536, 4096, 5120, 8192, 12288, 16384)

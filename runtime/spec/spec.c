@@ -223,7 +223,7 @@ static kt_status parse_types(ctx *c, const cJSON *types) {
 
 static const char *param_fields[] = {"name", "type", "dtype", "access", "extent",
                                      "optional", "key", "init", "atol", "rtol",
-                                     "specialize", "doc", NULL};
+                                     "specialize", "tune_at", "doc", NULL};
 
 typedef struct named {
   const char *name;
@@ -366,6 +366,27 @@ static kt_status parse_extents(ctx *c, const cJSON *params) {
     const cJSON *ext = cJSON_GetObjectItemCaseSensitive(j, "extent");
     if (!ext) return bad(c, f, "missing: a pointer param needs its extent in elements");
     if (parse_expr(c, f, ext, &p->extent)) return c->st;
+  }
+  return KT_OK;
+}
+
+/* "tune_at": where a size the key leaves out decides which config is
+** fastest (rows: one row times launch latency, not the config), the tuner
+** times the key at this value instead of the first call's. */
+static kt_status parse_tune_at(ctx *c, const cJSON *params) {
+  int i = 0;
+  c->limit = c->s->builtin_slot + KT__NBUILTINS;
+  c->where = "tune_at (it may use params and builtins only)";
+  for (const cJSON *j = params->child; j; j = j->next, i++) {
+    kt__param *p = &c->s->params[i];
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "tune_at");
+    if (!at) continue;
+    char f[96];
+    snprintf(f, sizeof f, "params[%d] (%s).tune_at", i, p->name);
+    if (p->type != KT__P_I32 && p->type != KT__P_I64) return bad(c, f, "applies to integer scalar params only");
+    if (p->key != KT__KEY_IGNORE)
+      return bad(c, f, "applies to a size the key ignores (\"key\": \"ignore\"); this one is in the key");
+    if (parse_expr(c, f, at, &p->tune_at)) return c->st;
   }
   return KT_OK;
 }
@@ -591,6 +612,13 @@ static kt_status compute_hashes(ctx *c) {
              (int)p->dtype, p->tvar);
     hash_str(h, buf);
     hash_str(h, p->extent.text);
+    /* Where the tuner times a key changes what a tuning found: rows tuned
+    ** without it are tuned again. Absent, nothing is hashed, so the hashes
+    ** of specs without it stay as they were. */
+    if (p->tune_at.text) {
+      hash_str(h, "tune_at");
+      hash_str(h, p->tune_at.text);
+    }
   }
   for (int i = 0; i < s->ntypes; i++) {
     hash_str(h, s->types[i].name);
@@ -696,7 +724,8 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
 
   if (parse_types(c, cJSON_GetObjectItemCaseSensitive(root, "types"))) return c->st;
   const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
-  if (parse_params(c, params) || parse_extents(c, params) || parse_inits(c)) return c->st;
+  if (parse_params(c, params) || parse_extents(c, params) || parse_tune_at(c, params) || parse_inits(c))
+    return c->st;
   for (int i = 0; i < s->nparams; i++)
     if (s->params[i].type == KT__P_PTR && s->params[i].tvar < 0 && s->params[i].dtype == KT_DTYPE_NONE)
       return bad(c, "params", "pointer without dtype");
@@ -857,6 +886,7 @@ void kt__spec_free(kt__spec *s) {
     kt__free(s->params[i].name);
     kt__free(s->params[i].init);
     kt__expr_free(&s->params[i].extent);
+    kt__expr_free(&s->params[i].tune_at);
   }
   for (int i = 0; i < s->ntypes; i++) kt__free(s->types[i].name);
   for (int i = 0; i < s->ncfields; i++) {

@@ -42,6 +42,8 @@ typedef struct kt__param {
   kt_dtype dtype;    /* fixed element type, or KT_DTYPE_NONE with tvar */
   int tvar;          /* index into types, or -1 */
   kt__expr extent;   /* elements */
+  kt__expr tune_at;  /* scalars the key ignores: the value the tuner times
+                        the key at (text NULL when the spec gives none) */
   char *init;        /* "init" as written, or NULL */
   kt__gen gen;       /* the same parsed: how synthetic inputs are made */
   double atol, rtol; /* validation tolerance (outputs) */

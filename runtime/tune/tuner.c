@@ -21,6 +21,7 @@
 #include "tune/scratch.h"
 #include "tune/search.h"
 #include "tune/timer.h"
+#include "tune/tuneat.h"
 
 #define MAX_CANDIDATES 4096
 #define REMEASURE 3
@@ -32,6 +33,8 @@ struct kt__tuner {
   kt__tuneopts o;
   const kt_arg *orig;
   kt__call base;
+  kt__call call;          /* the caller's call: base, unless at moves it */
+  kt__tuneat at;          /* where the key is timed (tune/tuneat.h) */
   kt__scratch sc;
   kt__timer *timer;
   kt__cand *cand;
@@ -50,16 +53,24 @@ struct kt__tuner {
   char key[1024];
 };
 
+/* Whether cfg satisfies every constraint for c (configured into *out). */
+static int valid_for(kt__prog *p, const kt__call *c, const int64_t *cfg, kt__call *out) {
+  int bad;
+  *out = *c;
+  return !kt__call_config(p, out, cfg) && !kt__call_check(p, out, &bad) && bad < 0;
+}
+
+/* The configs valid for the call, and where the key is timed elsewhere,
+** there too. */
 static void candidate_list(kt__tuner *t) {
   const kt__spec *s = t->p->spec;
   int idx[KT_MAX_CFIELDS] = {0};
   do {
     kt__cand *cd = &t->cand[t->ncand];
-    cd->c = t->base;
+    kt__call caller;
     cd->status = KT__PENDING;
     kt__spec_config_at(s, idx, cd->cfg);
-    int bad;
-    if (!kt__call_config(t->p, &cd->c, cd->cfg) && !kt__call_check(t->p, &cd->c, &bad) && bad < 0) {
+    if (valid_for(t->p, &t->base, cd->cfg, &cd->c) && (!t->at.on || valid_for(t->p, &t->call, cd->cfg, &caller))) {
       kt__config_json(s, cd->cfg, cd->json, sizeof cd->json);
       if (++t->ncand == MAX_CANDIDATES) return;
     }
@@ -150,7 +161,9 @@ kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, c
   t->env = env;
   t->o = *o;
   t->orig = args;
-  t->base = *c;
+  t->base = t->call = *c;
+  kt__tuneat_plan(p, c, args, key, &t->at);
+  if (t->at.on) t->base = t->at.c;
   t->res = (kt__tuneresult){.outcome = KT_TUNE_NO_VALID, .win = -1, .default_us = -1};
   snprintf(t->key, sizeof t->key, "%s", key);
   candidate_list(t);
@@ -187,6 +200,7 @@ void kt__tuner_free(kt__tuner *t) {
   if (!t) return;
   kt__timer_free(t->timer);
   kt__scratch_free(&t->sc);
+  kt__tuneat_free(&t->at);
   pthread_mutex_destroy(&t->lock);
   kt__evidence_free(t->ev);
   kt__free(t->order);
@@ -551,10 +565,40 @@ static void store_winner(kt__tuner *t, const kt__cand *w, const kt__tuneresult *
   if (kt__store_put_config(t->env->store, &row, NULL, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
 }
 
+/* The key timed at the caller's call after all: each candidate's call made
+** from it again (every candidate is valid there too). */
+static void at_caller(kt__tuner *t) {
+  kt__tuneat_free(&t->at);
+  t->at.on = 0;
+  t->base = t->call;
+  for (int i = 0; i < t->ncand; i++) valid_for(t->p, &t->base, t->cand[i].cfg, &t->cand[i].c);
+}
+
+/* Where the key is timed at other sizes: their inputs, made now (a tuning
+** that finds nothing to measure makes none). Where they cannot be made, or
+** the reference does not hold there, the caller's call is timed. */
+static void at_inputs(kt__tuner *t, const int64_t *reference) {
+  if (!t->at.on) return;
+  kt__call ref;
+  const char *why;
+  if (!valid_for(t->p, &t->base, reference, &ref)) {
+    why = "the reference config is not valid there";
+  } else if (kt__tuneat_inputs(t->p, XXH3_64bits(t->key, strlen(t->key)), &t->at)) {
+    why = kt__errmsg(t->env->id);
+  } else {
+    t->orig = t->at.args;
+    return;
+  }
+  kt__log(&t->env->log, KT_LOG_WARN, "%s %s: not timed at %s: %s; timed at the call's sizes", t->p->spec->name,
+          t->key, t->at.what, why);
+  at_caller(t);
+}
+
 kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference, int64_t *best) {
   const kt__spec *s = t->p->spec;
   kt_status st;
   double t0 = kt__now_ms();
+  at_inputs(t, reference);
   int pending = kt__tuner_pending(t);
   const kt__strategy *strat = kt__strategy_for(t->o.strategy, pending);
   if (!strat) return kt__err(t->env->id, KT_ERR_INVALID, "%s: strategy %d is unknown", s->name, (int)t->o.strategy);
@@ -571,7 +615,8 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   double t_trials = kt__now_ms();
   remeasure(t);
   int bad;
-  if (kt__confirm_rejections(t->p, &t->base, t->orig, reference, caller, t->key, t->cand, t->ncand, &bad))
+  /* Rejections on inputs the tuner made are the key's already. */
+  if (!t->at.on && kt__confirm_rejections(t->p, &t->base, t->orig, reference, caller, t->key, t->cand, t->ncand, &bad))
     return faulted(t, &t->cand[bad], t->cand[bad].detail);
   pick(t, reference);
   const kt__tuneresult *y = &t->res;
@@ -580,9 +625,9 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   memcpy(best, w->cfg, (size_t)s->ncfields * sizeof *best);
   double t_end = kt__now_ms();
   kt__log(&t->env->log, KT_LOG_INFO,
-          "tuned %s %s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected, %d not compiled "
-          "(predicted to lose); %.0f ms: reference %.0f, trials and their compiles %.0f, re-measure %.0f",
-          s->name, t->key, w->json, w->median, y->default_us, y->tried, y->measured, y->rejected, y->pruned,
+          "tuned %s %s%s%s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected, %d not "
+          "compiled (predicted to lose); %.0f ms: reference %.0f, trials and their compiles %.0f, re-measure %.0f",
+          s->name, t->key, t->at.on ? " at " : "", t->at.on ? t->at.what : "", w->json, w->median, y->default_us, y->tried, y->measured, y->rejected, y->pruned,
           t_end - t0, t_ref - t0, t_trials - t_ref, t_end - t_trials);
   if (y->unconfirmed)
     kt__log(&t->env->log, KT_LOG_WARN,
