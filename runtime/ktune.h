@@ -262,8 +262,10 @@ typedef struct kt_tune_report {
   const char *key;             /* canonical JSON, as the cache stores it */
   const char *config;          /* the config calls of this key use now */
   const char *default_config;  /* the spec's default for this call */
-  double time_us;              /* config's median, or -1 when unknown */
-  double default_us;           /* the default's median, or -1 */
+  double time_us;              /* config's median, or -1 when unknown;
+                                  at the sizes of the spec's tune_at, where
+                                  it gives one (docs/tuning.md) */
+  double default_us;           /* the default's median, or -1; the same */
   int tried, rejected;         /* candidates decided, and of them rejected */
   int ncandidates;
   const kt_candidate *candidates; /* every candidate the constraints allow
