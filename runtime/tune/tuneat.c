@@ -18,7 +18,8 @@ static int value_at(const kt__prog *p, const kt__call *c, int i, int64_t *v, cha
 }
 
 /* The args of c with each tune_at size in place; the sizes that moved, as
-** "N=16384", in now and "N=1" in was. Returns how many moved, -1 on error. */
+** "N=16384", in now and "N=1" in was (n bytes each). Returns how many moved;
+** -1 when a value will not do, with why in now. */
 static int move_sizes(const kt__prog *p, const kt__call *c, kt_arg *args, char *now, char *was, size_t n) {
   const kt__spec *s = p->spec;
   int moved = 0;
@@ -44,7 +45,7 @@ void kt__tuneat_plan(kt__prog *p, const kt__call *c, const kt_arg *args, const c
   const kt__spec *s = p->spec;
   memset(a, 0, sizeof *a);
   memcpy(a->args, args, (size_t)s->nparams * sizeof *args);
-  char now[64], was[64];
+  char now[128], was[128];
   int moved = move_sizes(p, c, a->args, now, was, sizeof now);
   if (moved < 0)
     kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: %s; tuned at the call's sizes", s->name, key, now);
@@ -53,8 +54,12 @@ void kt__tuneat_plan(kt__prog *p, const kt__call *c, const kt_arg *args, const c
   ** another key's. */
   int64_t k0[KT_MAX_KEY], k1[KT_MAX_KEY];
   kt__call c0 = *c;
-  if (kt__call_key(p, &c0, k0) || kt__call_bind(p, a->args, s->nparams, &a->c) || kt__call_key(p, &a->c, k1) ||
-      memcmp(k0, k1, (size_t)p->keydef.n * sizeof *k0)) {
+  if (kt__call_key(p, &c0, k0) || kt__call_bind(p, a->args, s->nparams, &a->c) || kt__call_key(p, &a->c, k1)) {
+    kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: at %s: %s; tuned at the call's %s", s->name, key, now,
+            kt__errmsg(p->env->id), was);
+    return;
+  }
+  if (memcmp(k0, k1, (size_t)p->keydef.n * sizeof *k0)) {
     kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: at %s the call has another key; tuned at the call's %s",
             s->name, key, now, was);
     return;

@@ -17,7 +17,7 @@ typedef struct kt__tuneat {
   kt_arg args[KT_MAX_PARAMS]; /* the caller's args with those sizes; the
                                 pointers become in's once made */
   kt__inputs in;             /* its inputs (none until kt__tuneat_inputs) */
-  char what[160];            /* "N=16384 (the call's N=1)", for messages */
+  char what[256];            /* "N=16384 (the call's N=1)", for messages */
 } kt__tuneat;
 
 /* Fill a from the call c of args: a->on is 1 where the spec gives a
