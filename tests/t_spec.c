@@ -449,25 +449,30 @@ static void malformed_template(void) {
 
 /* Every allocation of a spec load, made to fail in turn: each failure is
 ** reported as out of memory and leaks nothing (the ASan run checks that). */
+/* Every allocation of a load failing in turn, for the first spec and for
+** the forward norm's (derived constants, a long constraint list, tune_at). */
 static void out_of_memory_everywhere(void) {
+  static const char *paths[] = {"kernels_src/rmsnorm.json", "kernels_src/layernorm_fwd.json"};
   char err[2048];
   kt__spec *s;
-  kt__alloc_fail_after(0);
-  ASSERT_STATUS(kt__spec_load("kernels_src/rmsnorm.json", &s, err, sizeof err), KT_OK);
-  kt__spec_free(s);
-  long total = kt__alloc_fail_after(0);
-  ASSERT_TRUE(total > 20);
-  for (long n = 1; n <= total; n++) {
-    kt__alloc_fail_after(n);
-    kt_status st = kt__spec_load("kernels_src/rmsnorm.json", &s, err, sizeof err);
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
     kt__alloc_fail_after(0);
-    if (st != KT_ERR_NOMEM) {
-      kt__spec_free(s);
-      t_fail(__FILE__, __LINE__, "allocation %ld of %ld failing gave %s (%s)", n, total,
-             kt_status_name(st), err);
-      return;
+    ASSERT_STATUS(kt__spec_load(paths[i], &s, err, sizeof err), KT_OK);
+    kt__spec_free(s);
+    long total = kt__alloc_fail_after(0);
+    ASSERT_TRUE(total > 20);
+    for (long n = 1; n <= total; n++) {
+      kt__alloc_fail_after(n);
+      kt_status st = kt__spec_load(paths[i], &s, err, sizeof err);
+      kt__alloc_fail_after(0);
+      if (st != KT_ERR_NOMEM) {
+        kt__spec_free(s);
+        t_fail(__FILE__, __LINE__, "%s: allocation %ld of %ld failing gave %s (%s)", paths[i], n, total,
+               kt_status_name(st), err);
+        return;
+      }
+      ASSERT_TRUE(s == NULL);
     }
-    ASSERT_TRUE(s == NULL);
   }
 }
 
