@@ -4,7 +4,9 @@
 ** module per combination of compile-time constants (a "variant") through
 ** NVRTC, launches through the CUDA driver API, and, on the first call with a
 ** tuning key it has not seen, benchmarks the candidate configs on scratch
-** copies of the caller's buffers and remembers the winner in SQLite.
+** copies of the caller's buffers (or, where the spec gives a size the key
+** ignores a "tune_at", on inputs of that size it makes) and remembers the
+** winner in SQLite.
 **
 ** Conventions used throughout this header:
 ** - Every call returns a kt_status; KT_OK is zero. Details of the last failure
