@@ -240,11 +240,15 @@ kt_status kt__call_key(kt__prog *p, kt__call *c, int64_t *key) {
 }
 
 /* Parse "BLOCK=256,VEC=4" into cfg (spec order); every field exactly once. */
-int kt__call_config_valid(kt__prog *p, const kt__call *c, const char *json, int64_t *cfg) {
+int kt__call_valid(kt__prog *p, const kt__call *c, const int64_t *cfg, kt__call *out) {
   int bad = 0;
-  kt__call probe = *c;
-  return !kt__config_from_json(p->spec, json, cfg) && !kt__call_config(p, &probe, cfg) &&
-         !kt__call_check(p, &probe, &bad) && bad < 0;
+  *out = *c;
+  return !kt__call_config(p, out, cfg) && !kt__call_check(p, out, &bad) && bad < 0;
+}
+
+int kt__call_config_valid(kt__prog *p, const kt__call *c, const char *json, int64_t *cfg) {
+  kt__call probe;
+  return !kt__config_from_json(p->spec, json, cfg) && kt__call_valid(p, c, cfg, &probe);
 }
 
 kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg) {

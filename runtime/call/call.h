@@ -31,6 +31,8 @@ kt_status kt__call_fallback(kt__prog *p, kt__call *c, int64_t *cfg);
 /* Evaluate the param-only derived constants and build the tuning key
 ** (p->keydef.n values). */
 kt_status kt__call_key(kt__prog *p, kt__call *c, int64_t *key);
+/* Whether cfg satisfies every constraint for c; out gets c with cfg set. */
+int kt__call_valid(kt__prog *p, const kt__call *c, const int64_t *cfg, kt__call *out);
 /* Whether json is a config of the space that satisfies every constraint
 ** for c (a cached row may come from another version or machine); cfg gets
 ** it. */

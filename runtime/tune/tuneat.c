@@ -32,7 +32,8 @@ static int move_sizes(const kt__prog *p, const kt__call *c, kt_arg *args, char *
     if (v == c->slots[i]) continue;
     if (s->params[i].type == KT__P_I32) args[i].v.i32 = (int32_t)v;
     else args[i].v.i64 = v;
-    if (un < n) un += (size_t)snprintf(now + un, n - un, "%s%s=%lld", moved ? "," : "", s->params[i].name, (long long)v);
+    if (un < n)
+      un += (size_t)snprintf(now + un, n - un, "%s%s=%lld", moved ? "," : "", s->params[i].name, (long long)v);
     if (uw < n)
       uw += (size_t)snprintf(was + uw, n - uw, "%s%s=%lld", moved ? "," : "", s->params[i].name,
                              (long long)c->slots[i]);

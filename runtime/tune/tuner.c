@@ -53,13 +53,6 @@ struct kt__tuner {
   char key[1024];
 };
 
-/* Whether cfg satisfies every constraint for c (configured into *out). */
-static int valid_for(kt__prog *p, const kt__call *c, const int64_t *cfg, kt__call *out) {
-  int bad;
-  *out = *c;
-  return !kt__call_config(p, out, cfg) && !kt__call_check(p, out, &bad) && bad < 0;
-}
-
 /* The configs valid for the call, and where the key is timed elsewhere,
 ** there too. */
 static void candidate_list(kt__tuner *t) {
@@ -70,7 +63,8 @@ static void candidate_list(kt__tuner *t) {
     kt__call caller;
     cd->status = KT__PENDING;
     kt__spec_config_at(s, idx, cd->cfg);
-    if (valid_for(t->p, &t->base, cd->cfg, &cd->c) && (!t->at.on || valid_for(t->p, &t->call, cd->cfg, &caller))) {
+    if (kt__call_valid(t->p, &t->base, cd->cfg, &cd->c) &&
+        (!t->at.on || kt__call_valid(t->p, &t->call, cd->cfg, &caller))) {
       kt__config_json(s, cd->cfg, cd->json, sizeof cd->json);
       if (++t->ncand == MAX_CANDIDATES) return;
     }
@@ -571,7 +565,7 @@ static void at_caller(kt__tuner *t) {
   kt__tuneat_free(&t->at);
   t->at.on = 0;
   t->base = t->call;
-  for (int i = 0; i < t->ncand; i++) valid_for(t->p, &t->base, t->cand[i].cfg, &t->cand[i].c);
+  for (int i = 0; i < t->ncand; i++) kt__call_valid(t->p, &t->base, t->cand[i].cfg, &t->cand[i].c);
 }
 
 /* Where the key is timed at other sizes: their inputs, made now (a tuning
@@ -581,7 +575,7 @@ static void at_inputs(kt__tuner *t, const int64_t *reference) {
   if (!t->at.on) return;
   kt__call ref;
   const char *why;
-  if (!valid_for(t->p, &t->base, reference, &ref)) {
+  if (!kt__call_valid(t->p, &t->base, reference, &ref)) {
     why = "the reference config is not valid there";
   } else if (kt__tuneat_inputs(t->p, XXH3_64bits(t->key, strlen(t->key)), &t->at)) {
     why = kt__errmsg(t->env->id);
@@ -627,8 +621,8 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   kt__log(&t->env->log, KT_LOG_INFO,
           "tuned %s %s%s%s: %s at %.2f us (default %.2f us), %d tried (%d measured now), %d rejected, %d not "
           "compiled (predicted to lose); %.0f ms: reference %.0f, trials and their compiles %.0f, re-measure %.0f",
-          s->name, t->key, t->at.on ? " at " : "", t->at.on ? t->at.what : "", w->json, w->median, y->default_us, y->tried, y->measured, y->rejected, y->pruned,
-          t_end - t0, t_ref - t0, t_trials - t_ref, t_end - t_trials);
+          s->name, t->key, t->at.on ? " at " : "", t->at.on ? t->at.what : "", w->json, w->median, y->default_us,
+          y->tried, y->measured, y->rejected, y->pruned, t_end - t0, t_ref - t0, t_trials - t_ref, t_end - t_trials);
   if (y->unconfirmed)
     kt__log(&t->env->log, KT_LOG_WARN,
             "%s %s: %d configs were rejected on this call's data but not on synthetic inputs: their rejections and "
