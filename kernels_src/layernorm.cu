@@ -473,13 +473,24 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
     // outlier), under a 16-bit output's own rounding for L <= 16384; f32
     // segments and longer ones take a reduction for the mean and one for the
     // deviations about it. The choice is the same in every thread (barriers).
-    const bool one = !IS_RMS_NORM && sizeof(T) == 2 && L <= 16384;
-    float K = 0.f;
+    // Where a segment held in registers cannot pass 16384 values (the spec
+    // holds L to BLOCK / ROWS * VEC * ITEMS), it is made at compile time.
+    constexpr bool ONE_FITS = ITEMS > 0 && TPR * VEC * ITEMS <= 16384;
+    const bool one = !IS_RMS_NORM && sizeof(T) == 2 && (ONE_FITS || L <= 16384);
+    float K = 0.f, q = 0.f, rs;
     if (one && live) {
       float k0[1];
       load_h<1, HAS_RESIDUAL>(k0, x + base, HAS_RESIDUAL ? res + base : nullptr);
       K = k0[0];
     }
+    // The sums of one reduction, x - K and its square, from one subtraction
+    // (in the order the squares' own loop took them: the same bits);
+    // otherwise the sum of x - K alone, for the mean.
+    auto add = [&](float h) {
+      const float e = h - K;
+      s += e;
+      if (one) q += e * e;
+    };
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
@@ -497,10 +508,10 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
       }
       if (!PACK && !IS_RMS_NORM && i < L) {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]) - K;
+        for (int k = 0; k < VEC; k++) add(kt::to_f_here(v[j].v[k]));
       }
     }
-    // A packed segment's sum in a loop of its own: its widening is volatile,
+    // A packed segment's sums in a loop of its own: its widening is volatile,
     // and between the loads it kept each load waiting on the one before
     // (LayerNorm, bf16, 1366x12288 at BLOCK=512, ITEMS=3: 33.87 us, 26.87
     // after). RMSNorm needs no sum of x.
@@ -509,21 +520,19 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
       const int i = (lane + j * TPR) * VEC;
       if (i < L) {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) s += kt::to_f_here(v[j].v[k]) - K;
+        for (int k = 0; k < VEC; k++) add(kt::to_f_here(v[j].v[k]));
       }
     }
-    // The squares about K (one reduction) or about the mean (a reduction for
-    // it first; RMSNorm's mean is 0).
+    // Without one reduction, the squares about the mean (a reduction for it
+    // first; RMSNorm's mean is 0).
     if (!one && !IS_RMS_NORM) mu = sum(s) / (float)L;
-    const float c = one ? K : mu;
-    float q = 0.f, rs;
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
       const int i = (lane + j * TPR) * VEC;
-      if (i < L) {
+      if (!one && i < L) {
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
-          const float e = kt::to_f_here(v[j].v[k]) - c;
+          const float e = kt::to_f_here(v[j].v[k]) - mu;
           q += e * e;
         }
       }
