@@ -645,6 +645,7 @@ static void norm_forward_statistics_that_cancel(void) {
       {{5, 5120, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=256,ROWS=1,VEC=8,ITEMS=3,STAGES=0,PACK=0,OCC=5,WSH=0"},
       {{4, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1,WSH=1"},
       {{4, 4000, 4, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      {{4, 10240, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=640,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=1,OCC=2,WSH=1"},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -974,7 +975,9 @@ static void small_norm_pipelined(void) {
 ** with an f32 weight in blocks of four groups; the bias alone; the weight
 ** alone, RMSNorm, packed; a row of 16384 in blocks of 512 (64 KB staged);
 ** rows of 12288 in blocks of 384 held for three an SM; half a warp a row
-** (rows of 64, 16 a block). */
+** (rows of 64, 16 a block); and blocks that are not a power of two, one
+** row each: 5120 in 640 threads with a residual and res_out, 5120 in 320
+** packed and held for four an SM, RMSNorm's 12288 in 768 held for two. */
 static void small_norm_staged_weight(void) {
   static const fwd_case runs[] = {
       {{9, 1000, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=128,ROWS=4,VEC=4,ITEMS=8,STAGES=0,PACK=0,OCC=1,WSH=1"},
@@ -984,6 +987,10 @@ static void small_norm_staged_weight(void) {
       {{3, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=1,WSH=1"},
       {{4, 12288, 1, KT_BF16, KT_BF16, 0, 1, 0, 1, 1, 0, 0}, "BLOCK=384,ROWS=1,VEC=8,ITEMS=4,STAGES=0,PACK=0,OCC=3,WSH=1"},
       {{35, 64, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=256,ROWS=16,VEC=4,ITEMS=1,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      /* Blocks of 20, 10 and 24 warps, each covering its row exactly. */
+      {{5, 5120, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, "BLOCK=640,ROWS=1,VEC=8,ITEMS=1,STAGES=0,PACK=0,OCC=1,WSH=1"},
+      {{7, 5120, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 0, 0}, "BLOCK=320,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=1,OCC=4,WSH=0"},
+      {{3, 12288, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=768,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=0,OCC=2,WSH=1"},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);

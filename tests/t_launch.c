@@ -80,6 +80,44 @@ static void forced_configs_are_checked(void) {
   kt_runtime_close(rt);
 }
 
+/* Blocks that are not a power of two (320, 384, 640, 768 threads) exist in
+** layernorm_fwd for rows they cover exactly, one row a block: a row of 5120
+** is 640 threads of 8 values, where blocks of 256 hold 6144 and leave a
+** sixth of their lanes idle. Anywhere else they are refused, as is an OCC
+** that would ask more than an SM's threads. */
+static void blocks_that_cover_a_row_exactly(void) {
+  kt_runtime *rt = t_offline(0);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k), KT_OK);
+  /* y x res res_out w b mean rstd N D G eps rms; bf16 rows, bf16 weight and bias */
+  kt_arg a[] = {kt_arg_ptr(0x100000, KT_BF16), kt_arg_ptr(0x200000, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0x300000, KT_BF16), kt_arg_ptr(0x400000, KT_BF16),
+                kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_i32(3), kt_arg_i32(5120),
+                kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(0)};
+  const char *c640 = "BLOCK=640,ROWS=1,VEC=8,ITEMS=1,STAGES=0,PACK=0,OCC=1,WSH=1";
+  const char *c320 = "BLOCK=320,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=1,OCC=4,WSH=0";
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 13, c640), KT_ERR_NO_DEVICE);
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 13, c320), KT_ERR_NO_DEVICE);
+  /* 640 threads of 8 values twice cover a row of 6144, not exactly. */
+  a[9] = kt_arg_i32(6144);
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 13, "BLOCK=640,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=0,OCC=1,WSH=0"),
+                KT_ERR_CONSTRAINT);
+  ASSERT_CONTAINS(kt_errmsg(rt), "violates constraints[9]: pow2ceil(BLOCK) == BLOCK || (ROWS == 1");
+  a[9] = kt_arg_i32(12288);
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 13, "BLOCK=768,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=0,OCC=2,WSH=0"),
+                KT_ERR_NO_DEVICE);
+  /* 768 threads three times over is more than an SM holds. */
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 13, "BLOCK=768,ROWS=1,VEC=8,ITEMS=2,STAGES=0,PACK=0,OCC=3,WSH=0"),
+                KT_ERR_CONSTRAINT);
+  ASSERT_CONTAINS(kt_errmsg(rt), "violates constraints[10]: OCC == 1 || (STAGES == 0");
+  /* A pipeline's grid counts 1024 / BLOCK blocks an SM: powers of two only. */
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 13, "BLOCK=768,ROWS=1,VEC=8,ITEMS=2,STAGES=2,PACK=0,OCC=1,WSH=0"),
+                KT_ERR_CONSTRAINT);
+  ASSERT_CONTAINS(kt_errmsg(rt), "violates constraints[9]");
+  kt_runtime_close(rt);
+}
+
 static void runtime_open_errors(void) {
   kt_options o;
   kt_options_init(&o);
@@ -159,6 +197,7 @@ const kt_test t_launch_tests[] = {
     {"launch: bad arguments are named", bad_arguments_are_named},
     {"launch: vector width needs alignment", vector_width_needs_alignment},
     {"launch: forced configs are checked", forced_configs_are_checked},
+    {"launch: blocks that cover a row exactly", blocks_that_cover_a_row_exactly},
     {"launch: runtime open errors", runtime_open_errors},
     {NULL, NULL},
 };
