@@ -402,7 +402,7 @@ static void norm_tuned(void) {
 
 /* What the sweep below ran, by structure. */
 typedef struct sweep_counts {
-  int ran, piped, packed, held, held128, odd, half, staged, shared, clustered, merged, reread, kept;
+  int ran, piped, packed, held, held128, odd[4], half, staged, shared, clustered, merged, reread, kept;
 } sweep_counts;
 
 /* Every backward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): ACC,
@@ -425,19 +425,23 @@ static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int
   return 0;
 }
 
+/* The forward's blocks that are not a power of two. */
+static const int odd_blocks[4] = {320, 384, 640, 768};
+
 /* Every forward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): PACK,
 ** OCC and WSH. Returns -1 on a wrong result. */
 static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tpr, int piped, sweep_counts *n) {
-  static const int occs[] = {1, 3, 5, 6, 9, 12};
+  static const int occs[] = {1, 2, 3, 4, 5, 6, 9, 12};
   for (int pk = 0; pk < 2; pk++)
-    for (int oi = 0; oi < 6; oi++)
+    for (int oi = 0; oi < 8; oi++)
       for (int ws = 0; ws < 2; ws++) {
         char fcfg[128];
         snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d,WSH=%d", cfg, pk, occs[oi], ws);
         int rf = run_fwd(f, nb, fcfg);
         if (rf < 0) return -1;
         if (rf) continue;
-        n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1, n->odd += block == 384;
+        n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1;
+        for (int i = 0; i < 4; i++) n->odd[i] += block == odd_blocks[i];
         n->held128 += occs[oi] > 1 && block == 128;
         n->half += tpr == 16, n->staged += ws;
       }
@@ -447,9 +451,9 @@ static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tp
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow at one
 ** shape, both ways. Returns -1 on a wrong result. */
 static int sweep_shape(kt_kernel *f, kt_kernel *b, kt_kernel *r, nbufs *nb, sweep_counts *n) {
-  static const int blocks[] = {128, 256, 384, 512, 1024}, rows[] = {1, 2, 4, 8, 16}, vecs[] = {1, 2, 4, 8},
-                   items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
-  for (int bi = 0; bi < 5; bi++)
+  static const int blocks[] = {128, 256, 320, 384, 512, 640, 768, 1024}, rows[] = {1, 2, 4, 8, 16},
+                   vecs[] = {1, 2, 4, 8}, items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
+  for (int bi = 0; bi < 8; bi++)
     for (int ri = 0; ri < 5; ri++)
       for (int vi = 0; vi < 4; vi++)
         for (int ii = 0; ii < 7; ii++)
@@ -467,12 +471,14 @@ static int sweep_shape(kt_kernel *f, kt_kernel *b, kt_kernel *r, nbufs *nb, swee
 /* The sweep's counts against what it must have covered. */
 static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
   printf("    norm sweep: %d (config, shape) launches checked, %d of them pipelined (STAGES > 0), %d packed, "
-         "%d with registers held for more blocks (OCC > 1; %d of them in blocks of 128), %d in blocks of 384, "
+         "%d with registers held for more blocks (OCC > 1; %d of them in blocks of 128), "
+         "%d, %d, %d and %d in blocks of 320, 384, 640 and 768, "
          "%d with half a warp a row, "
          "%d with the weight and bias staged in shared memory (WSH = 1), %d with shared sums (ACC = 1), "
          "%d in clusters (CL > 1), %d merging rows' sums (MG > 1), %d reading tiles again (REREAD = 1), "
          "%d holding the weight past 16 KB a block (HOLD = 1)\n",
-         n->ran, n->piped, n->packed, n->held, n->held128, n->odd, n->half, n->staged, n->shared, n->clustered,
+         n->ran, n->piped, n->packed, n->held, n->held128, n->odd[0], n->odd[1], n->odd[2], n->odd[3], n->half,
+         n->staged, n->shared, n->clustered,
          n->merged, n->reread, n->kept);
   if (n->ran < 40) t_fail(__FILE__, __LINE__, "only %d configs ran", n->ran);
   if (n->piped < 20) t_fail(__FILE__, __LINE__, "only %d pipelined configs ran", n->piped);
@@ -480,7 +486,9 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
   if (n->held < 20) t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 ran", n->held);
   if (n->held128 < 4)
     t_fail(__FILE__, __LINE__, "only %d forward configs with OCC > 1 in blocks of 128 ran", n->held128);
-  if (n->odd < 6) t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of 384 ran", n->odd);
+  for (int i = 0; i < 4; i++)
+    if (n->odd[i] < 4)
+      t_fail(__FILE__, __LINE__, "only %d forward configs in blocks of %d ran", n->odd[i], odd_blocks[i]);
   if (n->half < 12) t_fail(__FILE__, __LINE__, "only %d configs with half a warp a row ran", n->half);
   if (n->staged < 40) t_fail(__FILE__, __LINE__, "only %d forward configs staging the weight and bias ran", n->staged);
   if (n->shared < 10) t_fail(__FILE__, __LINE__, "only %d backward configs with shared sums ran", n->shared);
@@ -493,7 +501,7 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
 }
 
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
-** (with PACK 0 and 1, OCC 1, 3, 5, 6, 9 and 12: registers held for more
+** (with PACK 0 and 1, OCC 1 to 6, 9 and 12: registers held for more
 ** blocks an SM, and WSH 0 and 1: the weight and bias staged in shared memory) and
 ** backward (with ACC 0 and 1, REREAD 0 and 1, HOLD 0 and 1: the weight
 ** kept in registers past 16 KB a block, and on
@@ -505,9 +513,11 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
 ** where the backward's pipeline ring wraps many times; and rows too long
 ** for a block's registers (D of 12288, 16384, 6000 and 10000, the last two
 ** not powers of two, 6000 not a multiple of a block's vectors) over
-** programs that own 5, 3, 1 or 4 rows and none. Forward blocks of 384
-** threads where they cover a row exactly (D = 9216 and 12288): 12 warps,
-** whose sums are added over 16 lanes. Half a warp a row, forward and
+** programs that own 5, 3, 1 or 4 rows and none. Forward blocks that are
+** not a power of two where they cover a row exactly: 384 threads (D = 6144,
+** 9216 and 12288: 12 warps, whose sums are added over 16 lanes), 320 and
+** 640 (D = 5120 with a residual, and 10240), 768 (D = 6144, RMSNorm, and
+** 12288). Half a warp a row, forward and
 ** backward, on short rows (D = 64, 128 and 256, the last in groups of 64
 ** too): two rows a warp, each summed over its 16 lanes. */
 static void norm_backward_tile_larger_than_rows(void) {
@@ -526,6 +536,9 @@ static void norm_backward_tile_larger_than_rows(void) {
       {{11, 6000, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 16},   /* 1 row; 5 programs own none */
       {{23, 10000, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 1, 0}, 6},     /* 4 rows, the last 3; w held past 16 KB */
       {{13, 9216, 1, KT_F16, KT_F16, 0, 1, 1, 1, 1, 0, 0}, 16},    /* blocks of 384, 3 items a thread */
+      {{9, 5120, 1, KT_BF16, KT_BF16, 0, 1, 1, 1, 1, 0, 0}, 4},     /* blocks of 640 and 320 */
+      {{6, 6144, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 4},       /* blocks of 768 and 384 */
+      {{5, 10240, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 2},    /* 640 and 320, held for 2 and 4 an SM */
       {{450, 64, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 264},  /* half a warp a row, both ways */
       {{100, 128, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 33},
   };
