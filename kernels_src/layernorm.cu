@@ -407,7 +407,8 @@ __device__ __forceinline__ void store_norm(T *y, const H *h, float mu, float rs,
 // LayerNorm, bf16, H200, each key tuned cold at 16M elements and timed
 // through graphs, two processes each: 1639x10240 23.2 -> 19.8 and 20.0 us
 // (BLOCK=320, ITEMS=4, OCC=4, where BLOCK=512, ITEMS=3, STAGES=2 had won);
-// at 2560, 5120, 6144 and 12288 the tuner kept the configs it had.//
+// at 2560, 5120, 6144 and 12288 the tuner kept the configs it had.
+//
 // WSH = 1 (STAGES == 0, ITEMS > 0, sm_80) copies the whole weight and bias
 // into shared memory (cp.async, issued before x is read) for the stores to
 // read: their latency is then spent while x arrives and the sums are taken,
