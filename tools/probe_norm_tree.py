@@ -2,7 +2,9 @@
 probe for issue 17's 16M targets, not part of `make bench`.
 
 Each case (bf16, with the weight, and with the bias for LayerNorm) is tuned
-cold at T = 16M / D. Then it is timed as `make bench` times it (20 launches
+cold at T = 16M / D, in tune mode whatever $KTUNE_MODE says (the
+package's own runtime is asynchronous: its first launches would time the
+default config). Then it is timed as `make bench` times it (20 launches
 in a CUDA graph, median of 15 replays). The best of three such timings is
 printed with the tuner's pick. A forward case (ln:D, rms:D) times
 layernorm_fwd without statistics; a backward case (ln-bwd:D, rms-bwd:D)
@@ -64,7 +66,7 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__.split("Usage: ")[1])
     tag = sys.argv[1]
-    rt = ktune.runtime()
+    rt = ktune.Runtime(mode="tune")  # cold tuning before the first launch, whatever $KTUNE_MODE says
     ks = [rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce", "layernorm_bwd_row")]
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
     for rms, bwd, D in (case(s) for s in (sys.argv[2:] or DEFAULT)):
