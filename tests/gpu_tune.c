@@ -195,6 +195,67 @@ static void a_key_met_at_one_row_is_timed_at_tune_at(void) {
   kt_runtime_close(rt);
 }
 
+/* How many times needle occurs in text. */
+static int occurrences(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* permute_rows and permute_rows_bwd leave their row counts out of the key
+** too: a key met at three rows is timed at 16M elements (tune_at on M and
+** N), both directions' results are exact, and each kernel stores one
+** config. */
+static void a_permutation_met_at_few_rows_is_timed_at_tune_at(void) {
+  static logbuf lb;
+  kt_options o;
+  log_options(&o, fresh_cache(), &lb, KT_LOG_INFO);
+  o.budget_s = 3;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt_kernel *kf, *kb;
+  if (g_load_kernels(rt, "kernels_src/permute_rows.json", &kf, "kernels_src/permute_rows_bwd.json", &kb, NULL)) {
+    kt_runtime_close(rt);
+    return;
+  }
+  enum { N = 3, D = 1000 };
+  static const int perm[N] = {2, 0, 1};
+  static double ref[N * D];
+  g_buf in, out, map, din;
+  uint64_t seed = 23;
+  ASSERT_EQ(g_buf_make(&in, rt, KT_BF16, N * D, 0) || g_buf_make(&out, rt, KT_BF16, N * D, 0) ||
+                g_buf_make(&map, rt, KT_I32, N, 0) || g_buf_make(&din, rt, KT_BF16, N * D, 0),
+            0);
+  g_buf_rand(&in, &seed, -3, 3);
+  for (int j = 0; j < N; j++) {
+    map.h[j] = perm[j];
+    for (int i = 0; i < D; i++) ref[j * D + i] = in.h[perm[j] * D + i];
+  }
+  ASSERT_EQ(g_buf_upload(&in) || g_buf_upload(&map) || g_buf_poison(&out) || g_buf_poison(&din), 0);
+  kt_arg a[8] = {kt_arg_ptr(out.ptr, KT_BF16), kt_arg_ptr(in.ptr, KT_BF16), kt_arg_ptr(map.ptr, KT_I32),
+                 kt_arg_ptr(0, KT_F32),        kt_arg_ptr(0, KT_F32),       kt_arg_i32(N),
+                 kt_arg_i32(N),                kt_arg_i32(D)};
+  kt_arg b[8] = {kt_arg_ptr(din.ptr, KT_BF16), kt_arg_ptr(out.ptr, KT_BF16), kt_arg_ptr(map.ptr, KT_I32),
+                 kt_arg_ptr(0, KT_F32),        kt_arg_ptr(0, KT_F32),        kt_arg_i32(N),
+                 kt_arg_i32(N),                kt_arg_i32(D)};
+  ASSERT_STATUS(kt_launch(kf, NULL, a, 8), KT_OK);
+  ASSERT_STATUS(kt_launch(kb, NULL, b, 8), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  char msg[512];
+  long bad = g_buf_check(&out, ref, N * D, 0, 0, "permute_rows out", msg, sizeof msg);
+  if (!bad) bad = g_buf_check(&din, in.h, N * D, 0, 0, "permute_rows_bwd din", msg, sizeof msg);
+  if (bad) t_fail(__FILE__, __LINE__, "%ld bad: %s", bad, msg);
+  ASSERT_EQ(bad, 0);
+  ASSERT_EQ(lb.tunings, 2);
+  ASSERT_CONTAINS(lb.text, "tuned permute_rows {");
+  ASSERT_CONTAINS(lb.text, "tuned permute_rows_bwd {");
+  ASSERT_EQ(occurrences(lb.text, "} at M=16778,N=16778 (the call's M=3,N=3): {"), 2);
+  ASSERT_EQ(t_db_int(kt_cache_path(rt), "SELECT count(*) FROM configs WHERE kernel = 'permute_rows'"), 1);
+  ASSERT_EQ(t_db_int(kt_cache_path(rt), "SELECT count(*) FROM configs WHERE kernel = 'permute_rows_bwd'"), 1);
+  g_buf_free(&in), g_buf_free(&out), g_buf_free(&map), g_buf_free(&din);
+  kt_runtime_close(rt);
+}
+
 /* A consumed input (drain's x: read, then overwritten with the config's
 ** BLOCK): every config runs on a fresh copy of it and passes, since it is
 ** never compared (it differs between configs); the caller's x reaches the
@@ -889,6 +950,8 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
     {"gpu tune: a key met at one row is timed at its tune_at", a_key_met_at_one_row_is_timed_at_tune_at},
+    {"gpu tune: a permutation met at three rows is timed at its tune_at",
+     a_permutation_met_at_few_rows_is_timed_at_tune_at},
     {"gpu tune: a consumed input is tuned on copies and never compared", consumed_input_is_tuned_on_copies},
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
     {"gpu tune: pruned candidates are reported, never compiled or stored", pruned_candidates_are_reported_never_stored},
