@@ -148,16 +148,22 @@ static void layer_norm_ref(const double *x, const double *w, const double *b, in
   }
 }
 
+/* A runtime on a fresh cache with a tuning budget of budget_s, its log at
+** info and above going to l (cleared first). */
+static kt_runtime *open_budget(logbuf *l, double budget_s) {
+  kt_options o;
+  log_options(&o, fresh_cache(), l, KT_LOG_INFO);
+  o.budget_s = budget_s;
+  return g_open_with(&o);
+}
+
 /* layernorm_fwd's rows are timed at tune_at (16M elements), not at the one
 ** row of the call that missed: the log names where, the caller's buffer
 ** (in place: y is x) holds one application of the norm and nothing past
 ** its row is written, and a later call at other rows is a hit. */
 static void a_key_met_at_one_row_is_timed_at_tune_at(void) {
   static logbuf lb;
-  kt_options o;
-  log_options(&o, fresh_cache(), &lb, KT_LOG_INFO);
-  o.budget_s = 3;
-  kt_runtime *rt = g_open_with(&o);
+  kt_runtime *rt = open_budget(&lb, 3);
   if (!rt) return;
   kt_kernel *k;
   if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", &k, NULL)) return;
@@ -208,10 +214,7 @@ static int occurrences(const char *text, const char *needle) {
 ** config. */
 static void a_permutation_met_at_few_rows_is_timed_at_tune_at(void) {
   static logbuf lb;
-  kt_options o;
-  log_options(&o, fresh_cache(), &lb, KT_LOG_INFO);
-  o.budget_s = 3;
-  kt_runtime *rt = g_open_with(&o);
+  kt_runtime *rt = open_budget(&lb, 3);
   if (!rt) return;
   kt_kernel *kf, *kb;
   if (g_load_kernels(rt, "kernels_src/permute_rows.json", &kf, "kernels_src/permute_rows_bwd.json", &kb, NULL)) {
