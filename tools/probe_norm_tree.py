@@ -14,7 +14,7 @@ make bench's backward rows do.
 One process runs one tree of kernels: $KTUNE_KERNELS names it, and
 $KTUNE_CACHE should name a fresh cache. To compare two trees, run the
 probe for each, in turn, more than once, and compare like lines. The
-twenty-sixth run in docs/kernels.md is an example.
+twenty-sixth and twenty-seventh runs in docs/kernels.md are examples.
 
 Usage: probe_norm_tree.py TAG [ln:D|rms:D|ln-bwd:D|rms-bwd:D ...]
 (default: LayerNorm's forward at 1000, 4096, 8192 and 12288, RMSNorm's at
@@ -73,8 +73,8 @@ def main():
         T = -(-(1 << 24) // D)
         c = bk.NormCase(T, D, "bf16", rms)
         t, cfg = backward(ks, c, nsm) if bwd else forward(ks, c)
-        print("%-8s %-13s %6dx%-6d %7.2f us  [%s]" % (tag, ("rmsnorm" if rms else "layernorm") + (" bwd" if bwd else ""),
-                                                     T, D, t, cfg), flush=True)
+        name = ("rmsnorm" if rms else "layernorm") + (" bwd" if bwd else "")
+        print("%-8s %-13s %6dx%-6d %7.2f us  [%s]" % (tag, name, T, D, t, cfg), flush=True)
         del c
         torch.cuda.empty_cache()
 
