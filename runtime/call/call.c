@@ -239,7 +239,6 @@ kt_status kt__call_key(kt__prog *p, kt__call *c, int64_t *key) {
   return KT_OK;
 }
 
-/* Parse "BLOCK=256,VEC=4" into cfg (spec order); every field exactly once. */
 int kt__call_valid(kt__prog *p, const kt__call *c, const int64_t *cfg, kt__call *out) {
   int bad = 0;
   *out = *c;
@@ -251,6 +250,7 @@ int kt__call_config_valid(kt__prog *p, const kt__call *c, const char *json, int6
   return !kt__config_from_json(p->spec, json, cfg) && kt__call_valid(p, c, cfg, &probe);
 }
 
+/* Parse "BLOCK=256,VEC=4" into cfg (spec order); every field exactly once. */
 kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg) {
   const kt__spec *s = p->spec;
   uint64_t id = p->env->id;
