@@ -286,8 +286,10 @@ typedef enum kt_mode {
                              with a stand-in (the cached winner of the nearest
                              key of the spec, else the default) and the key is
                              tuned on a background thread, on copies of the
-                             call's inputs; the winner replaces the stand-in
-                             for later launches (docs/tuning.md) */
+                             call's inputs (none where the key is timed at
+                             its tune_at sizes, on inputs the tuner makes);
+                             the winner replaces the stand-in for later
+                             launches (docs/tuning.md) */
 } kt_mode;
 
 /* How the ranks of a job agree on tunings, through the distributed engine

@@ -3,7 +3,9 @@
 ** the winner replaces the stand-in; many threads missing one key queue it
 ** once; closing while a tuning runs stops it and stores nothing; a graph
 ** captured while the tuner works is not disturbed and queues nothing; the
-** background winner is the blocking mode's. */
+** background winner is the blocking mode's; a key timed at its tune_at
+** sizes copies nothing of the call's. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,11 +285,59 @@ static void winner_equality(void) {
   ASSERT_STR_EQ(background, blocking);
 }
 
+/* A key timed at its tune_at sizes (rmsnorm_fwd's rows) is tuned on inputs
+** the tuner makes: the miss copies none of the call's and says so, the
+** background tuning times the tune_at rows, and the call's result (made
+** by the stand-in) is right. */
+static void tune_at_key_copies_nothing(void) {
+  const char *cache = cache_named("tuneat.db");
+  kt_runtime *rt = open_mode(cache, KT_MODE_ASYNC);
+  if (!rt) return;
+  kt_kernel *k;
+  if (g_load_kernels(rt, "kernels_src/rmsnorm.json", &k, NULL)) return;
+  enum { N = 2, D = 256 };
+  g_buf x, y, w;
+  uint64_t seed = 5;
+  ASSERT_EQ(g_buf_make(&x, rt, KT_BF16, N * D, 0) || g_buf_make(&y, rt, KT_BF16, N * D, 0) ||
+                g_buf_make(&w, rt, KT_BF16, D, 0),
+            0);
+  g_buf_rand(&x, &seed, -2, 2);
+  g_buf_rand(&w, &seed, 0.5, 1.5);
+  ASSERT_EQ(g_buf_upload(&x) || g_buf_upload(&y) || g_buf_upload(&w), 0);
+  double ref[N * D];
+  for (int r = 0; r < N; r++) {
+    double ms = 0;
+    for (int i = 0; i < D; i++) ms += x.h[r * D + i] * x.h[r * D + i];
+    double rs = 1 / sqrt(ms / D + 1e-6);
+    for (int i = 0; i < D; i++) ref[r * D + i] = x.h[r * D + i] * rs * w.h[i];
+  }
+  kt_arg a[] = {kt_arg_ptr(y.ptr, KT_BF16), kt_arg_ptr(x.ptr, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(w.ptr, KT_BF16), kt_arg_i32(N),             kt_arg_i32(D),
+                kt_arg_f32(1e-6f)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  char msg[512] = "";
+  long bad = g_buf_check(&y, ref, N * D, 0.03, 0.02, "rmsnorm_fwd", msg, sizeof msg);
+  if (bad) t_fail(__FILE__, __LINE__, "%ld bad elements: %s", bad, msg);
+  ASSERT_CONTAINS(lb.text, "rmsnorm_fwd {\"D\":256,");
+  ASSERT_CONTAINS(lb.text, "}: the call's inputs are not copied: the tuning times its tune_at sizes\n");
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  kt_stats s = stats(rt);
+  ASSERT_EQ(s.async_done * 100 + s.async_failed * 10 + s.async_pending, 100);
+  ASSERT_CONTAINS(lb.text, "} at N=65536 (the call's N=2): {");
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs WHERE kernel = 'rmsnorm_fwd'"), 1);
+  g_buf_free(&x);
+  g_buf_free(&y);
+  g_buf_free(&w);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_async_tests[] = {
     {"gpu async: a miss launches a stand-in at once; the background winner replaces it", async_hit_miss_swap},
     {"gpu async: eight threads missing one key queue it once", queue_dedupe_across_threads},
     {"gpu async: closing while a tuning runs stops it and stores nothing", close_while_tuning},
     {"gpu async: a graph captured while the tuner works is not disturbed and queues nothing", capture_during_async},
     {"gpu async: the background winner is the blocking mode's", winner_equality},
+    {"gpu async: a key timed at its tune_at sizes copies none of the call's inputs", tune_at_key_copies_nothing},
     {NULL, NULL},
 };

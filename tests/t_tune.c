@@ -370,7 +370,8 @@ static int tuneat_plan(kt_kernel *k, int n, int d, kt__tuneat *at, char *logged)
 /* A size the key ignores is timed where the spec's tune_at says: the moved
 ** call has the caller's key, the same pointers and other scalars; a value
 ** that is not a size, or that moves the key, leaves the call as it is and
-** says so. The candidates are the configs valid for both calls. */
+** says so (kt__tuneat_moves tells the same without a word). The candidates
+** are the configs valid for both calls. */
 static void tune_at_moves_the_timed_call(void) {
   static char logged[4096];
   kt_runtime *rt = offline_logged(NULL, logged);
@@ -400,6 +401,16 @@ static void tune_at_moves_the_timed_call(void) {
   ASSERT_EQ(tuneat_plan(k, 1, 40, &at, logged), 0);
   ASSERT_EQ(at.on, 0);
   ASSERT_CONTAINS(logged, "}: tune_at: at N=1639 the call has another key; tuned at the call's N=1\n");
+  /* kt__tuneat_moves says the same as at.on, and logs nothing. */
+  static const int nd[][3] = {{1, 256, 1}, {5000, 256, 1}, {256, 256, 0}, {3, 24, 0}, {1, 40, 0}};
+  for (size_t i = 0; i < sizeof nd / sizeof nd[0]; i++) {
+    kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, nd[i][0], nd[i][1], KT_BF16);
+    kt__call c;
+    ASSERT_STATUS(kt__call_bind(&k->p, a, 7, &c), KT_OK);
+    logged[0] = 0;
+    ASSERT_EQ(kt__tuneat_moves(&k->p, &c, a), nd[i][2]);
+    ASSERT_STR_EQ(logged, "");
+  }
   /* Candidates: ROWS <= N holds for ROWS = 4 at the 256 rows timed, not at
   ** the caller's 2, so only ROWS = 1 is tuned; at 300 rows both are. */
   int pending[2];

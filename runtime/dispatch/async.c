@@ -2,8 +2,8 @@
 ** first miss, with a bounded queue of keys. A job holds copies of the
 ** missing call's inputs, made on the caller's stream at miss time (so the
 ** caller may reuse its buffers at once), or, past kt_options.
-** async_copy_limit, only their placement: the inputs are then made from
-** the spec's "init". The thread tunes on a stream of its own, takes the
+** async_copy_limit or where the key is timed at its tune_at sizes, only
+** their placement: the inputs are then made from the spec's "init". The thread tunes on a stream of its own, takes the
 ** key's lease so that another process does not tune it too, and replaces
 ** the stand-in with the winner under the kernel's tune lock. Closing the
 ** runtime (or the process exiting) cancels what is queued and stops the
@@ -20,6 +20,7 @@
 #include "cache/store.h"
 #include "dispatch/handles.h"
 #include "tune/inputs.h"
+#include "tune/tuneat.h"
 
 #define QUEUE_MAX 256
 #define LEASE_S 600
@@ -101,7 +102,14 @@ static job *job_new(kt_kernel *k, const kt__call *c, const char *json, const kt_
   snprintf(j->json, sizeof j->json, "%s", json);
   memcpy(j->args, args, (size_t)k->p.spec->nparams * sizeof *args);
   j->since = kt__now_ms();
-  if (role != KT__JOB_FOLLOW && copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
+  if (role == KT__JOB_FOLLOW) return j;
+  /* A key timed at its tune_at sizes runs on inputs the tuner makes: the
+  ** call's are never read, so none are copied. */
+  int made = kt__tuneat_moves(&k->p, c, args);
+  if (made)
+    kt__log(&k->rt->env.log, KT_LOG_INFO, "%s %s: the call's inputs are not copied: the tuning times its tune_at sizes",
+            k->p.spec->name, json);
+  if (made || copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
     for (int i = 0; i < KT_MAX_PARAMS; i++) kt__dev_free(j->copy[i]);
     kt__dev_event_destroy(j->ready);
     memset(j->copy, 0, sizeof j->copy);

@@ -42,31 +42,52 @@ static int move_sizes(const kt__prog *p, const kt__call *c, kt_arg *args, char *
   return moved;
 }
 
-void kt__tuneat_plan(kt__prog *p, const kt__call *c, const kt_arg *args, const char *key, kt__tuneat *a) {
+/* What the plan for c comes to: PLAN_ON (a is filled), PLAN_NONE (no size
+** moves), or why the call's own sizes are timed instead (now and was as
+** move_sizes leaves them, n bytes each). Logs nothing. */
+enum { PLAN_ON, PLAN_NONE, PLAN_NOT_A_SIZE, PLAN_UNBOUND, PLAN_OTHER_KEY };
+static int plan(kt__prog *p, const kt__call *c, const kt_arg *args, kt__tuneat *a, char *now, char *was, size_t n) {
   const kt__spec *s = p->spec;
   memset(a, 0, sizeof *a);
   memcpy(a->args, args, (size_t)s->nparams * sizeof *args);
-  char now[128], was[128];
-  int moved = move_sizes(p, c, a->args, now, was, sizeof now);
-  if (moved < 0)
-    kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: %s; tuned at the call's sizes", s->name, key, now);
-  if (moved <= 0) return;
+  int moved = move_sizes(p, c, a->args, now, was, n);
+  if (moved <= 0) return moved < 0 ? PLAN_NOT_A_SIZE : PLAN_NONE;
   /* The moved call must have the caller's key, or its winner would be
   ** another key's. */
   int64_t k0[KT_MAX_KEY], k1[KT_MAX_KEY];
   kt__call c0 = *c;
-  if (kt__call_key(p, &c0, k0) || kt__call_bind(p, a->args, s->nparams, &a->c) || kt__call_key(p, &a->c, k1)) {
-    kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: at %s: %s; tuned at the call's %s", s->name, key, now,
-            kt__errmsg(p->env->id), was);
-    return;
-  }
-  if (memcmp(k0, k1, (size_t)p->keydef.n * sizeof *k0)) {
-    kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: at %s the call has another key; tuned at the call's %s",
-            s->name, key, now, was);
-    return;
-  }
+  if (kt__call_key(p, &c0, k0) || kt__call_bind(p, a->args, s->nparams, &a->c) || kt__call_key(p, &a->c, k1))
+    return PLAN_UNBOUND;
+  if (memcmp(k0, k1, (size_t)p->keydef.n * sizeof *k0)) return PLAN_OTHER_KEY;
   snprintf(a->what, sizeof a->what, "%s (the call's %s)", now, was);
   a->on = 1;
+  return PLAN_ON;
+}
+
+void kt__tuneat_plan(kt__prog *p, const kt__call *c, const kt_arg *args, const char *key, kt__tuneat *a) {
+  const char *name = p->spec->name;
+  char now[128], was[128];
+  switch (plan(p, c, args, a, now, was, sizeof now)) {
+  case PLAN_NOT_A_SIZE:
+    kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: %s; tuned at the call's sizes", name, key, now);
+    break;
+  case PLAN_UNBOUND:
+    kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: at %s: %s; tuned at the call's %s", name, key, now,
+            kt__errmsg(p->env->id), was);
+    break;
+  case PLAN_OTHER_KEY:
+    kt__log(&p->env->log, KT_LOG_WARN, "%s %s: tune_at: at %s the call has another key; tuned at the call's %s",
+            name, key, now, was);
+    break;
+  default:
+    break;
+  }
+}
+
+int kt__tuneat_moves(kt__prog *p, const kt__call *c, const kt_arg *args) {
+  kt__tuneat a;
+  char now[128], was[128];
+  return plan(p, c, args, &a, now, was, sizeof now) == PLAN_ON;
 }
 
 kt_status kt__tuneat_inputs(kt__prog *p, uint64_t seed, kt__tuneat *a) {
