@@ -3,11 +3,12 @@
 ** missing call's inputs, made on the caller's stream at miss time (so the
 ** caller may reuse its buffers at once), or, past kt_options.
 ** async_copy_limit or where the key is timed at its tune_at sizes, only
-** their placement: the inputs are then made from the spec's "init". The thread tunes on a stream of its own, takes the
-** key's lease so that another process does not tune it too, and replaces
-** the stand-in with the winner under the kernel's tune lock. Closing the
-** runtime (or the process exiting) cancels what is queued and stops the
-** running tuning before its next trial; nothing of it is stored. */
+** their placement: the inputs are then made from the spec's "init". The
+** thread tunes on a stream of its own, takes the key's lease so that
+** another process does not tune it too, and replaces the stand-in with the
+** winner under the kernel's tune lock. Closing the runtime (or the process
+** exiting) cancels what is queued and stops the running tuning before its
+** next trial; nothing of it is stored. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
