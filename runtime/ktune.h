@@ -274,6 +274,12 @@ typedef struct kt_tune_report {
                                      for the call, in config-space order;
                                      status -1 for those never decided */
   double seconds;              /* the call's wall time */
+  const char *timed_at;        /* where the spec's tune_at moves a size the
+                                  key leaves out, the sizes time_us and
+                                  default_us are timed at, as "N=16778 (the
+                                  call's N=1)": where this call's tuning
+                                  timed them, else where a tuning of this
+                                  call would; NULL where at the call's own */
 } kt_tune_report;
 
 /* What a launch does on a tuning key it has never seen. */

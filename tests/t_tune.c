@@ -408,7 +408,7 @@ static void tune_at_moves_the_timed_call(void) {
     kt__call c;
     ASSERT_STATUS(kt__call_bind(&k->p, a, 7, &c), KT_OK);
     logged[0] = 0;
-    ASSERT_EQ(kt__tuneat_moves(&k->p, &c, a), nd[i][2]);
+    ASSERT_EQ(kt__tuneat_moves(&k->p, &c, a, NULL, 0), nd[i][2]);
     ASSERT_STR_EQ(logged, "");
   }
   /* Candidates: ROWS <= N holds for ROWS = 4 at the 256 rows timed, not at
@@ -427,6 +427,31 @@ static void tune_at_moves_the_timed_call(void) {
   }
   ASSERT_EQ(pending[0], 2);
   ASSERT_EQ(pending[1], 4);
+  kt_runtime_close(rt);
+}
+
+/* A report says where a tuning of its call times the key (tune_at), with
+** no device: the moved sizes and the call's, or NULL where none moves. */
+static void reports_say_where_a_key_is_timed(void) {
+  static char logged[4096];
+  kt_runtime *rt = offline_logged(NULL, logged);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/tune_at.json", &k), KT_OK);
+  static const struct { int n, d; const char *at; } cases[] = {
+      {1, 256, "N=256 (the call's N=1)"}, {5000, 256, "N=256 (the call's N=5000)"}, {256, 256, NULL},
+      {3, 24, NULL}, {1, 40, NULL}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kt_arg a[] = RMS(0x10000000, 0x20000000, 0, 0x30000000, cases[i].n, cases[i].d, KT_BF16);
+    for (int tune = 0; tune < 2; tune++) {
+      kt_tune_report *r = NULL;
+      ASSERT_STATUS(tune ? kt_kernel_tune(k, a, 7, &r) : kt_kernel_lookup(k, a, 7, &r), KT_OK);
+      if (!r) return;
+      if (cases[i].at) ASSERT_STR_EQ(r->timed_at ? r->timed_at : "(null)", cases[i].at);
+      else ASSERT_TRUE(r->timed_at == NULL);
+      kt_tune_report_free(r);
+    }
+  }
   kt_runtime_close(rt);
 }
 
@@ -453,6 +478,7 @@ static void tune_reports_without_a_device(void) {
   ASSERT_STR_EQ(r->default_config, r->config);
   ASSERT_EQ(r->ncandidates, 0);
   ASSERT_TRUE(r->time_us == -1 && r->default_us == -1);
+  ASSERT_TRUE(r->timed_at == NULL); /* the spec has no tune_at */
   char key[256];
   snprintf(key, sizeof key, "%s", r->key);
   kt_tune_report_free(r);
@@ -728,6 +754,7 @@ const kt_test t_tune_tests[] = {
     {"tune: alias rules on ranges", alias_partners},
     {"tune: a key with only rejected rows is measured again", rejected_keys_are_measured_again},
     {"tune: reports as data without a device; the codec in the public header", tune_reports_without_a_device},
+    {"tune: a report says where its call's key is timed (tune_at)", reports_say_where_a_key_is_timed},
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},

@@ -106,7 +106,7 @@ static job *job_new(kt_kernel *k, const kt__call *c, const char *json, const kt_
   if (role == KT__JOB_FOLLOW) return j;
   /* A key timed at its tune_at sizes runs on inputs the tuner makes: the
   ** call's are never read, so none are copied. */
-  int made = kt__tuneat_moves(&k->p, c, args);
+  int made = kt__tuneat_moves(&k->p, c, args, NULL, 0);
   if (made)
     kt__log(&k->rt->env.log, KT_LOG_INFO, "%s %s: the call's inputs are not copied: the tuning times its tune_at sizes",
             k->p.spec->name, json);

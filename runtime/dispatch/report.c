@@ -8,6 +8,7 @@
 #include "cache/store.h"
 #include "dispatch/report.h"
 #include "spec/key.h"
+#include "tune/tuneat.h"
 
 
 
@@ -54,6 +55,9 @@ void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable) {
   r->pub.outcome = res->outcome;
   r->pub.default_us = res->default_us;
   r->pub.time_us = res->win >= 0 ? cd[res->win].median : -1;
+  const char *at = kt__tuner_timed_at(t);
+  snprintf(r->at, sizeof r->at, "%s", at ? at : "");
+  r->pub.timed_at = at ? r->at : NULL;
   if (room(r, n)) return;
   for (int i = 0; i < n; i++) {
     if (cd[i].status == KT__PENDING) continue;
@@ -97,6 +101,10 @@ void kt__report_from_cache(kt_kernel *k, kt__report *r, int known) {
   kt__store_trials(env->store, p->spec->name, p->spec_hash, env->fingerprint, r->key, on_trial, r, err, sizeof err);
   for (int i = 0; i < r->ncand; i++)
     if (!strcmp(r->cand[i].config, r->dflt)) r->pub.default_us = r->cand[i].median_us;
+}
+
+void kt__report_timed_at(kt__report *r, kt_kernel *k, const kt__call *c, const kt_arg *args) {
+  r->pub.timed_at = kt__tuneat_moves(&k->p, c, args, r->at, sizeof r->at) ? r->at : NULL;
 }
 
 kt__report *kt__report_new(kt_kernel *k) {

@@ -9,6 +9,7 @@ struct kt__report {
   kt_tune_report pub;        /* first: what the caller holds */
   int tuned;                 /* filled by a tuning of this call */
   char key[1024], config[512], dflt[512];
+  char at[256];              /* pub.timed_at's text */
   kt_candidate *cand;
   int ncand, cap;
   char **strings;            /* each candidate's config and detail */
@@ -20,6 +21,9 @@ kt__report *kt__report_new(kt_kernel *k);
 /* What a tuning came to (t after kt__tuner_run; writable: whether the
 ** cache took its rows). */
 void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable);
+/* Where a tuning of the bound call c of args would time it (tune_at), for
+** a report the call did not tune. */
+void kt__report_timed_at(kt__report *r, kt_kernel *k, const kt__call *c, const kt_arg *args);
 /* Not tuned by this call: the cache's row and trials for the key, when the
 ** config in use (r->config) is the stored one. known: the table had the
 ** key before. */

@@ -64,6 +64,7 @@ kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_
     return st;
   }
   known_config(k, &c, r);
+  kt__report_timed_at(r, k, &c, args);
   kt__report_from_cache(k, r, known);
   *out = kt__report_done(r, t0);
   return KT_OK;
@@ -85,7 +86,10 @@ kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_re
     return st;
   }
   if (!st) kt__config_json(k->p.spec, cfg, r->config, sizeof r->config);
-  if (!r->tuned) kt__report_from_cache(k, r, known);
+  if (!r->tuned) {
+    kt__report_timed_at(r, k, &c, args);
+    kt__report_from_cache(k, r, known);
+  }
   *out = kt__report_done(r, t0);
   return st;
 }

@@ -84,10 +84,12 @@ void kt__tuneat_plan(kt__prog *p, const kt__call *c, const kt_arg *args, const c
   }
 }
 
-int kt__tuneat_moves(kt__prog *p, const kt__call *c, const kt_arg *args) {
+int kt__tuneat_moves(kt__prog *p, const kt__call *c, const kt_arg *args, char *what, size_t n) {
   kt__tuneat a;
   char now[128], was[128];
-  return plan(p, c, args, &a, now, was, sizeof now) == PLAN_ON;
+  int on = plan(p, c, args, &a, now, was, sizeof now) == PLAN_ON;
+  if (what && n) snprintf(what, n, "%s", on ? a.what : "");
+  return on;
 }
 
 kt_status kt__tuneat_inputs(kt__prog *p, uint64_t seed, kt__tuneat *a) {

@@ -28,8 +28,9 @@ typedef struct kt__tuneat {
 void kt__tuneat_plan(kt__prog *p, const kt__call *c, const kt_arg *args, const char *key, kt__tuneat *a);
 /* Whether kt__tuneat_plan would time c of args at its tune_at sizes (a->on),
 ** without logging why not: such a tuning never reads the caller's inputs.
-** Touches no device and holds nothing. */
-int kt__tuneat_moves(kt__prog *p, const kt__call *c, const kt_arg *args);
+** what (n bytes; may be NULL) gets a->what, or "". Touches no device and
+** holds nothing. */
+int kt__tuneat_moves(kt__prog *p, const kt__call *c, const kt_arg *args, char *what, size_t n);
 /* Make a's inputs (a->on), seeded with seed, and point a->args at them. On
 ** failure nothing is held and kt_errmsg() of p's runtime says why. */
 kt_status kt__tuneat_inputs(kt__prog *p, uint64_t seed, kt__tuneat *a);

@@ -635,6 +635,8 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
 
 const kt__tuneresult *kt__tuner_result(const kt__tuner *t) { return &t->res; }
 
+const char *kt__tuner_timed_at(const kt__tuner *t) { return t->at.on ? t->at.what : NULL; }
+
 const kt__cand *kt__tuner_candidates(const kt__tuner *t, int *n) {
   *n = t->ncand;
   return t->cand;

@@ -54,6 +54,9 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
 /* After kt__tuner_run: what it came to, and the candidates (*n of them,
 ** in config-space order) with their statuses. Borrowed from t. */
 const kt__tuneresult *kt__tuner_result(const kt__tuner *t);
+/* Where the run timed the key, as "N=16778 (the call's N=1)", or NULL where
+** at the call's own sizes (no tune_at, or it fell back to them). */
+const char *kt__tuner_timed_at(const kt__tuner *t);
 const kt__cand *kt__tuner_candidates(const kt__tuner *t, int *n);
 void kt__tuner_free(kt__tuner *t);
 
