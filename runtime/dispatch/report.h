@@ -21,8 +21,8 @@ kt__report *kt__report_new(kt_kernel *k);
 /* What a tuning came to (t after kt__tuner_run; writable: whether the
 ** cache took its rows). */
 void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable);
-/* Where a tuning of the bound call c of args would time it (tune_at), for
-** a report the call did not tune. */
+/* Where a tuning of the bound call c of args would time it (tune_at); a
+** tuning of the call (kt__report_tuning) then says where it did. */
 void kt__report_timed_at(kt__report *r, kt_kernel *k, const kt__call *c, const kt_arg *args);
 /* Not tuned by this call: the cache's row and trials for the key, when the
 ** config in use (r->config) is the stored one. known: the table had the

@@ -8,8 +8,9 @@
 #include "dispatch/report.h"
 #include "spec/key.h"
 
-/* Bind and check the call, then its key and default as the report names
-** them; *known: the table has the key already. */
+/* Bind and check the call, then its key, default and where a tuning of it
+** is timed as the report names them; *known: the table has the key
+** already. */
 static kt_status prepare(kt_kernel *k, const kt_arg *args, int nargs, kt__call *c, kt__report *r, int *known) {
   int64_t key[KT_MAX_KEY], dflt[KT_MAX_CFIELDS];
   kt__range rg[KT_MAX_PARAMS];
@@ -23,6 +24,7 @@ static kt_status prepare(kt_kernel *k, const kt_arg *args, int nargs, kt__call *
   kt__call probe = *c;
   if ((st = kt__call_fallback(&k->p, &probe, dflt))) return st;
   kt__config_json(k->p.spec, dflt, r->dflt, sizeof r->dflt);
+  kt__report_timed_at(r, k, c, args);
   return KT_OK;
 }
 
@@ -64,7 +66,6 @@ kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_
     return st;
   }
   known_config(k, &c, r);
-  kt__report_timed_at(r, k, &c, args);
   kt__report_from_cache(k, r, known);
   *out = kt__report_done(r, t0);
   return KT_OK;
@@ -86,10 +87,7 @@ kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_re
     return st;
   }
   if (!st) kt__config_json(k->p.spec, cfg, r->config, sizeof r->config);
-  if (!r->tuned) {
-    kt__report_timed_at(r, k, &c, args);
-    kt__report_from_cache(k, r, known);
-  }
+  if (!r->tuned) kt__report_from_cache(k, r, known);
   *out = kt__report_done(r, t0);
   return st;
 }
