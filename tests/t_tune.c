@@ -367,6 +367,15 @@ static int tuneat_plan(kt_kernel *k, int n, int d, kt__tuneat *at, char *logged)
   return 0;
 }
 
+/* Calls of tests/specs/tune_at.json (N rows of D) and where a tuning of
+** each is timed: the moved sizes and the call's, or NULL where none moves
+** (at D = 24 tune_at gives no size, at D = 40 a size with another key). */
+static const struct {
+  int n, d;
+  const char *at;
+} tune_at_calls[] = {{1, 256, "N=256 (the call's N=1)"}, {5000, 256, "N=256 (the call's N=5000)"},
+                     {256, 256, NULL}, {3, 24, NULL}, {1, 40, NULL}};
+
 /* A size the key ignores is timed where the spec's tune_at says: the moved
 ** call has the caller's key, the same pointers and other scalars; a value
 ** that is not a size, or that moves the key, leaves the call as it is and
@@ -401,14 +410,15 @@ static void tune_at_moves_the_timed_call(void) {
   ASSERT_EQ(tuneat_plan(k, 1, 40, &at, logged), 0);
   ASSERT_EQ(at.on, 0);
   ASSERT_CONTAINS(logged, "}: tune_at: at N=1639 the call has another key; tuned at the call's N=1\n");
-  /* kt__tuneat_moves says the same as at.on, and logs nothing. */
-  static const int nd[][3] = {{1, 256, 1}, {5000, 256, 1}, {256, 256, 0}, {3, 24, 0}, {1, 40, 0}};
-  for (size_t i = 0; i < sizeof nd / sizeof nd[0]; i++) {
-    kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, nd[i][0], nd[i][1], KT_BF16);
+  /* kt__tuneat_moves says the same as at.on and at.what, and logs nothing. */
+  for (size_t i = 0; i < sizeof tune_at_calls / sizeof tune_at_calls[0]; i++) {
+    kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, tune_at_calls[i].n, tune_at_calls[i].d, KT_BF16);
     kt__call c;
+    char what[256];
     ASSERT_STATUS(kt__call_bind(&k->p, a, 7, &c), KT_OK);
     logged[0] = 0;
-    ASSERT_EQ(kt__tuneat_moves(&k->p, &c, a, NULL, 0), nd[i][2]);
+    ASSERT_EQ(kt__tuneat_moves(&k->p, &c, a, what, sizeof what), tune_at_calls[i].at != NULL);
+    ASSERT_STR_EQ(what, tune_at_calls[i].at ? tune_at_calls[i].at : "");
     ASSERT_STR_EQ(logged, "");
   }
   /* Candidates: ROWS <= N holds for ROWS = 4 at the 256 rows timed, not at
@@ -438,16 +448,14 @@ static void reports_say_where_a_key_is_timed(void) {
   ASSERT_TRUE(rt);
   kt_kernel *k;
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/tune_at.json", &k), KT_OK);
-  static const struct { int n, d; const char *at; } cases[] = {
-      {1, 256, "N=256 (the call's N=1)"}, {5000, 256, "N=256 (the call's N=5000)"}, {256, 256, NULL},
-      {3, 24, NULL}, {1, 40, NULL}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    kt_arg a[] = RMS(0x10000000, 0x20000000, 0, 0x30000000, cases[i].n, cases[i].d, KT_BF16);
+  for (size_t i = 0; i < sizeof tune_at_calls / sizeof tune_at_calls[0]; i++) {
+    /* Buffers far apart: kt_kernel_lookup checks that they do not overlap. */
+    kt_arg a[] = RMS(0x10000000, 0x20000000, 0, 0x30000000, tune_at_calls[i].n, tune_at_calls[i].d, KT_BF16);
     for (int tune = 0; tune < 2; tune++) {
       kt_tune_report *r = NULL;
       ASSERT_STATUS(tune ? kt_kernel_tune(k, a, 7, &r) : kt_kernel_lookup(k, a, 7, &r), KT_OK);
       if (!r) return;
-      if (cases[i].at) ASSERT_STR_EQ(r->timed_at ? r->timed_at : "(null)", cases[i].at);
+      if (tune_at_calls[i].at) ASSERT_STR_EQ(r->timed_at ? r->timed_at : "(null)", tune_at_calls[i].at);
       else ASSERT_TRUE(r->timed_at == NULL);
       kt_tune_report_free(r);
     }
