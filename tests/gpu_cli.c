@@ -24,6 +24,21 @@ static int counts(const char *path, long c[4]) {
   return rc;
 }
 
+/* The line of out that starts with prefix, without its newline; "" when
+** there is none. */
+static const char *line_of(const char *out, const char *prefix) {
+  static char buf[2048];
+  const char *l = strstr(out, prefix), *e = l ? strchr(l, '\n') : NULL;
+  snprintf(buf, sizeof buf, "%.*s", e ? (int)(e - l) : 0, e ? l : "");
+  return buf;
+}
+
+/* Whether s ends with tail. */
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), m = strlen(tail);
+  return n >= m && !strcmp(s + n - m, tail);
+}
+
 /* Every bundled spec over a shapes file: each key tuned once (two shapes
 ** share one), then a second run finds every key cached and compiles
 ** nothing; ktune bench times a cached key. */
@@ -38,12 +53,17 @@ static void cli_tune_every_bundled_spec(void) {
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "10 tuned, 0 cached, 1 with the key of an earlier shape, 0 failed");
   ASSERT_CONTAINS(out, "same    layernorm_fwd N=77,");
+  /* A key timed at its tune_at sizes says where; one without tune_at does not. */
+  ASSERT_TRUE(ends_with(line_of(out, "tuned   layernorm_fwd N=4096,"), " s; timed at N=16384 (the call's N=4096)"));
+  const char *bwd = line_of(out, "tuned   layernorm_bwd N=4096,");
+  ASSERT_TRUE(ends_with(bwd, " s") && !strstr(bwd, "timed at"));
   rc = t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --json --cache %s/c.db",
             bin(), dir);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "\"tuned\":0,\"cached\":10,\"same_key\":1,\"failed\":0");
   ASSERT_CONTAINS(out, "\"compiles\":0,");
   ASSERT_CONTAINS(out, "{\"kernel\":\"masked_softmax\",\"shape\":\"N=4096,L=1000,T=bf16,bias=null\",\"key\":{");
+  ASSERT_CONTAINS(out, "\"timed_at\":\"N=16778 (the call's N=4096)\",\"message\":null}");
   rc = t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' --cache %s/c.db",
             bin(), dir);
   ASSERT_EQ(rc, 0);

@@ -60,6 +60,7 @@ static void from_report(const kt_tune_report *r, job *j) {
   j->default_us = r->default_us;
   j->tried = r->tried;
   j->rejected = r->rejected;
+  snprintf(j->timed_at, sizeof j->timed_at, "%s", r->timed_at ? r->timed_at : "");
   if ((size_t)r->outcome < sizeof why / sizeof why[0] && why[r->outcome])
     snprintf(j->message, sizeof j->message, "%s", why[r->outcome]);
   else if (r->outcome == KT_TUNE_TUNED && r->time_us < 0)
@@ -81,7 +82,7 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force)
   char err[1024];
   kt_inputs *in = NULL;
   kt_tune_report *rep = NULL;
-  j->config[0] = j->dflt[0] = j->message[0] = j->fault[0] = 0;
+  j->config[0] = j->dflt[0] = j->message[0] = j->fault[0] = j->timed_at[0] = 0;
   j->time_us = j->default_us = -1;
   j->tried = j->rejected = 0;
   j->status = JOB_ERROR;
@@ -147,15 +148,17 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
     if (st) {
       j->status = JOB_ERROR;
       snprintf(j->message, sizeof j->message, "device %d: %s", device, cli_errmsg(rt));
-      j->config[0] = 0;
+      j->config[0] = j->timed_at[0] = 0;
     } else {
       tunejob_run(rt, ks[j->spec], j, (uint64_t)idx + 1, o->force);
     }
     clean(j->message);
+    clean(j->timed_at);
     char res[4096];
-    int len = snprintf(res, sizeof res, "R %s\t%s\t%s\t%.4f\t%.4f\t%d\t%d\t%.3f\t%s\t%s\n", job_status_name(j->status),
-                       j->config[0] ? j->config : "-", j->dflt[0] ? j->dflt : "-", j->time_us, j->default_us,
-                       j->tried, j->rejected, j->secs, j->fault[0] ? j->fault : "-", j->message);
+    int len = snprintf(res, sizeof res, "R %s\t%s\t%s\t%.4f\t%.4f\t%d\t%d\t%.3f\t%s\t%s\t%s\n",
+                       job_status_name(j->status), j->config[0] ? j->config : "-", j->dflt[0] ? j->dflt : "-",
+                       j->time_us, j->default_us, j->tried, j->rejected, j->secs, j->fault[0] ? j->fault : "-",
+                       j->timed_at[0] ? j->timed_at : "-", j->message);
     if (len >= (int)sizeof res) len = (int)sizeof res - 1, res[len - 1] = '\n';
     if (write(out, res, (size_t)len) != len) break;
     if (j->status == JOB_FAULT) {
@@ -172,9 +175,9 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
 void tunejob_decode(job *j, const char *fields) {
   char buf[4096];
   snprintf(buf, sizeof buf, "%s", fields);
-  char *f[10] = {0};
+  char *f[11] = {0};
   int n = 0;
-  for (char *p = buf; n < 10; n++) {
+  for (char *p = buf; n < 11; n++) {
     f[n] = p;
     char *t = strchr(p, '\t');
     if (!t) {
@@ -184,7 +187,7 @@ void tunejob_decode(job *j, const char *fields) {
     *t = 0;
     p = t + 1;
   }
-  int status = n == 10 ? job_status_parse(f[0]) : -1;
+  int status = n == 11 ? job_status_parse(f[0]) : -1;
   if (status < 0) {
     j->status = JOB_ERROR;
     snprintf(j->message, sizeof j->message, "worker sent a malformed result");
@@ -199,5 +202,6 @@ void tunejob_decode(job *j, const char *fields) {
   j->rejected = atoi(f[6]);
   j->secs = atof(f[7]);
   snprintf(j->fault, sizeof j->fault, "%s", strcmp(f[8], "-") ? f[8] : "");
-  snprintf(j->message, sizeof j->message, "%s", f[9]);
+  snprintf(j->timed_at, sizeof j->timed_at, "%s", strcmp(f[9], "-") ? f[9] : "");
+  snprintf(j->message, sizeof j->message, "%s", f[10]);
 }

@@ -59,6 +59,7 @@ typedef struct job {
   double time_us, default_us, secs; /* -1: not measured */
   int tried, rejected;
   char fault[512];       /* the config that faulted, as JSON, or "" */
+  char timed_at[256];    /* the report's timed_at (tune_at), or "" */
   char message[1024];
 } job;
 

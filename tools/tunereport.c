@@ -41,6 +41,7 @@ static cJSON *json_of(const tune_run *r, const job *j) {
   cJSON_AddNumberToObject(o, "tried", j->tried);
   cJSON_AddNumberToObject(o, "rejected", j->rejected);
   cJSON_AddNumberToObject(o, "seconds", j->secs);
+  cJSON_AddItemToObject(o, "timed_at", j->timed_at[0] ? cJSON_CreateString(j->timed_at) : cJSON_CreateNull());
   cJSON_AddItemToObject(o, "message", j->message[0] ? cJSON_CreateString(j->message) : cJSON_CreateNull());
   return o;
 }
@@ -57,7 +58,9 @@ void run_report(tune_run *r, const job *j) {
     if (j->time_us > 0) printf(" %.2f us", j->time_us);
     if (j->default_us > 0 && j->time_us > 0)
       printf(" (default %.2f us, x%.2f)", j->default_us, j->default_us / j->time_us);
-    printf(", %d tried, %d rejected, %.1f s\n", j->tried, j->rejected, j->secs);
+    printf(", %d tried, %d rejected, %.1f s", j->tried, j->rejected, j->secs);
+    if (j->timed_at[0]) printf("; timed at %s", j->timed_at);
+    printf("\n");
   } else {
     printf("%-7s %s %s: %s\n", job_status_name(j->status), name, j->shape, j->message);
   }
