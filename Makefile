@@ -39,7 +39,7 @@ HELPER_SRC := runtime/helper/ktune_nvrtc.c
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 CLI_SRC := $(wildcard tools/*.c)
-TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c $(FUZZ_SRC) tools/shape.c
+TEST_SRC := $(wildcard tests/t_*.c) tests/harness.c tests/faults.c $(FUZZ_SRC) tools/shape.c tools/tuneline.c
 GPU_SRC := $(wildcard tests/gpu_*.c) tests/harness.c
 BENCH_SRC := tests/bench.c tests/bench_async.c tests/gpu_util.c tests/harness.c tools/shape.c
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "../tools/tunejob.h"
 #include "harness.h"
 #include "ktune.h"
 
@@ -366,6 +367,56 @@ static void host_dtype_conversions(void) {
   ASSERT_TRUE(kt_dtype_load(KT_I32, i32, 0) == -7.0);
 }
 
+/* A worker's result line carries every field of a job's result back to the
+** parent as it was, an empty field as empty, and a message's tabs and
+** newlines as spaces; a line that does not parse is a job error. */
+static void tune_worker_result_line(void) {
+  static job a, b, c;
+  a.status = JOB_TUNED;
+  snprintf(a.config, sizeof a.config, "{\"BLOCK\":128}");
+  snprintf(a.dflt, sizeof a.dflt, "{\"BLOCK\":64}");
+  a.time_us = 9.75, a.default_us = 11.5, a.secs = 3.25;
+  a.tried = 50, a.rejected = 2;
+  snprintf(a.timed_at, sizeof a.timed_at, "N=16384 (the call's N=4096)");
+  snprintf(a.message, sizeof a.message, "one\ttwo\nthree");
+  char line[4096];
+  int len = tunejob_encode(&a, line, sizeof line);
+  ASSERT_STR_EQ(line, "R tuned\t{\"BLOCK\":128}\t{\"BLOCK\":64}\t9.7500\t11.5000\t50\t2\t3.250\t-\t"
+                      "N=16384 (the call's N=4096)\tone two three\n");
+  ASSERT_EQ(len, (int)strlen(line));
+  line[len - 1] = 0; /* the parent reads it without its newline */
+  tunejob_decode(&b, line + 2);
+  ASSERT_EQ(b.status, JOB_TUNED);
+  ASSERT_STR_EQ(b.config, a.config);
+  ASSERT_STR_EQ(b.dflt, a.dflt);
+  ASSERT_TRUE(b.time_us == 9.75 && b.default_us == 11.5 && b.secs == 3.25);
+  ASSERT_EQ(b.tried, 50);
+  ASSERT_EQ(b.rejected, 2);
+  ASSERT_STR_EQ(b.fault, "");
+  ASSERT_STR_EQ(b.timed_at, "N=16384 (the call's N=4096)");
+  ASSERT_STR_EQ(b.message, "one two three");
+  /* No timed_at, a fault, no message. */
+  a.status = JOB_FAULT;
+  a.timed_at[0] = a.message[0] = 0;
+  snprintf(a.fault, sizeof a.fault, "{\"BLOCK\":1024}");
+  len = tunejob_encode(&a, line, sizeof line);
+  line[len - 1] = 0;
+  tunejob_decode(&b, line + 2);
+  ASSERT_EQ(b.status, JOB_FAULT);
+  ASSERT_STR_EQ(b.fault, "{\"BLOCK\":1024}");
+  ASSERT_STR_EQ(b.timed_at, "");
+  ASSERT_STR_EQ(b.message, "");
+  /* A line of the protocol before timed_at (ten fields) is malformed. */
+  tunejob_decode(&c, "tuned\t{}\t{}\t1\t1\t1\t0\t1\t-\tmsg");
+  ASSERT_EQ(c.status, JOB_ERROR);
+  ASSERT_STR_EQ(c.message, "worker sent a malformed result");
+  /* A line too long for the buffer is cut, and still one line. */
+  char small[64];
+  len = tunejob_encode(&a, small, sizeof small);
+  ASSERT_EQ(len, 63);
+  ASSERT_TRUE(small[62] == '\n' && !memchr(small, '\n', 62));
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: --help and --version", help_and_version},
@@ -376,6 +427,7 @@ const kt_test t_cli_tests[] = {
     {"cli: compile --shape: the norm pipeline only where it runs", compile_norm_pipeline_where_it_runs},
     {"cli: compile --shape: the one-program backward's rows over segments and clusters", compile_norm_row_spreads_rows},
     {"cli: tune and bench: argument and shapes-file errors", tune_arguments},
+    {"cli: tune: a worker's result line round-trips, timed_at included", tune_worker_result_line},
     {"tools: host dtype conversions (f16, bf16, i32)", host_dtype_conversions},
     {"docs: the embedding example compiles and runs", embedding_example_compiles},
     {NULL, NULL},

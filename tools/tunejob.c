@@ -15,22 +15,6 @@ double tunejob_now(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static const char *const status_names[] = {
-#define JOB_NAME(name, text) text,
-    JOB_STATUS_MAP(JOB_NAME)
-#undef JOB_NAME
-};
-
-const char *job_status_name(job_status s) {
-  return (int)s >= 0 && (size_t)s < sizeof status_names / sizeof status_names[0] ? status_names[s] : "error";
-}
-
-int job_status_parse(const char *name) {
-  for (size_t i = 0; i < sizeof status_names / sizeof status_names[0]; i++)
-    if (!strcmp(status_names[i], name)) return (int)i;
-  return -1;
-}
-
 /* The config that faulted, from the report, for the quarantine summary. */
 static void faulted(const kt_tune_report *r, job *j) {
   for (int i = 0; r && i < r->ncandidates; i++)
@@ -108,11 +92,6 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force)
   j->secs = tunejob_now() - t0;
 }
 
-static void clean(char *s) {
-  for (; *s; s++)
-    if (*s == '\t' || *s == '\n') *s = ' ';
-}
-
 static int out_fd = -1;
 
 static void worker_progress(void *user, const char *kernel, const char *key, int done, int total, double best_us) {
@@ -152,14 +131,8 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
     } else {
       tunejob_run(rt, ks[j->spec], j, (uint64_t)idx + 1, o->force);
     }
-    clean(j->message);
-    clean(j->timed_at);
     char res[4096];
-    int len = snprintf(res, sizeof res, "R %s\t%s\t%s\t%.4f\t%.4f\t%d\t%d\t%.3f\t%s\t%s\t%s\n",
-                       job_status_name(j->status), j->config[0] ? j->config : "-", j->dflt[0] ? j->dflt : "-",
-                       j->time_us, j->default_us, j->tried, j->rejected, j->secs, j->fault[0] ? j->fault : "-",
-                       j->timed_at[0] ? j->timed_at : "-", j->message);
-    if (len >= (int)sizeof res) len = (int)sizeof res - 1, res[len - 1] = '\n';
+    int len = tunejob_encode(j, res, sizeof res);
     if (write(out, res, (size_t)len) != len) break;
     if (j->status == JOB_FAULT) {
       rc = 3;
@@ -170,38 +143,4 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
   if (rc == 3) _exit(3); /* the context is unusable: do not tear it down */
   kt_runtime_close(rt);
   return rc;
-}
-
-void tunejob_decode(job *j, const char *fields) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", fields);
-  char *f[11] = {0};
-  int n = 0;
-  for (char *p = buf; n < 11; n++) {
-    f[n] = p;
-    char *t = strchr(p, '\t');
-    if (!t) {
-      n++;
-      break;
-    }
-    *t = 0;
-    p = t + 1;
-  }
-  int status = n == 11 ? job_status_parse(f[0]) : -1;
-  if (status < 0) {
-    j->status = JOB_ERROR;
-    snprintf(j->message, sizeof j->message, "worker sent a malformed result");
-    return;
-  }
-  j->status = (job_status)status;
-  snprintf(j->config, sizeof j->config, "%s", strcmp(f[1], "-") ? f[1] : "");
-  snprintf(j->dflt, sizeof j->dflt, "%s", strcmp(f[2], "-") ? f[2] : "");
-  j->time_us = atof(f[3]);
-  j->default_us = atof(f[4]);
-  j->tried = atoi(f[5]);
-  j->rejected = atoi(f[6]);
-  j->secs = atof(f[7]);
-  snprintf(j->fault, sizeof j->fault, "%s", strcmp(f[8], "-") ? f[8] : "");
-  snprintf(j->timed_at, sizeof j->timed_at, "%s", strcmp(f[9], "-") ? f[9] : "");
-  snprintf(j->message, sizeof j->message, "%s", f[10]);
 }

@@ -71,6 +71,11 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force)
 /* A worker's main: a runtime on device, jobs read from in, lines written
 ** to out. Returns the exit status (3 after a fault: the context is lost). */
 int tunejob_worker(const topts *o, int device, int in, int out);
+/* tuneline.c: j's result as the worker's "R <fields>\n" line in buf (n
+** bytes; a line too long is cut, still ending in a newline); returns its
+** length. tunejob_decode fills j's result from the fields after "R ", or
+** marks it an error where they do not parse. */
+int tunejob_encode(const job *j, char *buf, size_t n);
 void tunejob_decode(job *j, const char *fields);
 
 #endif
