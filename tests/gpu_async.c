@@ -5,7 +5,6 @@
 ** captured while the tuner works is not disturbed and queues nothing; the
 ** background winner is the blocking mode's; a key timed at its tune_at
 ** sizes copies nothing of the call's. */
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,12 +304,7 @@ static void tune_at_key_copies_nothing(void) {
   g_buf_rand(&w, &seed, 0.5, 1.5);
   ASSERT_EQ(g_buf_upload(&x) || g_buf_upload(&y) || g_buf_upload(&w), 0);
   double ref[N * D];
-  for (int r = 0; r < N; r++) {
-    double ms = 0;
-    for (int i = 0; i < D; i++) ms += x.h[r * D + i] * x.h[r * D + i];
-    double rs = 1 / sqrt(ms / D + 1e-6);
-    for (int i = 0; i < D; i++) ref[r * D + i] = x.h[r * D + i] * rs * w.h[i];
-  }
+  g_norm_ref(x.h, w.h, NULL, N, D, 1, 1e-6, ref);
   kt_arg a[] = {kt_arg_ptr(y.ptr, KT_BF16), kt_arg_ptr(x.ptr, KT_BF16), kt_arg_ptr(0, KT_BF16),
                 kt_arg_ptr(w.ptr, KT_BF16), kt_arg_i32(N),             kt_arg_i32(D),
                 kt_arg_f32(1e-6f)};

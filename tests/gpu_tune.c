@@ -135,19 +135,6 @@ static void in_place_call_applies_once(void) {
   kt_runtime_close(rt);
 }
 
-/* LayerNorm of rows of D in x (doubles) into y, with weight and bias. */
-static void layer_norm_ref(const double *x, const double *w, const double *b, int rows, int D, double *y) {
-  for (int r = 0; r < rows; r++) {
-    const double *xr = x + (size_t)r * D;
-    double m = 0, v = 0;
-    for (int i = 0; i < D; i++) m += xr[i];
-    m /= D;
-    for (int i = 0; i < D; i++) v += (xr[i] - m) * (xr[i] - m);
-    double rs = 1 / sqrt(v / D + 1e-5);
-    for (int i = 0; i < D; i++) y[(size_t)r * D + i] = (xr[i] - m) * rs * w[i] + b[i];
-  }
-}
-
 /* A runtime on a fresh cache with a tuning budget of budget_s, its log at
 ** info and above going to l (cleared first). */
 static kt_runtime *open_budget(logbuf *l, double budget_s) {
@@ -180,7 +167,7 @@ static void a_key_met_at_one_row_is_timed_at_tune_at(void) {
     ASSERT_EQ(g_buf_make(&x, rt, KT_BF16, (size_t)rows * D, 0), 0);
     g_buf_rand(&x, &seed, -2, 3);
     ASSERT_EQ(g_buf_upload(&x), 0);
-    layer_norm_ref(x.h, w.h, b.h, rows, D, ref);
+    g_norm_ref(x.h, w.h, b.h, rows, D, 0, 1e-5, ref);
     kt_arg a[] = {kt_arg_ptr(x.ptr, KT_BF16), kt_arg_ptr(x.ptr, KT_BF16), kt_arg_ptr(0, KT_BF16),
                   kt_arg_ptr(0, KT_BF16),     kt_arg_ptr(w.ptr, KT_BF16), kt_arg_ptr(b.ptr, KT_BF16),
                   kt_arg_ptr(0, KT_F32),      kt_arg_ptr(0, KT_F32),      kt_arg_i32(rows),

@@ -132,3 +132,17 @@ void g_buf_free(g_buf *b) {
   free(b->stage);
   memset(b, 0, sizeof *b);
 }
+
+void g_norm_ref(const double *x, const double *w, const double *b, int rows, int D, int rms, double eps, double *y) {
+  for (int r = 0; r < rows; r++) {
+    const double *xr = x + (size_t)r * D;
+    double m = 0, v = 0;
+    if (!rms) {
+      for (int i = 0; i < D; i++) m += xr[i];
+      m /= D;
+    }
+    for (int i = 0; i < D; i++) v += (xr[i] - m) * (xr[i] - m);
+    double rs = 1 / sqrt(v / D + eps);
+    for (int i = 0; i < D; i++) y[(size_t)r * D + i] = (xr[i] - m) * rs * w[i] + (b ? b[i] : 0);
+  }
+}

@@ -49,4 +49,8 @@ long g_buf_check(g_buf *b, const double *ref, size_t n, double atol, double rtol
                  char *msg, size_t msglen);
 void g_buf_free(g_buf *b);
 
+/* The norm of rows of D in x into y, in doubles: LayerNorm (rms 0) or
+** RMSNorm (rms 1, no mean), times w, plus b where b is not NULL. */
+void g_norm_ref(const double *x, const double *w, const double *b, int rows, int D, int rms, double eps, double *y);
+
 #endif
