@@ -23,6 +23,9 @@ import ktune  # noqa: E402
 from ktune import norm_bwd_one_program, ops  # noqa: E402
 
 REPS, REPLAYS = 20, 15
+# BENCH_BIG=1: only the rows at 16M elements (norm_rows), the rows issue
+# 17's bandwidth targets are about.
+BIG_ONLY = os.environ.get("BENCH_BIG") == "1"
 dev = torch.device("cuda")
 
 
@@ -136,10 +139,9 @@ VARIANT_D = (1000, 4096, 16384)
 
 def norm_rows(D, nsm):
     """The rows timed at D: 16M elements (at most 65536 rows), one wave,
-    16 and 1; with BENCH_BIG=1 in the environment, the first alone (the
-    rows the issue's bandwidth targets are about)."""
+    16 and 1; the first alone under BIG_ONLY."""
     rows = (min(65536, -(-(1 << 24) // D)), nsm, 16, 1)
-    return rows[:1] if os.environ.get("BENCH_BIG") == "1" else rows
+    return rows[:1] if BIG_ONLY else rows
 
 
 def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D, variants=True):
@@ -152,7 +154,7 @@ def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D, variants=True):
     for rms, w, b, res in NORM_VARIANTS if variants else ():
         for D in VARIANT_D:
             big = norm_rows(D, nsm)[0]
-            for T in (big,) if os.environ.get("BENCH_BIG") == "1" else (big, nsm, 1):
+            for T in (big,) if BIG_ONLY else (big, nsm, 1):
                 bench_norm(ks, NormCase(T, D, dtypes[0], rms, w, b, res), nsm, copy_gbs)
 
 
