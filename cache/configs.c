@@ -106,3 +106,26 @@ int kt__store_trials(kt_store *s, const char *kernel, const char *spec_hash, con
   pthread_mutex_unlock(&s->lock);
   return st;
 }
+
+int kt__store_winners(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,
+                      int limit, void (*fn)(void *user, const char *config), void *user, char *err, size_t errlen) {
+  pthread_mutex_lock(&s->lock);
+  int st = KT__C_OK, rc = SQLITE_DONE, oom = 0;
+  sqlite3_stmt *q = kt__db_stmt(s, ST_WINNERS, &st, err, errlen);
+  if (q) {
+    kt__db_bind_key(q, kernel, spec_hash, device, key);
+    sqlite3_bind_int(q, 5, limit);
+    while ((rc = kt__db_step(q)) == SQLITE_ROW) {
+      const char *config = kt__db_text(q, 0, &oom);
+      if (oom) {
+        st = (snprintf(err, errlen, "%s: reading configs: out of memory", s->path), KT__C_NOMEM);
+        break;
+      }
+      fn(user, config);
+    }
+    if (!st && rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading configs", err, errlen);
+    sqlite3_reset(q);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
+}

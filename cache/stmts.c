@@ -12,6 +12,9 @@ static void stmt_sql(const kt_store *s, int id, char *q, size_t n) {
       [ST_TIME_OF] = "SELECT time_us FROM configs" KT__WHERE_KEY,
       [ST_Q_DEL] = "DELETE FROM quarantine" KT__WHERE_KEY " AND config=?5",
       [ST_Q_GET] = "SELECT reason FROM quarantine" KT__WHERE_KEY " AND config=?5",
+      /* The configs other keys of a kernel chose, the most chosen first. */
+      [ST_WINNERS] = "SELECT config FROM configs WHERE kernel=?1 AND spec_hash=?2 AND device=?3 AND key<>?4"
+                     " GROUP BY config ORDER BY count(*) DESC, config LIMIT ?5",
       [ST_BEGIN] = "BEGIN IMMEDIATE",
       [ST_COMMIT] = "COMMIT",
       [ST_ROLLBACK] = "ROLLBACK",

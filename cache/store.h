@@ -71,6 +71,11 @@ int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *e
 ** neither has it. */
 int kt__store_get_config(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,
                          char *config, size_t n, double *time_us, char *err, size_t errlen);
+/* The configs stored for other keys than key of kernel, spec_hash and
+** device, the one most keys chose first (ties in the configs' order), at
+** most limit: fn gets each (borrowed). The user database only. */
+int kt__store_winners(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,
+                      int limit, void (*fn)(void *user, const char *config), void *user, char *err, size_t errlen);
 int kt__store_put_trial(kt_store *s, const kt__trialrow *r, char *err, size_t errlen);
 /* Calls fn for each trial of a key, fastest first; fn returns nonzero to
 ** stop. */

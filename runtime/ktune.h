@@ -194,7 +194,9 @@ typedef enum kt_strategy {
   KT_STRATEGY_AUTO = 0,       /* exhaustive up to 256 candidates, else random */
   KT_STRATEGY_EXHAUSTIVE = 1, /* every config the constraints allow */
   KT_STRATEGY_RANDOM = 2,     /* a seeded random order, in batches, until the
-                                 budget (default 10 s) is spent */
+                                 budget (default 10 s) is spent; first the
+                                 configs the kernel's other keys on this
+                                 device chose (the user cache's) */
   KT_STRATEGY_LOCAL = 3       /* from the default config, to the best config
                                  at most one step away in each field, until
                                  none is better (or the budget is spent) */

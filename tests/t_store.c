@@ -117,6 +117,51 @@ static void configs_fastest_wins(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM v_configs WHERE age_s BETWEEN 0 AND 60"), 1);
 }
 
+static void add_winner(void *user, const char *config) {
+  char *out = user;
+  size_t n = strlen(out);
+  snprintf(out + n, 512 - n, "%s%s", n ? " " : "", config);
+}
+
+/* The configs other keys chose, as seeds for a tuning: the most chosen
+** first, ties in the configs' order, never the key's own, only the same
+** kernel, spec hash and device, at most the limit. */
+static void winners_of_other_keys(void) {
+  const char *p = tmpfile_in("w.db");
+  kt_store *s;
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  /* key, config, and where not NULL another device or spec hash. */
+  static const char *const rows[][4] = {
+      {"{\"D\":1}", "{\"BLOCK\":256}", NULL, NULL}, {"{\"D\":2}", "{\"BLOCK\":512}", NULL, NULL},
+      {"{\"D\":3}", "{\"BLOCK\":512}", NULL, NULL}, {"{\"D\":4}", "{\"BLOCK\":128}", NULL, NULL},
+      {"{\"D\":5}", "{\"BLOCK\":64}", NULL, NULL},  {"{\"D\":6}", "{\"BLOCK\":64}", NULL, NULL},
+      {"{\"D\":7}", "{\"BLOCK\":64}", NULL, NULL},  {"{\"D\":8}", "{\"BLOCK\":32}", "GPU/sm_80/108", NULL},
+      {"{\"D\":9}", "{\"BLOCK\":32}", NULL, "00000000feedface"}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    kt__cfgrow r = row(rows[i][0], rows[i][1], 10.0);
+    if (rows[i][2]) r.device = rows[i][2];
+    if (rows[i][3]) r.spec_hash = rows[i][3];
+    ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  }
+  char got[512] = "";
+  ASSERT_STATUS(kt__store_winners(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":9}", 8, add_winner,
+                                  got, err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(got, "{\"BLOCK\":64} {\"BLOCK\":512} {\"BLOCK\":128} {\"BLOCK\":256}");
+  /* The key's own config is not a seed: D=2 leaves BLOCK=512 one key. */
+  got[0] = 0;
+  ASSERT_STATUS(kt__store_winners(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":2}", 3, add_winner,
+                                  got, err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(got, "{\"BLOCK\":64} {\"BLOCK\":128} {\"BLOCK\":256}");
+  got[0] = 0;
+  ASSERT_STATUS(kt__store_winners(s, "softmax", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":2}", 8, add_winner, got,
+                                  err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(got, "");
+  kt__store_close(s);
+}
+
 static int count_trial(void *user, const kt__trialrow *r) {
   int *n = user;
   if (*n == 0 && strcmp(r->config, "{\"BLOCK\":256}")) return 1;
@@ -693,6 +738,7 @@ static void network_filesystems_are_recognised(void) {
 const kt_test t_store_tests[] = {
     {"cache: configs round trip, fastest wins", configs_fastest_wins},
     {"cache: trials, binaries and quarantine round trip", trials_binaries_quarantine},
+    {"cache: the configs other keys chose, most chosen first", winners_of_other_keys},
     {"cache: schema 1 is migrated in place", migrates_schema_1},
     {"cache: a newer schema is opened read-only, never rewritten", newer_schema_is_read_only},
     {"cache: 8 processes x 4 threads on overlapping keys", many_processes_and_threads},

@@ -7,6 +7,7 @@
 #include "call/alias.h"
 #include "tune/compare.h"
 #include "tune/evidence.h"
+#include "tune/search.h"
 #include "tune/tuneat.h"
 #include "tune/tuner.h"
 #include "harness.h"
@@ -306,22 +307,41 @@ static kt_runtime *offline_logged(const char *path, char *logged) {
   return kt_runtime_open(&rt, &o) ? NULL : rt;
 }
 
+/* A call of tests/specs/small.json (64 rows of 256) on an offline runtime
+** whose cache is NAME in the test folder and whose log goes to logged:
+** bound, with its key. 0, or -1 where any step failed. */
+typedef struct small_call {
+  kt_runtime *rt;
+  kt_kernel *k;
+  kt_arg a[7];
+  kt__call c;
+  char key[256];
+} small_call;
+
+static int small_call_open(small_call *sc, const char *name, char *logged) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s", t_tmpdir(), name);
+  const kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, 64, 256, KT_BF16);
+  memcpy(sc->a, a, sizeof a);
+  if (!(sc->rt = offline_logged(path, logged))) return -1;
+  if (kt_kernel_load(sc->rt, "tests/specs/small.json", &sc->k) || kt__call_bind(&sc->k->p, sc->a, 7, &sc->c) ||
+      kt_kernel_key(sc->k, sc->a, 7, sc->key, sizeof sc->key)) {
+    kt_runtime_close(sc->rt);
+    return -1;
+  }
+  return 0;
+}
+
 /* A key whose every stored trial is a rejection is not a dead end: the
 ** next tuning measures the rejections again (never a quarantined fault),
 ** and says why. One usable row is enough to leave them alone. */
 static void rejected_keys_are_measured_again(void) {
-  char path[700];
-  snprintf(path, sizeof path, "%s/dead.db", t_tmpdir());
   static char logged[4096];
-  kt_runtime *rt = offline_logged(path, logged);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
-  kt_arg a[] = RMS(0x100000, 0x200000, 0, 0x300000, 64, 256, KT_BF16);
-  kt__call c;
-  char key[256];
-  ASSERT_STATUS(kt__call_bind(&k->p, a, 7, &c), KT_OK);
-  ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_OK);
+  small_call sc;
+  ASSERT_EQ(small_call_open(&sc, "dead.db", logged), 0);
+  kt_runtime *rt = sc.rt;
+  kt_kernel *k = sc.k;
+  const char *key = sc.key;
   static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
                                "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
   static const char *status[] = {"mismatch", "oob_write", "mismatch", "resources"};
@@ -337,7 +357,7 @@ static void rejected_keys_are_measured_again(void) {
             0);
   logged[0] = 0;
   kt__tuner *t;
-  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &c, a, key, &t), KT_OK);
+  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &sc.c, sc.a, key, &t), KT_OK);
   ASSERT_EQ(kt__tuner_pending(t), 3);
   kt__tuner_free(t);
   char want[512];
@@ -348,7 +368,7 @@ static void rejected_keys_are_measured_again(void) {
                      .key = key, .config = cfgs[2], .status = "ok", .median_us = 5, .spread_us = 0.1, .detail = ""};
   ASSERT_EQ(kt__store_put_trial(rt->env.store, &ok, err, sizeof err), 0);
   logged[0] = 0;
-  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &c, a, key, &t), KT_OK);
+  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &sc.c, sc.a, key, &t), KT_OK);
   ASSERT_EQ(kt__tuner_pending(t), 0);
   kt__tuner_free(t);
   ASSERT_TRUE(!strstr(logged, "measuring them again"));
@@ -705,6 +725,60 @@ static void pruning_judges_values_beside_each_other(void) {
   kt_runtime_close(rt);
 }
 
+/* The random search tries first the configs that other keys of the spec
+** chose on this device (seeds, the most chosen first), where they are
+** candidates of the call; then its seeded order. A config outside the
+** call's space and the key's own stored config are no seeds. */
+static void random_search_tries_other_keys_configs_first(void) {
+  static char logged[4096];
+  small_call sc;
+  ASSERT_EQ(small_call_open(&sc, "seeds.db", logged), 0);
+  char err[KT_ERRMAX];
+  static const char *v8 = "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}", *v1 = "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}",
+                    *out = "{\"BLOCK\":64,\"ROWS\":1,\"VEC\":1}", *own = "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}";
+  const struct {
+    int d;
+    const char *config;
+  } rows[] = {{512, v8}, {1024, v8}, {2048, v1}, {64, out}, {128, out}, {4096, out}, {0, own}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char other[256];
+    snprintf(other, sizeof other, "{\"D\":%d,\"HAS_RES\":0,\"T\":\"bf16\",\"res\":0,\"w\":16,\"x\":16,\"y\":16}",
+             rows[i].d);
+    kt__cfgrow r = {.kernel = "rmsnorm_small", .spec_hash = sc.k->p.spec_hash, .device = sc.rt->env.fingerprint,
+                    .key = rows[i].d ? other : sc.key, .config = rows[i].config, .time_us = 2.0};
+    ASSERT_EQ(kt__store_put_config(sc.rt->env.store, &r, NULL, err, sizeof err), 0);
+  }
+  kt__tuner *t;
+  ASSERT_STATUS(kt__tuner_new(&sc.k->p, &sc.rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
+  int n;
+  const kt__cand *tc = kt__tuner_candidates(t, &n);
+  ASSERT_EQ(n, 4);
+  kt__cand cand[4];
+  memcpy(cand, tc, sizeof cand);
+  int first = -1, second = -1;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(cand[i].json, v8)) first = i;
+    if (!strcmp(cand[i].json, v1)) second = i;
+    ASSERT_EQ(cand[i].seed, i == first ? 1 : i == second ? 2 : 0);
+  }
+  ASSERT_TRUE(first >= 0 && second >= 0);
+  kt__search sr = {sc.k->p.spec, cand, n, NULL, 12345, 4};
+  _Alignas(8) unsigned char state[KT__STRATEGY_STATE] = {0};
+  int batch[4], plain[4];
+  ASSERT_EQ(kt__strategy_random.next(&sr, state, batch), 4);
+  ASSERT_EQ(batch[0], first);
+  ASSERT_EQ(batch[1], second);
+  /* The rest in the order of the search without seeds. */
+  for (int i = 0; i < n; i++) cand[i].seed = 0;
+  ASSERT_EQ(kt__strategy_random.next(&sr, state, plain), 4);
+  int at = 2;
+  for (int i = 0; i < 4; i++)
+    if (plain[i] != first && plain[i] != second) ASSERT_EQ(batch[at++], plain[i]);
+  ASSERT_STR_EQ(logged, "");
+  kt__tuner_free(t);
+  kt_runtime_close(sc.rt);
+}
+
 /* The fallback where a constraint refuses the default: the valid config
 ** that changes the fewest fields, each changed field's value nearest the
 ** default's in the spec's list, not the first config of the whole space.
@@ -767,5 +841,6 @@ const kt_test t_tune_tests[] = {
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},
     {"tune: pruning judges a field value beside each of the candidate's others", pruning_judges_values_beside_each_other},
+    {"tune: the random search tries other keys' configs first", random_search_tries_other_keys_configs_first},
     {NULL, NULL},
 };

@@ -24,6 +24,9 @@ typedef struct kt__cand {
   int unconfirmed;         /* rejected on the caller's data but not on the
                               tuner's own inputs: reported, never stored */
   int pruned;              /* given back uncompiled by the build (skip) */
+  int seed;                /* k > 0: the k-th most chosen config of the
+                              spec's other keys on this device (tried
+                              first by the random search) */
   kt_status compiled;
   kt__funcattrs attrs;
   double median, spread;   /* microseconds, when status is ok */

@@ -24,6 +24,8 @@
 #include "tune/tuneat.h"
 
 #define MAX_CANDIDATES 4096
+#define SEEDS 8 /* other keys' configs the random search tries first, of
+                   the 4 * SEEDS most chosen (some may not suit the call) */
 #define REMEASURE 3
 #define BURST 8 /* launches per repetition of a short kernel (kt__bench) */
 
@@ -39,6 +41,7 @@ struct kt__tuner {
   kt__timer *timer;
   kt__cand *cand;
   int ncand;
+  int nseed;              /* candidates that are seeds (cand.seed) */
   int spill_free;         /* candidates seen that do not spill */
   int done, planned;      /* trials run, and to run (for progress) */
   double best_us;         /* best median so far */
@@ -97,6 +100,18 @@ static void on_quarantined(void *user, const char *config, const char *reason) {
     cd->quarantined = 1;
     kt__log(&t->env->log, KT_LOG_INFO, "%s %s: skipping quarantined config %s (%s)", t->p->spec->name, t->key, config,
             reason);
+  }
+}
+
+/* A config another key of the spec chose on this device, a seed of the
+** search where it is a pending candidate of this call. */
+static void on_seed(void *user, const char *config) {
+  kt__tuner *t = user;
+  for (int i = 0; i < t->ncand && t->nseed < SEEDS; i++) {
+    kt__cand *cd = &t->cand[i];
+    if (cd->status != KT__PENDING || cd->seed || strcmp(cd->json, config)) continue;
+    cd->seed = ++t->nseed;
+    return;
   }
 }
 
@@ -169,6 +184,12 @@ kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, c
                           sizeof err);
   }
   retry_rejected(t);
+  if (env->store) {
+    char err[KT_ERRMAX];
+    if (kt__store_winners(env->store, p->spec->name, p->spec_hash, env->fingerprint, key, 4 * SEEDS, on_seed, t, err,
+                          sizeof err))
+      kt__log(&env->log, KT_LOG_WARN, "%s %s: no seeds from the cache: %s", p->spec->name, key, err);
+  }
   for (int i = 0; i < t->ncand; i++) evidence_note(t, &t->cand[i]);
   *out = t;
   return KT_OK;
