@@ -103,6 +103,42 @@ def bwd_times(bwd, red, c, P, weight, config=None):
     return alone, total, config or bwd.config_for(bargs), err
 
 
+def weighted_case(fwd, T, D, rms):
+    """A bf16 case of T rows of D with the weight (and the bias for
+    LayerNorm): the forward's mean and rstd (fwd is layernorm_fwd), a dy,
+    and the float64 reference as c.ref."""
+    c = bk.NormCase(T, D, "bf16", rms)
+    c.mean = None if rms else torch.empty(T, device=bk.dev)
+    c.rstd = torch.empty(T, device=bk.dev)
+    c.dy = torch.randn_like(c.x)
+    y = torch.empty_like(c.x)
+    fwd.launch([y, c.x, None, c.nb, c.arg(c.w), c.arg(c.b), c.mean, c.rstd, T, D, 1, c.eps, rms])
+    c.ref = reference(c)
+    return c
+
+
+def run(out, copy_gbs, name, label, k, red, c, P, weight=True, config=None):
+    """bwd_times of one run, added to out as a row and printed; its config,
+    or None where ktune refused the run (said why)."""
+    try:
+        a, t, cfg, err = bwd_times(k, red, c, P, weight, config)
+    except ktune.KtuneError as e:
+        print("  %s %s: %s" % (name, label, e), flush=True)
+        return None
+    pct = lambda us: 100.0 * 3 * c.T * c.D * c.es / us / 1e3 / copy_gbs  # noqa: E731
+    out.append((name, label, a, pct(a), t, pct(t), "-" if err is None else "%.1e" % err, cfg))
+    print("  %-26s %-16s alone %6.1f us %3.0f%%  with reduce %6.1f us %3.0f%%  err %s  [%s]" % out[-1], flush=True)
+    return cfg
+
+
+def print_table(out):
+    """The rows of run() as a markdown table."""
+    print("\n| case | run | bwd alone µs | % of copy | bwd + reduce µs | % of copy | error | config |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in out:
+        print("| %s | %s | %.1f | %.0f%% | %.1f | %.0f%% | %s | %s |" % r)
+
+
 def variants_of(cfg):
     """Forced configs near a tuned one: its pipeline deeper."""
     f = dict(kv.split("=") for kv in cfg.split(","))
@@ -124,15 +160,7 @@ def main():
     bwd_short = rt_short.kernel("layernorm_bwd")
     out = []
     for T, D, rms in CASES:
-        c = bk.NormCase(T, D, "bf16", rms)
-        c.mean = None if rms else torch.empty(T, device=bk.dev)
-        c.rstd = torch.empty(T, device=bk.dev)
-        c.dy = torch.randn_like(c.x)
-        y = torch.empty_like(c.x)
-        fwd.launch([y, c.x, None, c.nb, c.arg(c.w), c.arg(c.b), c.mean, c.rstd, T, D, 1, c.eps, rms])
-        c.ref = reference(c)
-        nbytes = 3 * T * D * c.es
-        pct = lambda t: 100.0 * nbytes / t / 1e3 / copy_gbs  # noqa: E731
+        c = weighted_case(fwd, T, D, rms)
         P = ops._bwd_programs(c.x, c.dy, None, T, D, 1, c.w, c.b is not None)
         Pn = norm_programs(T, nsm, D, sums=False)
         name = "%s %dx%d" % ("rmsnorm" if rms else "layernorm", T, D)
@@ -142,22 +170,12 @@ def main():
             runs.append(("many P=%d" % Pn, bwd_short, Pn, True, None))
         while runs:
             label, k, p, weight, cfg = runs.pop(0)
-            try:
-                a, t, cfg, err = bwd_times(k, red, c, p, weight, cfg)
-            except ktune.KtuneError as e:
-                print("  %s %s: %s" % (name, label, e), flush=True)
-                continue
-            out.append((name, label, a, pct(a), t, pct(t), "-" if err is None else "%.1e" % err, cfg))
-            print("  %-22s %-14s alone %6.1f us %3.0f%%  with reduce %6.1f us %3.0f%%  err %s  [%s]" % out[-1],
-                  flush=True)
-            if label.startswith("base"):
+            cfg = run(out, copy_gbs, name, label, k, red, c, p, weight, cfg)
+            if cfg and label.startswith("base"):
                 runs[0:0] = [(v + " P=%d" % P, wide, P, True, f) for v, f in variants_of(cfg)]
         del c
         torch.cuda.empty_cache()
-    print("\n| case | run | bwd alone µs | % of copy | bwd + reduce µs | % of copy | error | config |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for r in out:
-        print("| %s | %s | %.1f | %.0f%% | %.1f | %.0f%% | %s | %s |" % r)
+    print_table(out)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,0 +1,57 @@
+"""layernorm_bwd with a weight at other P, and with clusters of up to eight
+blocks that split a program's rows (MG = 8; the shipped spec stops at 4):
+a probe for issue 17's backward target, not part of `make bench`.
+
+For each case (bf16, with the weight, and the bias for LayerNorm; CASES as
+TxDxRMS, comma-separated): the shipped spec tuned at the P that ktune.ops
+passes; then a copy of the spec with MG in {1, 2, 4, 8}
+(layernorm_bwd_wide, probe_norm_bwd.wide_spec) tuned at that P and at a
+quarter, a half, one and two programs an SM. Each P is a key of its own
+(P is in the key as its power-of-two bucket). Graph times of the backward
+alone and with its reduce, % of the copy bandwidth measured at the start,
+and dx, dw and db against float64 (probe_norm_bwd.reference). The
+thirty-first run in docs/kernels.md is an example."""
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench_kernels as bk  # noqa: E402
+import probe_norm_bwd as pb  # noqa: E402
+import ktune  # noqa: E402
+from ktune import ops  # noqa: E402
+
+pb.WIDE = {"MG": [1, 2, 4, 8]}
+CASES = [tuple(int(v) for v in s.split("x")) for s in os.environ.get(
+    "CASES", "16778x1000x0,16778x1000x1,4096x4096x0,4096x4096x1,1024x16384x0,65536x256x0,3277x5120x0").split(",")]
+
+
+def main():
+    budget = float(os.environ.get("PROBE_BUDGET_S", "8"))
+    rt = ktune.Runtime(mode="tune", budget_s=budget)
+    nsm = torch.cuda.get_device_properties(0).multi_processor_count
+    copy_gbs = bk.copy_bandwidth()
+    print("device: %s; copy %.0f GB/s; budget %.0f s a key" % (torch.cuda.get_device_name(0), copy_gbs, budget))
+    tmp = tempfile.mkdtemp()
+    fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
+    wide = rt.kernel(pb.wide_spec(ktune.kernels_dir(), tmp))
+    out = []
+    for T, D, rms in CASES:
+        c = pb.weighted_case(fwd, T, D, rms)
+        P = ops._bwd_programs(c.x, c.dy, None, T, D, 1, c.w, c.b is not None)
+        name = "%s %dx%d" % ("rmsnorm" if rms else "layernorm", T, D)
+        pb.run(out, copy_gbs, name, "base P=%d" % P, bwd, red, c, P)
+        for p in sorted({P, nsm, nsm // 2, 2 * nsm, nsm // 4}):
+            pb.run(out, copy_gbs, name, "mg8 P=%d" % p, wide, red, c, p)
+        del c
+        torch.cuda.empty_cache()
+    pb.print_table(out)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
