@@ -35,7 +35,8 @@ typedef struct kt__tuneresult {
 
 /* Begin a tuning of c's key (c bound, its config not set) for args: the
 ** candidates the constraints allow for this call, less those the cache
-** says were measured for this key (unless retune) or are quarantined. key
+** says were measured for this key (unless retune) or are quarantined, the
+** configs the kernel's other keys chose marked as seeds (cand.seed). key
 ** is the key's canonical JSON. Caller owns *out; free with kt__tuner_free(). */
 kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, const kt_arg *args, const char *key,
                         kt__tuner **out);
