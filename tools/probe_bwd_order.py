@@ -93,18 +93,18 @@ def main():
     fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
     strided = rt.kernel(strided_spec(ktune.kernels_dir(), tmp))
     out = []
-    for T, D, rms in CASES:
-        c = pb.weighted_case(fwd, T, D, rms)
-        P = ops._bwd_programs(c.x, c.dy, None, T, D, 1, c.w, c.b is not None)
-        name = "%s %dx%d P=%d" % ("rmsnorm" if rms else "layernorm", T, D, P)
+
+    def runs_of(c):
+        P = ops._bwd_programs(c.x, c.dy, None, c.T, c.D, 1, c.w, c.b is not None)
+        name = "%s %dx%d P=%d" % ("rmsnorm" if c.rms else "layernorm", c.T, c.D, P)
         cfg = pb.run(out, copy_gbs, name, "shipped", bwd, red, c, P)
         pb.run(out, copy_gbs, name, "strided", strided, red, c, P)
         if cfg and "STAGES=0" not in cfg:
             pb.run(out, copy_gbs, name, "strided, forced", strided, red, c, P, config=cfg)
         if cfg:
             pb.run(out, copy_gbs, name, "shipped again", bwd, red, c, P, config=cfg)
-        del c
-        torch.cuda.empty_cache()
+
+    pb.each_case(fwd, CASES, runs_of)
     pb.print_table(out)
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -40,15 +40,15 @@ def main():
     fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
     wide = rt.kernel(pb.wide_spec(ktune.kernels_dir(), tmp))
     out = []
-    for T, D, rms in CASES:
-        c = pb.weighted_case(fwd, T, D, rms)
-        P = ops._bwd_programs(c.x, c.dy, None, T, D, 1, c.w, c.b is not None)
-        name = "%s %dx%d" % ("rmsnorm" if rms else "layernorm", T, D)
+
+    def runs_of(c):
+        P = ops._bwd_programs(c.x, c.dy, None, c.T, c.D, 1, c.w, c.b is not None)
+        name = "%s %dx%d" % ("rmsnorm" if c.rms else "layernorm", c.T, c.D)
         pb.run(out, copy_gbs, name, "base P=%d" % P, bwd, red, c, P)
         for p in sorted({P, nsm, nsm // 2, 2 * nsm, nsm // 4}):
             pb.run(out, copy_gbs, name, "mg8 P=%d" % p, wide, red, c, p)
-        del c
-        torch.cuda.empty_cache()
+
+    pb.each_case(fwd, CASES, runs_of)
     pb.print_table(out)
     shutil.rmtree(tmp, ignore_errors=True)
 

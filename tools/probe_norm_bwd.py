@@ -117,6 +117,14 @@ def weighted_case(fwd, T, D, rms):
     return c
 
 
+def each_case(fwd, cases, fn):
+    """fn(c) for the weighted_case of each (T, D, rms) of cases in turn, its
+    memory given back before the next case is made."""
+    for T, D, rms in cases:
+        fn(weighted_case(fwd, T, D, rms))
+        torch.cuda.empty_cache()
+
+
 def run(out, copy_gbs, name, label, k, red, c, P, weight=True, config=None):
     """bwd_times of one run, added to out as a row and printed; its config,
     or None where ktune refused the run (said why)."""
@@ -159,11 +167,11 @@ def main():
     wide = rt.kernel(wide_spec(ktune.kernels_dir(), tmp))
     bwd_short = rt_short.kernel("layernorm_bwd")
     out = []
-    for T, D, rms in CASES:
-        c = weighted_case(fwd, T, D, rms)
+    def runs_of(c):
+        T, D = c.T, c.D
         P = ops._bwd_programs(c.x, c.dy, None, T, D, 1, c.w, c.b is not None)
         Pn = norm_programs(T, nsm, D, sums=False)
-        name = "%s %dx%d" % ("rmsnorm" if rms else "layernorm", T, D)
+        name = "%s %dx%d" % ("rmsnorm" if c.rms else "layernorm", T, D)
         runs = [("base P=%d" % P, bwd, P, True, None), ("wide P=%d" % P, wide, P, True, None),
                 ("no w P=%d" % P, bwd_short, P, False, None), ("no w P=%d" % Pn, bwd_short, Pn, False, None)]
         if D <= 4096:
@@ -173,8 +181,8 @@ def main():
             cfg = run(out, copy_gbs, name, label, k, red, c, p, weight, cfg)
             if cfg and label.startswith("base"):
                 runs[0:0] = [(v + " P=%d" % P, wide, P, True, f) for v, f in variants_of(cfg)]
-        del c
-        torch.cuda.empty_cache()
+
+    each_case(fwd, CASES, runs_of)
     print_table(out)
     shutil.rmtree(tmp, ignore_errors=True)
 
