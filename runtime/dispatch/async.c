@@ -110,7 +110,14 @@ static job *job_new(kt_kernel *k, const kt__call *c, const char *json, const kt_
   if (made)
     kt__log(&k->rt->env.log, KT_LOG_INFO, "%s %s: the call's inputs are not copied: the tuning times its tune_at sizes",
             k->p.spec->name, json);
-  if (made || copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
+  if (made) {
+    j->synthetic = 1;
+    return j;
+  }
+  /* Past the copy limit, or a copy failed: the tuner makes inputs of its
+  ** own instead, and the call's pointers are kept only for their alignment
+  ** and aliasing. */
+  if (copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
     for (int i = 0; i < KT_MAX_PARAMS; i++) kt__dev_free(j->copy[i]);
     kt__dev_event_destroy(j->ready);
     memset(j->copy, 0, sizeof j->copy);
