@@ -33,7 +33,6 @@ sys.path.insert(0, HERE)
 import bench_kernels as bk  # noqa: E402
 import probe_norm_bwd as pb  # noqa: E402
 import ktune  # noqa: E402
-from ktune import ops  # noqa: E402
 
 PATCHES = [
     ("  const long long seg_end = row1 * G;\n",
@@ -57,8 +56,7 @@ PATCHES = [
     ("      segment(sx, sx + CAP, sx + 2 * CAP, seg, off, mu, rs, seg < row1);\n",
      "      segment(sx, sx + CAP, sx + 2 * CAP, seg, off, mu, rs, seg < n_rows);\n"),
 ]
-CASES = [tuple(int(v) for v in s.split("x")) for s in os.environ.get(
-    "CASES", "16778x1000x0,16778x1000x1,4096x4096x0,1024x16384x0,1024x16384x1,65536x256x0").split(",")]
+CASES = pb.cases_from_env("16778x1000x0,16778x1000x1,4096x4096x0,1024x16384x0,1024x16384x1,65536x256x0")
 
 
 def strided_spec(src_dir, out_dir):
@@ -95,8 +93,8 @@ def main():
     out = []
 
     def runs_of(c):
-        P = ops._bwd_programs(c.x, c.dy, None, c.T, c.D, 1, c.w, c.b is not None)
-        name = "%s %dx%d P=%d" % ("rmsnorm" if c.rms else "layernorm", c.T, c.D, P)
+        P = pb.shipped_programs(c)
+        name = "%s P=%d" % (pb.case_name(c), P)
         cfg = pb.run(out, copy_gbs, name, "shipped", bwd, red, c, P)
         pb.run(out, copy_gbs, name, "strided", strided, red, c, P)
         if cfg and "STAGES=0" not in cfg:

@@ -23,11 +23,9 @@ sys.path.insert(0, HERE)
 import bench_kernels as bk  # noqa: E402
 import probe_norm_bwd as pb  # noqa: E402
 import ktune  # noqa: E402
-from ktune import ops  # noqa: E402
 
 pb.WIDE = {"MG": [1, 2, 4, 8]}
-CASES = [tuple(int(v) for v in s.split("x")) for s in os.environ.get(
-    "CASES", "16778x1000x0,16778x1000x1,4096x4096x0,4096x4096x1,1024x16384x0,65536x256x0,3277x5120x0").split(",")]
+CASES = pb.cases_from_env("16778x1000x0,16778x1000x1,4096x4096x0,4096x4096x1,1024x16384x0,65536x256x0,3277x5120x0")
 
 
 def main():
@@ -42,8 +40,8 @@ def main():
     out = []
 
     def runs_of(c):
-        P = ops._bwd_programs(c.x, c.dy, None, c.T, c.D, 1, c.w, c.b is not None)
-        name = "%s %dx%d" % ("rmsnorm" if c.rms else "layernorm", c.T, c.D)
+        P = pb.shipped_programs(c)
+        name = pb.case_name(c)
         pb.run(out, copy_gbs, name, "base P=%d" % P, bwd, red, c, P)
         for p in sorted({P, nsm, nsm // 2, 2 * nsm, nsm // 4}):
             pb.run(out, copy_gbs, name, "mg8 P=%d" % p, wide, red, c, p)

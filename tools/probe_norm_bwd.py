@@ -117,6 +117,22 @@ def weighted_case(fwd, T, D, rms):
     return c
 
 
+def cases_from_env(default):
+    """The cases in $CASES (TxDxRMS, comma-separated), else default (the
+    same form): a list of (T, D, rms)."""
+    return [tuple(int(v) for v in s.split("x")) for s in os.environ.get("CASES", default).split(",")]
+
+
+def shipped_programs(c):
+    """The P that ktune.ops passes the backward for case c."""
+    return ops._bwd_programs(c.x, c.dy, None, c.T, c.D, 1, c.w, c.b is not None)
+
+
+def case_name(c):
+    """A case's label in the tables: the norm and its shape."""
+    return "%s %dx%d" % ("rmsnorm" if c.rms else "layernorm", c.T, c.D)
+
+
 def each_case(fwd, cases, fn):
     """fn(c) for the weighted_case of each (T, D, rms) of cases in turn, its
     memory given back before the next case is made."""
@@ -167,14 +183,14 @@ def main():
     wide = rt.kernel(wide_spec(ktune.kernels_dir(), tmp))
     bwd_short = rt_short.kernel("layernorm_bwd")
     out = []
+
     def runs_of(c):
-        T, D = c.T, c.D
-        P = ops._bwd_programs(c.x, c.dy, None, T, D, 1, c.w, c.b is not None)
-        Pn = norm_programs(T, nsm, D, sums=False)
-        name = "%s %dx%d" % ("rmsnorm" if c.rms else "layernorm", T, D)
+        P = shipped_programs(c)
+        Pn = norm_programs(c.T, nsm, c.D, sums=False)
+        name = case_name(c)
         runs = [("base P=%d" % P, bwd, P, True, None), ("wide P=%d" % P, wide, P, True, None),
                 ("no w P=%d" % P, bwd_short, P, False, None), ("no w P=%d" % Pn, bwd_short, Pn, False, None)]
-        if D <= 4096:
+        if c.D <= 4096:
             runs.append(("many P=%d" % Pn, bwd_short, Pn, True, None))
         while runs:
             label, k, p, weight, cfg = runs.pop(0)
