@@ -104,12 +104,13 @@ static void on_quarantined(void *user, const char *config, const char *reason) {
 }
 
 /* A config another key of the spec chose on this device, a seed of the
-** search where it is a pending candidate of this call. */
+** search where it is a pending candidate of this call (the rows' configs
+** are distinct, so no candidate is marked twice). */
 static void on_seed(void *user, const char *config) {
   kt__tuner *t = user;
   for (int i = 0; i < t->ncand && t->nseed < SEEDS; i++) {
     kt__cand *cd = &t->cand[i];
-    if (cd->status != KT__PENDING || cd->seed || strcmp(cd->json, config)) continue;
+    if (cd->status != KT__PENDING || strcmp(cd->json, config)) continue;
     cd->seed = ++t->nseed;
     return;
   }
