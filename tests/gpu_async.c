@@ -4,7 +4,9 @@
 ** once; closing while a tuning runs stops it and stores nothing; a graph
 ** captured while the tuner works is not disturbed and queues nothing; the
 ** background winner is the blocking mode's; a key timed at its tune_at
-** sizes copies nothing of the call's. */
+** sizes copies nothing of the call's and makes no inputs of the call's
+** sizes; past the copy limit a miss is tuned on inputs made at the call's
+** sizes, the caller's buffer untouched. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +33,8 @@ static void capture_log(void *user, kt_log_level level, const char *msg) {
 
 static logbuf lb = {PTHREAD_MUTEX_INITIALIZER, ""};
 
-static kt_runtime *open_mode(const char *cache, kt_mode mode) {
+/* copy_limit: kt_options.async_copy_limit (0: the default). */
+static kt_runtime *open_limit(const char *cache, kt_mode mode, size_t copy_limit) {
   lb.text[0] = 0;
   kt_options o;
   kt_options_init(&o);
@@ -40,8 +43,11 @@ static kt_runtime *open_mode(const char *cache, kt_mode mode) {
   o.log = capture_log;
   o.log_user = &lb;
   o.log_level = KT_LOG_INFO;
+  o.async_copy_limit = copy_limit;
   return g_open_with(&o);
 }
+
+static kt_runtime *open_mode(const char *cache, kt_mode mode) { return open_limit(cache, mode, 0); }
 
 static const char *cache_named(const char *name) {
   static char path[4][700];
@@ -75,13 +81,23 @@ static long add_one_check(kt_runtime *rt, uint64_t x, long n, int times) {
   return bad;
 }
 
-static uint64_t add_one_buffer(kt_runtime *rt, long n) {
+/* x[i] = i % 1000 on n floats; nonzero on failure. */
+static int add_one_fill(kt_runtime *rt, uint64_t x, long n) {
   float *h = malloc((size_t)n * 4);
-  uint64_t x = 0;
-  if (!h) return 0;
+  if (!h) return -1;
   for (long i = 0; i < n; i++) h[i] = (float)(i % 1000);
-  if (kt_device_alloc(rt, (size_t)n * 4, &x) || kt_device_upload(rt, x, h, (size_t)n * 4)) x = 0;
+  int rc = kt_device_upload(rt, x, h, (size_t)n * 4) != KT_OK;
   free(h);
+  return rc;
+}
+
+static uint64_t add_one_buffer(kt_runtime *rt, long n) {
+  uint64_t x = 0;
+  if (kt_device_alloc(rt, (size_t)n * 4, &x)) return 0;
+  if (add_one_fill(rt, x, n)) {
+    kt_device_free(rt, x);
+    return 0;
+  }
   return x;
 }
 
@@ -319,10 +335,40 @@ static void tune_at_key_copies_nothing(void) {
   kt_stats s = stats(rt);
   ASSERT_EQ(s.async_done * 100 + s.async_failed * 10 + s.async_pending, 100);
   ASSERT_CONTAINS(lb.text, "} at N=65536 (the call's N=2): {");
+  /* Only the tune_at sizes' inputs were made: none at the call's. */
+  ASSERT_TRUE(strstr(lb.text, "at the call's sizes") == NULL);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs WHERE kernel = 'rmsnorm_fwd'"), 1);
   g_buf_free(&x);
   g_buf_free(&y);
   g_buf_free(&w);
+  kt_runtime_close(rt);
+}
+
+/* Past kt_options.async_copy_limit a miss copies none of the call's
+** inputs: the tuner makes its own at the call's sizes and says so, the
+** caller's buffer (written once by the stand-in, then refilled by the
+** caller at once) is neither read nor written by the tuning, and the
+** winner is stored. */
+static void copy_limit_tunes_on_inputs_of_its_own(void) {
+  const char *cache = cache_named("limit.db");
+  kt_runtime *rt = open_limit(cache, KT_MODE_ASYNC, 1);
+  if (!rt) return;
+  kt_kernel *k;
+  if (g_load_kernels(rt, "tests/specs/add_one.json", &k, NULL)) return;
+  long n = 1 << 20;
+  uint64_t x = add_one_buffer(rt, n);
+  ASSERT_TRUE(x != 0);
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i64(n)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_EQ(add_one_check(rt, x, n, 1), 0);
+  ASSERT_EQ(add_one_fill(rt, x, n), 0);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  kt_stats s = stats(rt);
+  ASSERT_EQ(s.async_done * 100 + s.async_failed * 10 + s.async_pending, 100);
+  ASSERT_EQ(add_one_check(rt, x, n, 0), 0);
+  ASSERT_CONTAINS(lb.text, "add_one {\"n\":1048576,\"x\":16}: timed on inputs made from \"init\" at the call's sizes\n");
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs WHERE kernel = 'add_one'"), 1);
+  kt_device_free(rt, x);
   kt_runtime_close(rt);
 }
 
@@ -333,5 +379,7 @@ const kt_test gpu_async_tests[] = {
     {"gpu async: a graph captured while the tuner works is not disturbed and queues nothing", capture_during_async},
     {"gpu async: the background winner is the blocking mode's", winner_equality},
     {"gpu async: a key timed at its tune_at sizes copies none of the call's inputs", tune_at_key_copies_nothing},
+    {"gpu async: past the copy limit a miss is tuned on inputs of its own at the call's sizes",
+     copy_limit_tunes_on_inputs_of_its_own},
     {NULL, NULL},
 };

@@ -3,7 +3,8 @@
 ** missing call's inputs, made on the caller's stream at miss time (so the
 ** caller may reuse its buffers at once), or, past kt_options.
 ** async_copy_limit or where the key is timed at its tune_at sizes, only
-** their placement: the inputs are then made from the spec's "init". The
+** their placement: the tuner then makes the inputs it times from the
+** spec's "init" (at the tune_at sizes, or the call's where it times those). The
 ** thread tunes on a stream of its own, takes the key's lease so that
 ** another process does not tune it too, and replaces the stand-in with the
 ** winner under the kernel's tune lock. Closing the runtime (or the process
@@ -20,7 +21,6 @@
 #include "base/clock.h"
 #include "cache/store.h"
 #include "dispatch/handles.h"
-#include "tune/inputs.h"
 #include "tune/tuneat.h"
 
 #define QUEUE_MAX 256
@@ -36,7 +36,7 @@ typedef struct job {
   kt_arg args[KT_MAX_PARAMS];   /* the call on the copies (or as placed) */
   kt__dptr copy[KT_MAX_PARAMS]; /* what to free */
   kt__job_role role;
-  int synthetic;                /* inputs made from "init" when run */
+  int synthetic;                /* no copies: the tuner makes its inputs */
   void *ready;                  /* after the copies, on the caller's stream */
   double since, not_before;     /* ms: queued; another process's lease */
   struct job *next;
@@ -115,8 +115,8 @@ static job *job_new(kt_kernel *k, const kt__call *c, const char *json, const kt_
     return j;
   }
   /* Past the copy limit, or a copy failed: the tuner makes inputs of its
-  ** own instead, and the call's pointers are kept only for their alignment
-  ** and aliasing. */
+  ** own instead (tuner.h: own_inputs), and the call's pointers are kept
+  ** only for their alignment and aliasing. */
   if (copy_inputs(j, stream, args, k->rt->async_copy_limit)) {
     for (int i = 0; i < KT_MAX_PARAMS; i++) kt__dev_free(j->copy[i]);
     kt__dev_event_destroy(j->ready);
@@ -166,25 +166,22 @@ static int stored(job *j, int64_t *cfg) { return kt__cached_config(j->k, &j->c, 
 static kt_status tune(job *j, kt_stream ws, int64_t *best) {
   kt_kernel *k = j->k;
   kt_runtime *rt = k->rt;
-  kt__inputs in;
-  memset(&in, 0, sizeof in);
   int64_t fallback[KT_MAX_CFIELDS];
   kt__call probe = j->c;
   char err[KT_ERRMAX];
+  kt__tuneopts o = rt->tune;
+  o.own_inputs = j->synthetic;
   kt_status st = kt__call_fallback(&k->p, &probe, fallback);
-  const kt_arg *args = j->args;
-  if (!st && j->synthetic && !(st = kt__inputs_make(&k->p, &j->c, j->args, j->entry->hash, &in))) args = in.args;
   if (!st && j->ready && (st = kt__dev_wait_event(ws, j->ready, err, sizeof err)))
     st = kt__err(rt->env.id, st, "%s: %s", k->p.spec->name, err);
   kt__tuner *t = NULL;
   double t0 = kt__now_ms();
-  if (!st) st = kt__tuner_new(&k->p, &rt->tune, &j->c, args, j->json, &t);
+  if (!st) st = kt__tuner_new(&k->p, &o, &j->c, j->args, j->json, &t);
   if (!st) st = kt__tuner_run(t, ws, fallback, best);
   atomic_fetch_add_explicit(&rt->env.n.tunings, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&rt->env.n.tune_us, (uint_fast64_t)((kt__now_ms() - t0) * 1000), memory_order_relaxed);
   if (st == KT_ERR_NO_CONFIG) memcpy(best, fallback, sizeof fallback);
   kt__tuner_free(t);
-  kt__inputs_free(&in);
   return st == KT_ERR_NO_CONFIG ? KT_OK : st;
 }
 

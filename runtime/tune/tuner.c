@@ -18,6 +18,7 @@
 #include "spec/key.h"
 #include "tune/confirm.h"
 #include "tune/evidence.h"
+#include "tune/inputs.h"
 #include "tune/scratch.h"
 #include "tune/search.h"
 #include "tune/timer.h"
@@ -37,6 +38,7 @@ struct kt__tuner {
   kt__call base;
   kt__call call;          /* the caller's call: base, unless at moves it */
   kt__tuneat at;          /* where the key is timed (tune/tuneat.h) */
+  kt__inputs own;         /* o.own_inputs: the call's inputs, made */
   kt__scratch sc;
   kt__timer *timer;
   kt__cand *cand;
@@ -217,6 +219,7 @@ void kt__tuner_free(kt__tuner *t) {
   kt__timer_free(t->timer);
   kt__scratch_free(&t->sc);
   kt__tuneat_free(&t->at);
+  kt__inputs_free(&t->own);
   pthread_mutex_destroy(&t->lock);
   kt__evidence_free(t->ev);
   kt__free(t->order);
@@ -610,11 +613,25 @@ static void at_inputs(kt__tuner *t, const int64_t *reference) {
   at_caller(t);
 }
 
+/* Where the call's own sizes are timed and its buffers are not to be
+** touched (o.own_inputs), inputs made for them; made only here, so a key
+** timed at its tune_at sizes never makes inputs as large as the call's. */
+static kt_status own_inputs(kt__tuner *t) {
+  if (t->at.on || !t->o.own_inputs) return KT_OK;
+  kt_status st = kt__inputs_make(t->p, &t->call, t->orig, XXH3_64bits(t->key, strlen(t->key)), &t->own);
+  if (st) return st;
+  t->orig = t->own.args;
+  kt__log(&t->env->log, KT_LOG_INFO, "%s %s: timed on inputs made from \"init\" at the call's sizes",
+          t->p->spec->name, t->key);
+  return KT_OK;
+}
+
 kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference, int64_t *best) {
   const kt__spec *s = t->p->spec;
   kt_status st;
   double t0 = kt__now_ms();
   at_inputs(t, reference);
+  if ((st = own_inputs(t))) return st;
   int pending = kt__tuner_pending(t);
   const kt__strategy *strat = kt__strategy_for(t->o.strategy, pending);
   if (!strat) return kt__err(t->env->id, KT_ERR_INVALID, "%s: strategy %d is unknown", s->name, (int)t->o.strategy);

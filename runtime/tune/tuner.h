@@ -20,6 +20,10 @@ typedef struct kt__tuneopts {
   void *progress_user;
   const atomic_int *cancel;  /* nonzero: stop before the next trial, store
                                 nothing, return KT_ERR_CANCELLED; or NULL */
+  int own_inputs;            /* the call's buffers are not to be read or
+                                written (a background tuning, after the call
+                                returned): where the call's own sizes are
+                                timed, their inputs are made from "init" */
 } kt__tuneopts;
 
 typedef struct kt__tuner kt__tuner;
