@@ -531,6 +531,17 @@ KT_API kt_status kt_launch_config(kt_kernel *k, kt_stream stream,
 ** (the faulted candidate is marked). Returns what kt_launch returns. */
 KT_API kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs,
                                 kt_tune_report **out /* OUT */);
+/* kt_kernel_tune of a call given by its shape alone: as for
+** kt_kernel_lookup only the args' scalars and the placement of their
+** pointers are read, so a program may pass made-up addresses (no two
+** params' ranges overlapping where the call's do not). The tuning times
+** inputs it makes from the spec's "init": at the sizes of the spec's
+** tune_at where it gives them, so a long call's tuning never makes
+** buffers as large as the call's, else at the call's own. What ktune tune
+** pre-warms a cache with. Caller owns *out; free with
+** kt_tune_report_free(). Returns what kt_kernel_tune returns. */
+KT_API kt_status kt_kernel_tune_shape(kt_kernel *k, const kt_arg *args, int nargs,
+                                      kt_tune_report **out /* OUT */);
 /* What is known of a call's key without tuning or touching any buffer
 ** (only the args' scalars and the placement of their pointers are read,
 ** so a program may pass made-up addresses): KT_TUNE_KNOWN with the config

@@ -142,8 +142,31 @@ static void cli_isolated_fault_and_hang(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* A shape far larger than the GPU (8 TiB a buffer: 2^30 rows of 4096) is
+** tuned at its tune_at sizes, with no buffer of the call's size made (there
+** could be none), then found cached without touching the GPU. */
+static void cli_tune_a_call_larger_than_the_gpu(void) {
+  kt_runtime *rt = g_open();
+  if (!rt) return;
+  kt_runtime_close(rt);
+  const char *dir = t_tmpdir();
+  static const char shape[] =
+      "N=1073741824,D=4096,G=1,T=bf16,W=bf16,rms=1,b=null,res=null,res_out=null,mean=null,rstd=null";
+  int rc = t_sh(out, sizeof out, "%s tune kernels_src/layernorm_fwd.json --shape '%s' --budget 2 --plain --cache %s/big.db",
+                bin(), shape, dir);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "1 tuned, 0 cached");
+  ASSERT_CONTAINS(out, "; timed at N=4096 (the call's N=1073741824)");
+  rc = t_sh(out, sizeof out, "%s tune kernels_src/layernorm_fwd.json --shape '%s' --plain --cache %s/big.db", bin(),
+            shape, dir);
+  ASSERT_EQ(rc, 0);
+  ASSERT_CONTAINS(out, "0 tuned, 1 cached");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 const kt_test gpu_cli_tests[] = {
     {"cli_tune_every_bundled_spec", cli_tune_every_bundled_spec},
+    {"cli_tune_a_call_larger_than_the_gpu", cli_tune_a_call_larger_than_the_gpu},
     {"cli_fault_ends_the_run", cli_fault_ends_the_run},
     {"cli_isolated_fault_and_hang", cli_isolated_fault_and_hang},
     {NULL, NULL},

@@ -483,8 +483,9 @@ static void reports_say_where_a_key_is_timed(void) {
   kt_runtime_close(rt);
 }
 
-/* kt_kernel_tune as data, where no device can tune: the cache's row and
-** trials when it has the key, else the default; and the codec. */
+/* kt_kernel_tune (and kt_kernel_tune_shape) as data, where no device can
+** tune: the cache's row and trials when it has the key, else the default;
+** and the codec. */
 static void tune_reports_without_a_device(void) {
   char path[700];
   snprintf(path, sizeof path, "%s/report.db", t_tmpdir());
@@ -510,6 +511,14 @@ static void tune_reports_without_a_device(void) {
   char key[256];
   snprintf(key, sizeof key, "%s", r->key);
   kt_tune_report_free(r);
+  /* Given by its shape alone: the key this process settled just now. */
+  ASSERT_STATUS(kt_kernel_tune_shape(k, a, 7, &r), KT_OK);
+  if (!r) return;
+  ASSERT_EQ(r->outcome, KT_TUNE_KNOWN);
+  ASSERT_STR_EQ(r->key, key);
+  ASSERT_STR_EQ(r->config, "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}");
+  kt_tune_report_free(r);
+  ASSERT_STATUS(kt_kernel_tune_shape(k, a, 7, NULL), KT_ERR_INVALID);
   char err[KT_ERRMAX];
   static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}",
                                "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}"};
@@ -526,6 +535,11 @@ static void tune_reports_without_a_device(void) {
   kt_runtime_close(rt);
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  ASSERT_STATUS(kt_kernel_tune_shape(k, a, 7, &r), KT_OK);
+  if (!r) return;
+  ASSERT_EQ(r->outcome, KT_TUNE_CACHED);
+  ASSERT_STR_EQ(r->config, cfgs[0]);
+  kt_tune_report_free(r);
   ASSERT_STATUS(kt_kernel_tune(k, a, 7, &r), KT_OK);
   if (!r) return;
   ASSERT_EQ(r->outcome, KT_TUNE_CACHED);
@@ -541,6 +555,8 @@ static void tune_reports_without_a_device(void) {
   a[0] = a[1];
   a[0].v.ptr += 2;
   ASSERT_STATUS(kt_kernel_tune(k, a, 7, &r), KT_ERR_ALIAS);
+  ASSERT_TRUE(r == NULL);
+  ASSERT_STATUS(kt_kernel_tune_shape(k, a, 7, &r), KT_ERR_ALIAS);
   ASSERT_TRUE(r == NULL);
   char buf[256];
   ASSERT_STATUS(kt_kernel_config_json(k, "VEC=8,ROWS=1,BLOCK=128", buf, sizeof buf), KT_OK);

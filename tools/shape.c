@@ -95,7 +95,9 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
           return -1;
         }
       }
-      uint64_t addr = 0x7f0000000000ULL + (uint64_t)i * 0x10000000ULL;
+      /* Made-up addresses 64 TiB apart: no two params' ranges overlap,
+      ** however long the call (kt_kernel_tune_shape reads none of them). */
+      uint64_t addr = 0x7f0000000000ULL + (uint64_t)i * (1ULL << 46);
       char *end;
       if (v && !strcmp(v->value, "null")) {
         addr = 0;

@@ -60,11 +60,10 @@ static int cached(kt_kernel *k, const kt_arg *shape, job *j) {
   return hit;
 }
 
-void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force) {
+void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, int force) {
   double t0 = tunejob_now();
   kt_arg shape[64];
   char err[1024];
-  kt_inputs *in = NULL;
   kt_tune_report *rep = NULL;
   j->config[0] = j->dflt[0] = j->message[0] = j->fault[0] = j->timed_at[0] = 0;
   j->time_us = j->default_us = -1;
@@ -75,10 +74,10 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force)
     snprintf(j->message, sizeof j->message, "%s", err);
   } else if (!force && cached(k, shape, j)) {
     /* done: nothing made, nothing launched */
-  } else if (kt_inputs_make(k, shape, n, seed, &in)) {
-    snprintf(j->message, sizeof j->message, "%s", cli_errmsg(rt));
   } else {
-    kt_status st = kt_kernel_tune(k, kt_inputs_args(in), n, &rep);
+    /* The tuning makes what it times: at the spec's tune_at sizes where it
+    ** gives them, never buffers as large as a long call's. */
+    kt_status st = kt_kernel_tune_shape(k, shape, n, &rep);
     if (st) {
       j->status = st == KT_ERR_DEVICE_FAULT ? JOB_FAULT : JOB_ERROR;
       snprintf(j->message, sizeof j->message, "%s", cli_errmsg(rt));
@@ -88,7 +87,6 @@ void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force)
     }
   }
   kt_tune_report_free(rep);
-  kt_inputs_free(in);
   j->secs = tunejob_now() - t0;
 }
 
@@ -129,7 +127,7 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
       snprintf(j->message, sizeof j->message, "device %d: %s", device, cli_errmsg(rt));
       j->config[0] = j->timed_at[0] = 0;
     } else {
-      tunejob_run(rt, ks[j->spec], j, (uint64_t)idx + 1, o->force);
+      tunejob_run(rt, ks[j->spec], j, o->force);
     }
     char res[4096];
     int len = tunejob_encode(j, res, sizeof res);

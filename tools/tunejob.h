@@ -65,9 +65,10 @@ typedef struct job {
 
 /* Seconds on a monotonic clock. */
 double tunejob_now(void);
-/* Tune (or find cached: without making inputs, unless force) one job on
-** rt; fills the result fields. */
-void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, uint64_t seed, int force);
+/* Tune one job on rt (kt_kernel_tune_shape: on inputs the tuning makes,
+** at the spec's tune_at sizes where it gives them), or find it cached
+** without touching the GPU, unless force; fills the result fields. */
+void tunejob_run(kt_runtime *rt, kt_kernel *k, job *j, int force);
 /* A worker's main: a runtime on device, jobs read from in, lines written
 ** to out. Returns the exit status (3 after a fault: the context is lost). */
 int tunejob_worker(const topts *o, int device, int in, int out);

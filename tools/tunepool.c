@@ -40,7 +40,7 @@ int run_inprocess(tune_run *r) {
     if (j->same_as < 0) {
       r->current = i;
       j->t_start = tunejob_now();
-      tunejob_run(rt, ks[j->spec], j, (uint64_t)i + 1, r->o.force);
+      tunejob_run(rt, ks[j->spec], j, r->o.force);
       r->current = -1;
       if (j->status == JOB_FAULT) run_note_fault(r, j);
     }

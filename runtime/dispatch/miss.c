@@ -260,7 +260,9 @@ static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt_
   int tunes = rt->mode == KT_MODE_TUNE || (rt->mode == KT_MODE_ASYNC && m->rep);
   if (!tunes || async || m->capturing || !rt->env.have_device) return without_tuning(m, out, cfg);
   kt__tuner *t;
-  if ((st = kt__tuner_new(&k->p, &rt->tune, m->c, args, m->json, &t))) return st;
+  kt__tuneopts o = rt->tune;
+  o.own_inputs = m->rep && m->rep->own_inputs;
+  if ((st = kt__tuner_new(&k->p, &o, m->c, args, m->json, &t))) return st;
   int held = 0;
   char host[256] = "";
   if (m->have_stored && !kt__tuner_open(t))

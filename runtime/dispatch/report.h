@@ -8,6 +8,8 @@
 struct kt__report {
   kt_tune_report pub;        /* first: what the caller holds */
   int tuned;                 /* filled by a tuning of this call */
+  int own_inputs;            /* kt_kernel_tune_shape: the call's pointers are
+                                made up; the tuning makes its inputs */
   char key[1024], config[512], dflt[512];
   char at[256];              /* pub.timed_at's text */
   kt_candidate *cand;

@@ -1,5 +1,6 @@
-/* kt_kernel_tune and kt_kernel_lookup: a call's key settled as kt_launch
-** would settle it (or only looked at), and what happened said as data. */
+/* kt_kernel_tune, kt_kernel_tune_shape and kt_kernel_lookup: a call's key
+** settled as kt_launch would settle it (or only looked at), and what
+** happened said as data. */
 #include <stdio.h>
 #include <string.h>
 
@@ -71,11 +72,14 @@ kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_
   return KT_OK;
 }
 
-kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
+/* kt_kernel_tune, on the call's buffers or (own_inputs) on inputs the
+** tuning makes. */
+static kt_status tune_call(kt_kernel *k, const kt_arg *args, int nargs, int own_inputs, kt_tune_report **out) {
   double t0 = kt__now_ms();
   kt__report *r;
   kt_status st = report_begin(k, out, &r);
   if (st) return st;
+  r->own_inputs = own_inputs;
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__choice *hit = NULL;
@@ -90,4 +94,12 @@ kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_re
   if (!r->tuned) kt__report_from_cache(k, r, known);
   *out = kt__report_done(r, t0);
   return st;
+}
+
+kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
+  return tune_call(k, args, nargs, 0, out);
+}
+
+kt_status kt_kernel_tune_shape(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
+  return tune_call(k, args, nargs, 1, out);
 }
