@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "../tools/shape.h"
 #include "../tools/tunejob.h"
 #include "harness.h"
 #include "ktune.h"
@@ -417,6 +418,32 @@ static void tune_worker_result_line(void) {
   ASSERT_TRUE(small[62] == '\n' && !memchr(small, '\n', 62));
 }
 
+/* A shape's made-up addresses leave a long call's params apart: its key is
+** looked up (ktune tune's "cached") without the alias rules seeing the
+** buffers overlap, up to 2^30 rows of 4096 (8 TiB a buffer). */
+static void shape_addresses_apart(void) {
+  kt_options o;
+  t_offline_options(&o);
+  o.no_cache = 1;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k), KT_OK);
+  static const char *shapes[] = {"N=262144,D=4096,G=1,T=bf16,W=bf16,rms=0",
+                                 "N=1073741824,D=4096,G=1,T=bf16,W=bf16,rms=0,res=null,res_out=null"};
+  for (int i = 0; i < 2; i++) {
+    kt_arg a[16];
+    char err[256];
+    ASSERT_EQ(shape_args(k, shapes[i], a, err, sizeof err), 0);
+    kt_tune_report *r = NULL;
+    kt_status st = kt_kernel_lookup(k, a, kt_kernel_nparams(k), &r);
+    if (st) t_fail(__FILE__, __LINE__, "%s: %s", shapes[i], kt_errmsg(rt));
+    ASSERT_TRUE(r != NULL && r->outcome == KT_TUNE_NOT_TUNED);
+    kt_tune_report_free(r);
+  }
+  kt_runtime_close(rt);
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: --help and --version", help_and_version},
@@ -428,6 +455,7 @@ const kt_test t_cli_tests[] = {
     {"cli: compile --shape: the one-program backward's rows over segments and clusters", compile_norm_row_spreads_rows},
     {"cli: tune and bench: argument and shapes-file errors", tune_arguments},
     {"cli: tune: a worker's result line round-trips, timed_at included", tune_worker_result_line},
+    {"cli: a shape's made-up addresses leave a long call's params apart", shape_addresses_apart},
     {"tools: host dtype conversions (f16, bf16, i32)", host_dtype_conversions},
     {"docs: the embedding example compiles and runs", embedding_example_compiles},
     {NULL, NULL},
