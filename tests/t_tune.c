@@ -3,10 +3,12 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "call/alias.h"
 #include "tune/compare.h"
 #include "tune/evidence.h"
+#include "tune/inputs.h"
 #include "tune/search.h"
 #include "tune/tuneat.h"
 #include "tune/tuner.h"
@@ -15,6 +17,7 @@
 #include "ktune.h"
 #include "dispatch/handles.h"
 #include "spec/spec.h"
+#include "spec/init.h"
 #include "cache/store.h"
 
 int kt__test_tuned_count(const kt_kernel *k);
@@ -483,6 +486,66 @@ static void reports_say_where_a_key_is_timed(void) {
   kt_runtime_close(rt);
 }
 
+/* The inputs' values (tune/inputs.h): the same bytes on one thread and on
+** seven (chunks seeded by their index; several chunks, the last part
+** full), another seed other bytes; randn's mean and variance, uniform's
+** bounds, mask's rate, arange, ones and a number exact; outputs zero;
+** permutation(n) a permutation of [0, n), repeated. */
+static void inputs_fill_values(void) {
+  kt_options o;
+  t_offline_options(&o);
+  o.no_cache = 1;
+  kt_runtime *rt;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k), KT_OK);
+  const size_t n = 3 * ((size_t)1 << 18) + 1000;
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  ASSERT_TRUE(a && b);
+  if (!a || !b) goto out;
+  static const char *inits[] = {"randn", "uniform(-0.5,0.5)", "mask(0.25)", "arange", "ones", "2.5"};
+  for (int g = 0; g < 6; g++) {
+    kt__param q = {.access = KT__IN};
+    ASSERT_EQ(kt__gen_parse(inits[g], &q.gen), 0);
+    ASSERT_EQ(kt__inputs_fill(&k->p, NULL, &q, KT_F32, a, n, 42, 1), 0);
+    ASSERT_EQ(kt__inputs_fill(&k->p, NULL, &q, KT_F32, b, n, 42, 7), 0);
+    if (memcmp(a, b, n * sizeof *a)) t_fail(__FILE__, __LINE__, "%s: one thread and seven differ", inits[g]);
+    double sum = 0, sq = 0, lo = a[0], hi = a[0];
+    long exact = 0;
+    for (size_t i = 0; i < n; i++) {
+      sum += a[i], sq += (double)a[i] * a[i];
+      lo = a[i] < lo ? a[i] : lo, hi = a[i] > hi ? a[i] : hi;
+      exact += a[i] == (g == 3 ? (float)i : g == 4 ? 1.f : 2.5f);
+    }
+    const double mean = sum / (double)n, var = sq / (double)n - mean * mean;
+    if (g == 0) {
+      ASSERT_TRUE(fabs(mean) < 0.01 && fabs(var - 1) < 0.01);
+      ASSERT_EQ(kt__inputs_fill(&k->p, NULL, &q, KT_F32, b, n, 43, 7), 0);
+      ASSERT_TRUE(memcmp(a, b, n * sizeof *a) != 0);
+    }
+    if (g == 1) ASSERT_TRUE(lo >= -0.5 && hi < 0.5 && fabs(mean) < 0.01);
+    if (g == 2) ASSERT_TRUE(lo == 0 && hi == 1 && fabs(mean - 0.25) < 0.01);
+    if (g >= 3) ASSERT_EQ(exact, (long)n);
+  }
+  kt__param out = {.access = KT__OUT};
+  a[5] = 1;
+  ASSERT_EQ(kt__inputs_fill(&k->p, NULL, &out, KT_F32, a, n, 42, 7), 0);
+  ASSERT_TRUE(a[5] == 0 && a[n - 1] == 0);
+  kt__param perm = {.access = KT__IN};
+  ASSERT_EQ(kt__gen_parse("permutation(1000)", &perm.gen), 0);
+  int32_t *m = (int32_t *)a;
+  ASSERT_EQ(kt__inputs_fill(&k->p, NULL, &perm, KT_I32, m, 2500, 42, 7), 0);
+  char seen[1000] = {0};
+  int dup = 0;
+  for (int i = 0; i < 1000; i++) dup += m[i] < 0 || m[i] >= 1000 || seen[m[i]]++;
+  ASSERT_EQ(dup, 0);
+  ASSERT_TRUE(m[1000] == m[0] && m[2499] == m[499]);
+out:
+  free(a);
+  free(b);
+  kt_runtime_close(rt);
+}
+
 /* kt_kernel_tune (and kt_kernel_tune_shape) as data, where no device can
 ** tune: the cache's row and trials when it has the key, else the default;
 ** and the codec. */
@@ -852,6 +915,7 @@ const kt_test t_tune_tests[] = {
     {"tune: alias rules on ranges", alias_partners},
     {"tune: a key with only rejected rows is measured again", rejected_keys_are_measured_again},
     {"tune: reports as data without a device; the codec in the public header", tune_reports_without_a_device},
+    {"tune: the inputs' values, the same on any number of threads", inputs_fill_values},
     {"tune: a report says where its call's key is timed (tune_at)", reports_say_where_a_key_is_timed},
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},

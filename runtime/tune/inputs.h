@@ -23,6 +23,12 @@ typedef struct kt__inputs {
 ** the call's. On failure the message is in kt_errmsg() of p's runtime;
 ** free in with kt__inputs_free in any case. */
 kt_status kt__inputs_make(kt__prog *p, const kt__call *c, const kt_arg *args, uint64_t seed, kt__inputs *in);
+/* n values of param q (of type dt) into host, as its init says for the
+** call c, from seed, on up to nthreads threads: the same bytes for any
+** nthreads (floats and masks are made in chunks seeded by their index).
+** 0, or -1 when out of memory. */
+int kt__inputs_fill(const kt__prog *p, const kt__call *c, const kt__param *q, kt_dtype dt, void *host, size_t n,
+                    uint64_t seed, int nthreads);
 void kt__inputs_free(kt__inputs *in);
 
 #endif
