@@ -19,6 +19,7 @@ with WSH = 1, each forced. GPU times through CUDA graphs (inference: no
 statistics written), % of the copy bandwidth measured at the start, as
 make bench counts it. The thirty-third run in docs/kernels.md is an
 example."""
+import itertools
 import json
 import os
 import shutil
@@ -45,7 +46,8 @@ PATCHES = [
      "    T *const mine = reinterpret_cast<T *>(reinterpret_cast<char *>(stage_mem) + wsh_bytes) + (long long)sub * NS"
      " * CAP;\n"),
     ("      issue(k + STAGES - 1);\n      kt::cp_async_wait<STAGES - 1>();\n",
-     "      issue(k + STAGES - 1);\n      kt::cp_async_wait<STAGES - 1>();\n      if (WSH && k == 0) __syncthreads();\n"),
+     "      issue(k + STAGES - 1);\n      kt::cp_async_wait<STAGES - 1>();\n"
+     "      if (WSH && k == 0) __syncthreads();\n"),
 ]
 
 
@@ -86,22 +88,23 @@ def worst(c, y):
     return ((y.double() - ref).abs().max() / ref.abs().max()).item()
 
 
+def pct(c, us, copy_gbs):
+    """us as a percentage of the copy bandwidth, for case c's bytes (x in, y out)."""
+    return 100.0 * 2 * c.T * c.D * c.es / us / 1e3 / copy_gbs
+
+
 def sweep(k, args, c, copy_gbs):
     """Every pipelined config (VEC = 8) the spec admits for args, with WSH
     0 and 1 each: the three fastest of each, as (us, % of copy, config)."""
     best = {0: [], 1: []}
-    for blk in (256, 512, 1024):
-        for rows in (1, 2, 4, 8):
-            for items in (1, 2, 3, 4):
-                for st in (2, 3, 4):
-                    for ws in (0, 1):
-                        cfg = "BLOCK=%d,ROWS=%d,VEC=8,ITEMS=%d,STAGES=%d,PACK=0,OCC=1,WSH=%d" % (blk, rows, items, st, ws)
-                        try:
-                            k.launch(args, config=cfg)
-                        except ktune.KtuneError:
-                            continue
-                        t = bk.graph_time_us(lambda: k.launch(args, config=cfg))
-                        best[ws].append((t, 100.0 * 2 * c.T * c.D * c.es / t / 1e3 / copy_gbs, cfg))
+    for blk, rows, items, st, ws in itertools.product((256, 512, 1024), (1, 2, 4, 8), (1, 2, 3, 4), (2, 3, 4), (0, 1)):
+        cfg = "BLOCK=%d,ROWS=%d,VEC=8,ITEMS=%d,STAGES=%d,PACK=0,OCC=1,WSH=%d" % (blk, rows, items, st, ws)
+        try:
+            k.launch(args, config=cfg)
+        except ktune.KtuneError:
+            continue
+        t = bk.graph_time_us(lambda: k.launch(args, config=cfg))
+        best[ws].append((t, pct(c, t, copy_gbs), cfg))
     return {ws: sorted(v)[:3] for ws, v in best.items()}
 
 
@@ -130,15 +133,14 @@ def main():
         for _ in range(ROUNDS):
             for name, k in (("shipped", shipped), ("staged", staged)):
                 times[name].append(bk.graph_time_us(lambda: k.launch(args)))
-        pct = lambda us: 100.0 * 2 * c.T * c.D * c.es / us / 1e3 / copy_gbs  # noqa: E731
         for name in ("shipped", "staged"):
             t = min(times[name])
-            out.append((s, name, t, pct(t), " ".join("%.2f" % v for v in times[name]), cfg[name]))
+            out.append((s, name, t, pct(c, t, copy_gbs), " ".join("%.2f" % v for v in times[name]), cfg[name]))
             print("  %-22s %s %6.2f us %3.0f%%  [%s]  %s" % out[-1], flush=True)
         if os.environ.get("SWEEP") == "1":
-            for ws, rows in sweep(staged, args, c, copy_gbs).items():
-                for t, p, cfg in rows:
-                    out.append((s, "piped WSH=%d" % ws, t, p, "", cfg))
+            for ws, picks in sweep(staged, args, c, copy_gbs).items():
+                for t, p, forced in picks:
+                    out.append((s, "piped WSH=%d" % ws, t, p, "", forced))
                     print("  %-22s %s %6.2f us %3.0f%%  [%s]  %s" % out[-1], flush=True)
         torch.cuda.empty_cache()
     print("\n| case | space | µs (best) | % of copy | rounds | config |")
