@@ -20,7 +20,6 @@ far two timings of one config differ). Graph times of the backward alone
 and with its reduce; dx, dw and db against float64
 (probe_norm_bwd.reference). The thirty-first run in docs/kernels.md is an
 example."""
-import json
 import os
 import shutil
 import sys
@@ -62,24 +61,8 @@ CASES = pb.cases_from_env("16778x1000x0,16778x1000x1,4096x4096x0,1024x16384x0,10
 def strided_spec(src_dir, out_dir):
     """layernorm.cu with PATCHES and layernorm_bwd as layernorm_bwd_strided
     (pipelined configs only), in out_dir; the spec's path."""
-    with open(os.path.join(src_dir, "layernorm.cu")) as f:
-        text = f.read()
-    for anchor, repl in PATCHES:
-        if text.count(anchor) != 1:
-            sys.exit("probe_bwd_order: anchor found %d times: %r" % (text.count(anchor), anchor[:60]))
-        text = text.replace(anchor, repl)
-    with open(os.path.join(out_dir, "layernorm.cu"), "w") as f:
-        f.write(text)
-    with open(os.path.join(src_dir, "kt_device.cuh")) as f, open(os.path.join(out_dir, "kt_device.cuh"), "w") as g:
-        g.write(f.read())
-    with open(os.path.join(src_dir, "layernorm_bwd.json")) as f:
-        spec = json.load(f)
-    spec["name"] = "layernorm_bwd_strided"
-    spec["constraints"].append("STAGES > 0")
-    path = os.path.join(out_dir, "layernorm_bwd_strided.json")
-    with open(path, "w") as f:
-        json.dump(spec, f)
-    return path
+    return pb.patched_copy(src_dir, out_dir, "layernorm_bwd", "layernorm_bwd_strided", PATCHES,
+                           lambda spec: spec["constraints"].append("STAGES > 0"))
 
 
 def main():

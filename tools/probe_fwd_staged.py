@@ -20,7 +20,6 @@ statistics written), % of the copy bandwidth measured at the start, as
 make bench counts it. The thirty-third run in docs/kernels.md is an
 example."""
 import itertools
-import json
 import os
 import shutil
 import sys
@@ -31,6 +30,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench_kernels as bk  # noqa: E402
+import probe_norm_bwd as pb  # noqa: E402
 import ktune  # noqa: E402
 
 CASES = os.environ.get("CASES", "1024x16384x0xbf16,1366x12288x0xbf16,2048x8192x0xbf16,4096x4096x0xbf16,"
@@ -54,26 +54,14 @@ PATCHES = [
 def staged_spec(src_dir, out_dir):
     """layernorm.cu with PATCHES and layernorm_fwd as layernorm_fwd_staged
     (WSH = 1 with a pipeline admitted), in out_dir; the spec's path."""
-    with open(os.path.join(src_dir, "layernorm.cu")) as f:
-        text = f.read()
-    for anchor, repl in PATCHES:
-        if text.count(anchor) != 1:
-            sys.exit("probe_fwd_staged: anchor found %d times: %r" % (text.count(anchor), anchor[:60]))
-        text = text.replace(anchor, repl)
-    with open(os.path.join(out_dir, "layernorm.cu"), "w") as f:
-        f.write(text)
-    shutil.copy(os.path.join(src_dir, "kt_device.cuh"), out_dir)
-    with open(os.path.join(src_dir, "layernorm_fwd.json")) as f:
-        spec = json.load(f)
-    spec["name"] = "layernorm_fwd_staged"
-    old = "WSH == 0 || (STAGES == 0 && ITEMS > 0"
-    spec["constraints"] = [c.replace(old, "WSH == 0 || (ITEMS > 0") for c in spec["constraints"]]
-    if not any(c.startswith("WSH == 0 || (ITEMS > 0") for c in spec["constraints"]):
-        sys.exit("probe_fwd_staged: the WSH constraint was not found")
-    path = os.path.join(out_dir, "layernorm_fwd_staged.json")
-    with open(path, "w") as f:
-        json.dump(spec, f)
-    return path
+    old, new = "WSH == 0 || (STAGES == 0 && ITEMS > 0", "WSH == 0 || (ITEMS > 0"
+
+    def edit(spec):
+        if not any(old in c for c in spec["constraints"]):
+            sys.exit("layernorm_fwd_staged: the WSH constraint was not found")
+        spec["constraints"] = [c.replace(old, new) for c in spec["constraints"]]
+
+    return pb.patched_copy(src_dir, out_dir, "layernorm_fwd", "layernorm_fwd_staged", PATCHES, edit)
 
 
 def worst(c, y):

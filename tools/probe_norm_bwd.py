@@ -36,18 +36,34 @@ WIDE = {"STAGES": [0, 2, 3, 4, 6, 8], "ROWS": [1, 2, 4, 8, 16, 32]}
 CASES = ((4096, 4096, 1), (4096, 4096, 0), (16778, 1000, 1), (16778, 1000, 0), (1024, 16384, 0))
 
 
-def wide_spec(src_dir, out_dir):
-    """layernorm_bwd with WIDE's values, as layernorm_bwd_wide in out_dir."""
-    for f in ("layernorm.cu", "kt_device.cuh"):
-        shutil.copy(os.path.join(src_dir, f), out_dir)
-    with open(os.path.join(src_dir, "layernorm_bwd.json")) as f:
+def patched_copy(src_dir, out_dir, base, name, patches, edit):
+    """A copy of spec base (base.json in src_dir) as name in out_dir, for a
+    probe: layernorm.cu with patches ((anchor, replacement) pairs, each
+    anchor found once, else the probe exits naming it) and kt_device.cuh
+    beside it, the spec renamed and changed by edit(spec). The spec's path."""
+    with open(os.path.join(src_dir, "layernorm.cu")) as f:
+        text = f.read()
+    for anchor, repl in patches:
+        if text.count(anchor) != 1:
+            sys.exit("%s: anchor found %d times: %r" % (name, text.count(anchor), anchor[:60]))
+        text = text.replace(anchor, repl)
+    with open(os.path.join(out_dir, "layernorm.cu"), "w") as f:
+        f.write(text)
+    shutil.copy(os.path.join(src_dir, "kt_device.cuh"), out_dir)
+    with open(os.path.join(src_dir, base + ".json")) as f:
         spec = json.load(f)
-    spec["name"] = "layernorm_bwd_wide"
-    spec["config"].update(WIDE)
-    path = os.path.join(out_dir, "layernorm_bwd_wide.json")
+    spec["name"] = name
+    edit(spec)
+    path = os.path.join(out_dir, name + ".json")
     with open(path, "w") as f:
         json.dump(spec, f)
     return path
+
+
+def wide_spec(src_dir, out_dir):
+    """layernorm_bwd with WIDE's values, as layernorm_bwd_wide in out_dir."""
+    return patched_copy(src_dir, out_dir, "layernorm_bwd", "layernorm_bwd_wide", [],
+                        lambda spec: spec["config"].update(WIDE))
 
 
 def reference(c):
