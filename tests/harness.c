@@ -133,6 +133,16 @@ kt_runtime *t_offline(int no_cache) {
   return t_open(&o);
 }
 
+kt_kernel *t_offline_kernel(const char *spec, kt_runtime **rt) {
+  kt_kernel *k = NULL;
+  *rt = t_offline(1);
+  if (*rt && !kt_kernel_load(*rt, spec, &k)) return k;
+  t_fail(__FILE__, __LINE__, "%s: %s", spec, *rt ? kt_errmsg(*rt) : kt_errmsg(NULL));
+  kt_runtime_close(*rt);
+  *rt = NULL;
+  return NULL;
+}
+
 /* One value from SQLite, for assertions on rows. */
 long long t_db_int(const char *path, const char *sql) {
   sqlite3 *db;

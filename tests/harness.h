@@ -40,6 +40,10 @@ void t_offline_options(struct kt_options *o);
 /* A runtime with those options; NULL when it cannot be opened. Close with
 ** kt_runtime_close(). */
 struct kt_runtime *t_offline(int no_cache);
+/* Spec loaded into such a runtime without a cache (*rt); NULL, the test
+** failed and *rt NULL, when either cannot be made. */
+struct kt_kernel;
+struct kt_kernel *t_offline_kernel(const char *spec, struct kt_runtime **rt);
 /* A runtime with options o; NULL when it cannot be opened. */
 struct kt_runtime *t_open(const struct kt_options *o);
 

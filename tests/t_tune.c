@@ -492,13 +492,9 @@ static void reports_say_where_a_key_is_timed(void) {
 ** bounds, mask's rate, arange, ones and a number exact; outputs zero;
 ** permutation(n) a permutation of [0, n), repeated. */
 static void inputs_fill_values(void) {
-  kt_runtime *rt = t_offline(1);
-  kt_kernel *k = NULL;
-  ASSERT_TRUE(rt && !kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k));
-  if (!k) {
-    kt_runtime_close(rt);
-    return;
-  }
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("kernels_src/layernorm_fwd.json", &rt);
+  if (!k) return;
   const size_t n = 3 * ((size_t)1 << 18) + 1000;
   float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
   ASSERT_TRUE(a && b);

@@ -23,13 +23,9 @@ example."""
 import os
 import shutil
 import sys
-import tempfile
-
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import bench_kernels as bk  # noqa: E402
 import probe_norm_bwd as pb  # noqa: E402
 import ktune  # noqa: E402
 
@@ -66,11 +62,7 @@ def strided_spec(src_dir, out_dir):
 
 
 def main():
-    budget = float(os.environ.get("PROBE_BUDGET_S", "6"))
-    rt = ktune.Runtime(mode="tune", budget_s=budget)
-    copy_gbs = bk.copy_bandwidth()
-    print("device: %s; copy %.0f GB/s; budget %.0f s a key" % (torch.cuda.get_device_name(0), copy_gbs, budget))
-    tmp = tempfile.mkdtemp()
+    rt, _, copy_gbs, tmp = pb.probe_start(6)
     fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
     strided = rt.kernel(strided_spec(ktune.kernels_dir(), tmp))
     out = []

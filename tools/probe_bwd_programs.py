@@ -14,13 +14,11 @@ thirty-first run in docs/kernels.md is an example."""
 import os
 import shutil
 import sys
-import tempfile
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import bench_kernels as bk  # noqa: E402
 import probe_norm_bwd as pb  # noqa: E402
 import ktune  # noqa: E402
 
@@ -29,12 +27,8 @@ CASES = pb.cases_from_env("16778x1000x0,16778x1000x1,4096x4096x0,4096x4096x1,102
 
 
 def main():
-    budget = float(os.environ.get("PROBE_BUDGET_S", "8"))
-    rt = ktune.Runtime(mode="tune", budget_s=budget)
+    rt, _, copy_gbs, tmp = pb.probe_start(8)
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
-    copy_gbs = bk.copy_bandwidth()
-    print("device: %s; copy %.0f GB/s; budget %.0f s a key" % (torch.cuda.get_device_name(0), copy_gbs, budget))
-    tmp = tempfile.mkdtemp()
     fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
     wide = rt.kernel(pb.wide_spec(ktune.kernels_dir(), tmp))
     out = []

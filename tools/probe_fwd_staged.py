@@ -23,7 +23,6 @@ import itertools
 import os
 import shutil
 import sys
-import tempfile
 
 import torch
 
@@ -97,11 +96,7 @@ def sweep(k, args, c, copy_gbs):
 
 
 def main():
-    budget = float(os.environ.get("PROBE_BUDGET_S", "6"))
-    rt = ktune.Runtime(mode="tune", budget_s=budget)
-    copy_gbs = bk.copy_bandwidth()
-    print("device: %s; copy %.0f GB/s; budget %.0f s a key" % (torch.cuda.get_device_name(0), copy_gbs, budget))
-    tmp = tempfile.mkdtemp()
+    rt, _, copy_gbs, tmp = pb.probe_start(6)
     shipped = rt.kernel("layernorm_fwd")
     staged = rt.kernel(staged_spec(ktune.kernels_dir(), tmp))
     out = []

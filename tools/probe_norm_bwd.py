@@ -36,6 +36,18 @@ WIDE = {"STAGES": [0, 2, 3, 4, 6, 8], "ROWS": [1, 2, 4, 8, 16, 32]}
 CASES = ((4096, 4096, 1), (4096, 4096, 0), (16778, 1000, 1), (16778, 1000, 0), (1024, 16384, 0))
 
 
+def probe_start(default_budget):
+    """A probe's start: a tuning runtime with $PROBE_BUDGET_S seconds a key
+    (default_budget without it), the copy bandwidth measured now, both
+    printed with the device's name. (runtime, budget, copy GB/s, a new
+    temporary folder.)"""
+    budget = float(os.environ.get("PROBE_BUDGET_S", default_budget))
+    rt = ktune.Runtime(mode="tune", budget_s=budget)
+    copy_gbs = bk.copy_bandwidth()
+    print("device: %s; copy %.0f GB/s; budget %.0f s a key" % (torch.cuda.get_device_name(0), copy_gbs, budget))
+    return rt, budget, copy_gbs, tempfile.mkdtemp()
+
+
 def patched_copy(src_dir, out_dir, base, name, patches, edit):
     """A copy of spec base (base.json in src_dir) as name in out_dir, for a
     probe: layernorm.cu with patches ((anchor, replacement) pairs, each
@@ -188,13 +200,9 @@ def variants_of(cfg):
 
 
 def main():
-    budget = float(os.environ.get("PROBE_BUDGET_S", "8"))
-    rt = ktune.Runtime(mode="tune", budget_s=budget)
+    rt, budget, copy_gbs, tmp = probe_start(8)
     rt_short = ktune.Runtime(mode="tune", budget_s=budget / 3)
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
-    copy_gbs = bk.copy_bandwidth()
-    print("device: %s; copy %.0f GB/s; budget %.0f s a key" % (torch.cuda.get_device_name(0), copy_gbs, budget))
-    tmp = tempfile.mkdtemp()
     fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
     wide = rt.kernel(wide_spec(ktune.kernels_dir(), tmp))
     bwd_short = rt_short.kernel("layernorm_bwd")
