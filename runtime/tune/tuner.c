@@ -648,8 +648,11 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   double t_trials = kt__now_ms();
   remeasure(t);
   int bad;
-  /* Rejections on inputs the tuner made are the key's already. */
-  if (!t->at.on && kt__confirm_rejections(t->p, &t->base, t->orig, reference, caller, t->key, t->cand, t->ncand, &bad))
+  /* Rejections on inputs the tuner made are the key's already: those at
+  ** the tune_at sizes, and its own at the call's (the confirmation would
+  ** make the same inputs again, from the same seed). */
+  const int made = t->at.on || t->o.own_inputs;
+  if (!made && kt__confirm_rejections(t->p, &t->base, t->orig, reference, caller, t->key, t->cand, t->ncand, &bad))
     return faulted(t, &t->cand[bad], t->cand[bad].detail);
   pick(t, reference);
   const kt__tuneresult *y = &t->res;
