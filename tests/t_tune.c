@@ -497,8 +497,10 @@ static void inputs_fill_values(void) {
   if (!k) return;
   const size_t n = 3 * ((size_t)1 << 18) + 1000;
   float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
-  ASSERT_TRUE(a && b);
-  if (!a || !b) goto out;
+  if (!a || !b) {
+    t_fail(__FILE__, __LINE__, "out of memory");
+    goto out;
+  }
   static const char *inits[] = {"randn", "uniform(-0.5,0.5)", "mask(0.25)", "arange", "ones", "2.5"};
   for (int g = 0; g < 6; g++) {
     kt__param q = {.access = KT__IN};
