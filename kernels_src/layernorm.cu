@@ -18,14 +18,20 @@
 // copies the next STAGES - 1 tiles into shared memory while the current one
 // is reduced.
 //
-// layernorm_fwd and layernorm_bwd_reduce set options.pdl: on sm_90+ the
-// runtime launches them while the kernel before them drains, so they wait
-// (grid_wait) before their first access to global memory. The backward
-// lets the kernel after it (the reduce) launch once its rows are done
-// (grid_trigger): the reduce's blocks are then resident when the backward's
-// partial rows land. Launched early itself, the backward's one-block-per-SM
-// programs ran a quarter slower back to back, with the next launch's blocks
-// resident beside them all along, so it is not.
+// layernorm_fwd, layernorm_bwd_row and layernorm_bwd_reduce set
+// options.pdl: on sm_90+ the runtime launches them while the kernel before
+// them drains, so they wait (grid_wait) before their first access to global
+// memory. The forward and the reduce then let the kernel after them launch
+// at once (grid_trigger); the backward entries let it launch only once
+// their rows are done, so that the reduce's blocks are resident when the
+// partial rows land but not beside the streaming programs all along (with
+// that, the one-block-per-SM programs ran a quarter slower back to back).
+// layernorm_bwd is not launched early itself. Its persistent programs
+// gained 0.5-1 us at most tuned picks launched early, but lost up to 2.5 us
+// at others in the same process (H100: RMSNorm 1024x16384 in 66 blocks of
+// 512, 43.0 -> 45.1 us with its reduce), and a pick with several blocks an
+// SM took 48.0 us where an earlier run, launched plainly, took 39.9: most
+// likely blocks placed while the kernel before drains land unevenly.
 #include "kt_device.cuh"
 
 namespace kt {
@@ -183,8 +189,7 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 // Programmatic dependent launch. grid_trigger lets the next kernel's blocks
 // be scheduled before this block exits (they still wait for this whole grid
 // in grid_wait); grid_wait blocks until the previous kernel in the stream has
-// completed and its writes are visible, then triggers. No-ops in a launch
-// without it.
+// completed and its writes are visible. No-ops in a launch without it.
 __device__ __forceinline__ void grid_trigger() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -194,7 +199,6 @@ __device__ __forceinline__ void grid_wait() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  grid_trigger();
 }
 
 // A thread's VEC running sums of item j kept in shared memory (the
@@ -442,6 +446,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
   extern __shared__ float4 stage_mem[];
   (void)rms;
   kt::grid_wait();
+  kt::grid_trigger();
   if constexpr (WSH) {
     // D * sizeof(W) is a multiple of 16 and w, b are 16-byte aligned (the spec).
     W *const ws = reinterpret_cast<W *>(stage_mem);
@@ -790,6 +795,9 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   const int bs = (n_rows + P - 1) / P;
   const long long p0 = (long long)prog * bs;
   if (p0 >= n_rows) return;  // the whole cluster: one program's rows
+  // Launched early (layernorm_bwd_row's options.pdl): nothing global is
+  // read before the kernel before has finished; a no-op in a plain launch.
+  kt::grid_wait();
   const long long p1 = min(p0 + bs, (long long)n_rows);
   // This block's rows: MG > 1, a share of the program's (maybe none: the
   // block still joins the merge); else all of them.
@@ -1153,6 +1161,7 @@ layernorm_bwd_reduce(W *__restrict__ dw, W *__restrict__ db, float *__restrict__
                      float *__restrict__ db_part, int n_rows, int D, int P) {
   __shared__ float sw[SP][BD], sb[SP][BD];
   kt::grid_wait();
+  kt::grid_trigger();
   const int c = blockIdx.x * BD + threadIdx.x;
   const int bs = P > 0 ? (n_rows + P - 1) / P : 0;
   const int parts = bs > 0 ? (n_rows + bs - 1) / bs : 0;

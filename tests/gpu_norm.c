@@ -1015,6 +1015,95 @@ static void small_norm_staged_weight(void) {
   kt_runtime_close(rt);
 }
 
+/* dy poisoned, then slow_copy writes it from src and the backward (its
+** reduce too, unless row) runs at cfg, all on stream s; checked. 1 where
+** cfg is refused. The kernels run once before, on the uploaded dy, so
+** that no compilation between the launches lets slow_copy end first. */
+static int bwd_after_copy(kt_kernel *copy, kt_kernel *k, kt_kernel *kr, int row, nbufs *nb, uint64_t src,
+                          kt_stream s, const char *cfg) {
+  kt_runtime *rt = nb->x.rt;
+  const size_t words = nb->c.T * (size_t)nb->c.D * kt_dtype_size(nb->c.dt) / 4;
+  kt_arg ca[] = {kt_arg_ptr(nb->dy.ptr, KT_I32), kt_arg_ptr(src, KT_I32), kt_arg_i32((int)words),
+                 kt_arg_i64(2000000)};
+  kt_arg a[14], r[7];
+  const int na = row ? 13 : 14;
+  if (row)
+    row_args(nb, a);
+  else
+    bwd_args(nb, a);
+  red_args(nb, r);
+  kt_status st = KT_OK;
+  for (int pass = 0; pass < 2 && !st; pass++) {
+    g_buf *out[] = {&nb->dy, &nb->dx, &nb->dw_part, &nb->db_part, &nb->dw, &nb->db};
+    for (size_t i = pass ? 0 : 1; i < sizeof out / sizeof out[0]; i++)
+      if (g_buf_poison(out[i])) return -1;
+    if (pass) st = kt_launch(copy, s, ca, 4);
+    if (!st) st = cfg ? kt_launch_config(k, s, a, na, cfg) : kt_launch(k, s, a, na);
+    if (st == KT_ERR_CONSTRAINT) return 1;
+    if (!st && !row) st = kt_launch(kr, s, r, 7);
+    if (!st) st = kt_stream_sync(rt, s);
+  }
+  if (st) {
+    t_fail(__FILE__, __LINE__, "%s %s: %s", row ? "layernorm_bwd_row" : "layernorm_bwd", cfg ? cfg : "",
+           kt_errmsg(rt));
+    return -1;
+  }
+  return check_grads(nb, cfg);
+}
+
+/* layernorm_bwd_row and layernorm_bwd_reduce are launched early
+** (options.pdl, sm_90+): their blocks may start while the kernel before
+** them still runs, so nothing global may be read before it ends (without
+** the backward's wait, dx was NaN here). slow_copy (which lets them launch
+** at once, spins about a millisecond, then copies) writes dy over its
+** poison just before each backward, on one stream, and dx, dw and db must
+** come from the copied dy (against float64): layernorm_bwd_row pipelined;
+** layernorm_bwd, with the reduce launched early after it, at the default
+** config, pipelined with shared sums, and on sm_90 in clusters that split
+** the columns and that split the rows. */
+static void small_norm_backward_launched_early(void) {
+  static const struct {
+    int row, cl;
+    const char *cfg;
+  } runs[] = {
+      {0, 1, NULL},
+      {0, 1, "BLOCK=64,ROWS=1,VEC=8,ITEMS=2,STAGES=2,ACC=1,CL=1,MG=1,REREAD=0,HOLD=0"},
+      {0, 2, "BLOCK=64,ROWS=1,VEC=8,ITEMS=1,STAGES=0,ACC=0,CL=2,MG=1,REREAD=0,HOLD=0"},
+      {0, 2, "BLOCK=128,ROWS=1,VEC=8,ITEMS=1,STAGES=3,ACC=0,CL=1,MG=2,REREAD=0,HOLD=0"},
+      {1, 1, "BLOCK=128,ROWS=1,VEC=8,ITEMS=1,STAGES=2,CL=1,MG=1"},
+  };
+  kt_kernel *copy, *b, *r, *w;
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF);
+  if (!rt) return;
+  if (g_load_kernels(rt, "tests/specs/slow_copy.json", &copy, "kernels_src/layernorm_bwd.json", &b,
+                     "kernels_src/layernorm_bwd_reduce.json", &r, "kernels_src/layernorm_bwd_row.json", &w, NULL)) {
+    kt_runtime_close(rt);
+    return;
+  }
+  const ncase c = {300, 1024, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0};
+  nbufs nb;
+  uint64_t src = 0;
+  kt_stream s = NULL;
+  const size_t bytes = (size_t)c.T * c.D * kt_dtype_size(c.dt);
+  if (nb_setup(&nb, rt, c, 16, 1500)) {
+    kt_runtime_close(rt);
+    return;
+  }
+  ASSERT_STATUS(kt_device_alloc(rt, bytes, &src), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, src, nb.dy.stage, bytes), KT_OK);
+  ASSERT_STATUS(kt_stream_create(rt, &s), KT_OK);
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    if (runs[i].cl > 1 && !has_clusters(rt)) continue;
+    int rc = bwd_after_copy(copy, runs[i].row ? w : b, r, runs[i].row, &nb, src, s, runs[i].cfg);
+    if (rc > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
+    if (rc) break;
+  }
+  kt_stream_destroy(rt, s);
+  kt_device_free(rt, src);
+  nb_free(&nb);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_norm_tests[] = {
     {"norm_every_shape_default_config", norm_every_shape_default_config},
     {"norm_backward_tile_larger_than_rows", norm_backward_tile_larger_than_rows},
@@ -1026,5 +1115,6 @@ const kt_test gpu_norm_tests[] = {
     {"small_norm_pipelined", small_norm_pipelined},
     {"small_norm_staged_weight", small_norm_staged_weight},
     {"small_norm_one_row", small_norm_one_row},
+    {"small_norm_backward_launched_early", small_norm_backward_launched_early},
     {NULL, NULL},
 };
