@@ -126,10 +126,8 @@ def main():
                     out.append((s, "piped WSH=%d" % ws, t, p, "", forced))
                     print("  %-22s %s %6.2f us %3.0f%%  [%s]  %s" % out[-1], flush=True)
         torch.cuda.empty_cache()
-    print("\n| case | space | µs (best) | % of copy | rounds | config |")
-    print("| --- | --- | ---: | ---: | --- | --- |")
-    for r in out:
-        print("| %s | %s | %.2f | %.0f%% | %s | %s |" % r)
+    pb.markdown_rows(("case", "space", "µs (best):", "% of copy:", "rounds", "config"),
+                     "%s | %s | %.2f | %.0f%% | %s | %s", out)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

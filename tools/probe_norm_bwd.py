@@ -183,12 +183,20 @@ def run(out, copy_gbs, name, label, k, red, c, P, weight=True, config=None):
     return cfg
 
 
+def markdown_rows(head, fmt, rows):
+    """rows as a markdown table after a blank line. head: the column names,
+    each ending in ':' where the column is right-aligned; fmt: the %
+    format of one row's cells, joined by ' | '."""
+    print("\n| %s |" % " | ".join(h.rstrip(":") for h in head))
+    print("| %s |" % " | ".join("---:" if h.endswith(":") else "---" for h in head))
+    for r in rows:
+        print("| %s |" % (fmt % r))
+
+
 def print_table(out):
     """The rows of run() as a markdown table."""
-    print("\n| case | run | bwd alone µs | % of copy | bwd + reduce µs | % of copy | error | config |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for r in out:
-        print("| %s | %s | %.1f | %.0f%% | %.1f | %.0f%% | %s | %s |" % r)
+    markdown_rows(("case", "run", "bwd alone µs:", "% of copy:", "bwd + reduce µs:", "% of copy:", "error:", "config"),
+                  "%s | %s | %.1f | %.0f%% | %.1f | %.0f%% | %s | %s", out)
 
 
 def variants_of(cfg):
