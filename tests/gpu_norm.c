@@ -1053,14 +1053,15 @@ static int bwd_after_copy(kt_kernel *copy, kt_kernel *k, kt_kernel *kr, int row,
 
 /* layernorm_bwd_row and layernorm_bwd_reduce are launched early
 ** (options.pdl, sm_90+): their blocks may start while the kernel before
-** them still runs, so nothing global may be read before it ends (without
-** the backward's wait, dx was NaN here). slow_copy (which lets them launch
-** at once, spins about a millisecond, then copies) writes dy over its
-** poison just before each backward, on one stream, and dx, dw and db must
-** come from the copied dy (against float64): layernorm_bwd_row pipelined;
-** layernorm_bwd, with the reduce launched early after it, at the default
-** config, pipelined with shared sums, and on sm_90 in clusters that split
-** the columns and that split the rows. */
+** them still runs, so nothing global may be read before it ends (with
+** layernorm_bwd launched early too and the backward's wait deleted, dx was
+** NaN here on an H100). slow_copy (which lets them launch at once, spins
+** about a millisecond, then copies) writes dy over its poison just before
+** each backward, on one stream, and dx, dw and db must come from the
+** copied dy (against float64): layernorm_bwd_row pipelined; layernorm_bwd,
+** with the reduce launched early after it, at the default config,
+** pipelined with shared sums, and on sm_90 in clusters that split the
+** columns and that split the rows. */
 static void small_norm_backward_launched_early(void) {
   static const struct {
     int row, cl;
