@@ -62,57 +62,42 @@ def toggled_spec(src_dir, out_dir, base):
     return pb.patched_copy(src_dir, out_dir, base, name, [] if shipped else PATCHES, edit), shipped
 
 
-def checked(k, red, c, P, cfg):
-    """k's dx, dw (and db) at config cfg against c.ref: the largest error.
-    P 0: k is layernorm_bwd_row (no reduce)."""
-    dx = torch.full_like(c.x, float("nan"))
-    if not P:
-        dw = torch.full_like(c.w, float("nan"))
-        db = torch.full_like(c.b, float("nan")) if not c.rms else None
-        k.launch([dx, dw, c.arg(db), c.dy, c.x, c.w, None if c.rms else c.mean, c.rstd, None, c.T, c.D, 1, c.rms],
-                 config=cfg)
-        torch.cuda.synchronize()
-        errs = [pb.worst(dx, c.ref[0]), pb.worst(dw, c.ref[1])] + ([] if c.rms else [pb.worst(db, c.ref[2])])
-        return max(errs) if all(e == e for e in errs) else float("nan")
-    dwp, dw = torch.empty(P, c.D, device=bk.dev), torch.full_like(c.w, float("nan"))
-    dbp = torch.empty(P, c.D, device=bk.dev) if not c.rms else None
-    db = torch.full_like(c.b, float("nan")) if not c.rms else None
-    k.launch([dx, dwp, dbp, c.dy, c.x, c.w, None if c.rms else c.mean, c.rstd, None, c.T, c.D, 1, P, c.rms],
-             config=cfg)
-    red.launch([dw, c.arg(db), dwp, dbp, c.T, c.D, P])
-    torch.cuda.synchronize()
-    errs = [pb.worst(dx, c.ref[0]), pb.worst(dw, c.ref[1])] + ([] if c.rms else [pb.worst(db, c.ref[2])])
-    return max(errs) if all(e == e for e in errs) else float("nan")
-
-
-def launchers(fwd, red, c, P):
-    """(backward + reduce, forward + backward + reduce) for a backward kernel
-    and config: functions of (k, cfg) that return what graph_time_us times;
-    and the backward's arguments. P 0: layernorm_bwd_row, no reduce."""
-    dx = torch.empty_like(c.x)
-    dwp, dw = torch.empty(P, c.D, device=bk.dev), torch.empty_like(c.w)
-    dbp = torch.empty(P, c.D, device=bk.dev) if not c.rms else None
+def call_args(c, P):
+    """The backward's and the reduce's arguments for case c at P, and the
+    (dx, dw, db) they write (db None for RMSNorm). P 0: layernorm_bwd_row's
+    arguments, which write dw and db themselves, and no reduce (None)."""
+    dx, dw = torch.empty_like(c.x), torch.empty_like(c.w)
     db = torch.empty_like(c.b) if not c.rms else None
-    y = torch.empty_like(c.x)
-    fargs = [y, c.x, None, c.nb, c.w, c.arg(c.b), c.mean, c.rstd, c.T, c.D, 1, c.eps, c.rms]
-    bargs = [dx, dwp, dbp, c.dy, c.x, c.w, None if c.rms else c.mean, c.rstd, None, c.T, c.D, 1, P, c.rms]
-    rargs = [dw, c.arg(db), dwp, dbp, c.T, c.D, P]
+    mean = None if c.rms else c.mean
     if not P:
-        bargs = [dx, dw, c.arg(db), c.dy, c.x, c.w, None if c.rms else c.mean, c.rstd, None, c.T, c.D, 1, c.rms]
+        return [dx, dw, c.arg(db), c.dy, c.x, c.w, mean, c.rstd, None, c.T, c.D, 1, c.rms], None, (dx, dw, db)
+    dwp = torch.empty(P, c.D, device=bk.dev)
+    dbp = torch.empty(P, c.D, device=bk.dev) if not c.rms else None
+    return ([dx, dwp, dbp, c.dy, c.x, c.w, mean, c.rstd, None, c.T, c.D, 1, P, c.rms],
+            [dw, c.arg(db), dwp, dbp, c.T, c.D, P], (dx, dw, db))
 
-    def pair(k, cfg):
-        def go():
-            k.launch(bargs, config=cfg)
-            if P:
-                red.launch(rargs)
-        return go
 
-    def triple(k, cfg):
-        def go():
-            fwd.launch(fargs)
-            pair(k, cfg)()
-        return go
-    return pair, triple, bargs
+def launcher(red, call, k, cfg):
+    """A function that launches k at config cfg on call's arguments (a
+    call_args result), then the reduce where there is one."""
+    bargs, rargs, _ = call
+
+    def go():
+        k.launch(bargs, config=cfg)
+        if rargs:
+            red.launch(rargs)
+    return go
+
+
+def checked(red, c, call, k, cfg):
+    """k's dx, dw (and db) at config cfg against c.ref, their outputs
+    poisoned first: the largest error."""
+    outs = [t for t in call[2] if t is not None]
+    for t in outs:
+        t.fill_(float("nan"))
+    launcher(red, call, k, cfg)()
+    torch.cuda.synchronize()
+    return pb.grads_error(c, *call[2])
 
 
 def main():
@@ -128,10 +113,20 @@ def main():
     def one(c):
         P = 0 if row else pb.shipped_programs(c)
         name = "%s %s" % (pb.case_name(c), "row" if row else "P=%d" % P)
-        pair, triple, bargs = launchers(fwd, red, c, P)
-        bwd.launch(bargs)
-        cfg = bwd.config_for(bargs)
-        errs = {s: checked(k, red, c, P, cfg) for s, k in specs}
+        call = call_args(c, P)
+        fargs = [torch.empty_like(c.x), c.x, None, c.nb, c.w, c.arg(c.b), c.mean, c.rstd, c.T, c.D, 1, c.eps, c.rms]
+        bwd.launch(call[0])
+        cfg = bwd.config_for(call[0])
+        errs = {s: checked(red, c, call, k, cfg) for s, k in specs}
+        pair = lambda k, cfg: launcher(red, call, k, cfg)  # noqa: E731
+
+        def triple(k, cfg):
+            both = launcher(red, call, k, cfg)
+
+            def go():
+                fwd.launch(fargs)
+                both()
+            return go
         pct = lambda us: 100.0 * 3 * c.T * c.D * c.es / us / 1e3 / copy_gbs  # noqa: E731
         timed = ("bwd", "fwd + bwd") if row else ("bwd + reduce", "fwd + bwd + reduce")
         for what, make in zip(timed, (pair, triple)):

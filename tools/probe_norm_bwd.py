@@ -96,6 +96,13 @@ def worst(got, want):
     return ((got.double() - want).abs().max() / want.abs().max()).item()
 
 
+def grads_error(c, dx, dw, db):
+    """The largest error of dx, dw and db (db None without a bias) against
+    c.ref; NaN where any is NaN."""
+    errs = [worst(dx, c.ref[0]), worst(dw, c.ref[1])] + ([worst(db, c.ref[2])] if db is not None else [])
+    return max(errs) if all(e == e for e in errs) else float("nan")
+
+
 def bwd_times(bwd, red, c, P, weight, config=None):
     """(backward alone, backward + reduce, config, largest error) at P,
     tuned or with config forced; weight False drops weight and bias (and
@@ -118,8 +125,7 @@ def bwd_times(bwd, red, c, P, weight, config=None):
             t.fill_(float("nan"))
         launch()
         red.launch(rargs)
-        errs = [worst(dx, c.ref[0]), worst(dw, c.ref[1])] + ([worst(db, c.ref[2])] if db is not None else [])
-        err = max(errs) if all(e == e for e in errs) else float("nan")
+        err = grads_error(c, dx, dw, db)
     launch()
     alone = bk.graph_time_us(launch)
     total = alone
