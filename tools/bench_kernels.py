@@ -29,6 +29,8 @@ REPS, REPLAYS = 20, 15
 # BENCH_BIG=1: only the rows at 16M elements (norm_rows), the rows issue
 # 17's bandwidth targets are about.
 BIG_ONLY = os.environ.get("BENCH_BIG") == "1"
+# BENCH_NORM=rms or layer: the grid of that norm alone (a run split in parts).
+NORMS = {"rms": (1,), "layer": (0,)}.get(os.environ.get("BENCH_NORM", ""), (1, 0))
 dev = torch.device("cuda")
 
 
@@ -150,7 +152,7 @@ def norm_rows(D, nsm):
 def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D, variants=True):
     ks = [rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce", "layernorm_bwd_row")]
     for name in dtypes:
-        for rms in (1, 0):
+        for rms in NORMS:
             for D in dims:
                 for T in norm_rows(D, nsm):
                     bench_norm(ks, NormCase(T, D, name, rms), nsm, copy_gbs)
