@@ -4,11 +4,10 @@ for issue 17's backward target, not part of `make bench`.
 
 The shipped kernels are copied into a temporary folder as a spec with
 options.pdl the other way: layernorm_bwd_nopdl where the shipped spec
-sets it, else layernorm_bwd_pdl, whose layernorm.cu gets a wait for the
-kernel before (griddepcontrol.wait, without letting the next kernel
-launch: the backward does that once its rows are done) before a
-program's first access to global memory. A launch without the attribute
-returns from that wait at once, so the two differ in the launch alone.
+sets it, else layernorm_bwd_pdl. The backward code both entries share
+already waits for the kernel before (kt::grid_wait) before a program's
+first access to global memory, and a launch without the attribute returns
+from that wait at once, so the two differ in the launch alone.
 
 For each case (CASES as TxDxRMS, comma-separated; bf16, the weight, and the
 bias for LayerNorm; at the P that ktune.ops passes): the shipped key tuned
@@ -41,25 +40,17 @@ CASES = ("65536x256x0,16778x1000x0,10923x1536x0,4096x4096x0,3277x5120x0,2048x819
          "16778x1000x1,4096x4096x1,1024x16384x1")
 ROW_CASES = "1x1000x0,1x4096x0,1x16384x0,16x4096x0,64x4096x0,1x4096x1,16x1000x1"
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
-PATCHES = [
-    ("  if (p0 >= n_rows) return;  // the whole cluster: one program's rows\n",
-     "  if (p0 >= n_rows) return;  // the whole cluster: one program's rows\n"
-     "#if __CUDA_ARCH__ >= 900\n"
-     "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");\n"
-     "#endif\n"),
-]
 
 
 def toggled_spec(src_dir, out_dir, base):
     """Spec base with options.pdl the other way, as base_pdl or base_nopdl
-    in out_dir (layernorm.cu with PATCHES where the shipped spec lacks
-    it, so that its backward waits); (its path, whether the shipped spec
-    sets options.pdl)."""
+    in out_dir, beside an unchanged copy of its source; (its path, whether
+    the shipped spec sets options.pdl)."""
     with open(os.path.join(src_dir, base + ".json")) as f:
         shipped = json.load(f).get("options", {}).get("pdl", False)
     name = base + ("_nopdl" if shipped else "_pdl")
     edit = lambda spec: spec.setdefault("options", {}).__setitem__("pdl", not shipped)  # noqa: E731
-    return pb.patched_copy(src_dir, out_dir, base, name, [] if shipped else PATCHES, edit), shipped
+    return pb.patched_copy(src_dir, out_dir, base, name, [], edit), shipped
 
 
 def call_args(c, P):
