@@ -30,7 +30,9 @@ REPS, REPLAYS = 20, 15
 # 17's bandwidth targets are about.
 BIG_ONLY = os.environ.get("BENCH_BIG") == "1"
 # BENCH_NORM=rms or layer: the grid of that norm alone (a run split in parts).
-NORMS = {"rms": (1,), "layer": (0,)}.get(os.environ.get("BENCH_NORM", ""), (1, 0))
+NORMS = {"": (1, 0), "rms": (1,), "layer": (0,)}.get(os.environ.get("BENCH_NORM", ""))
+if NORMS is None:
+    sys.exit("bench_kernels.py: BENCH_NORM=%r: rms, layer or unset" % os.environ["BENCH_NORM"])
 dev = torch.device("cuda")
 
 
