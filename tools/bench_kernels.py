@@ -33,6 +33,15 @@ BIG_ONLY = os.environ.get("BENCH_BIG") == "1"
 NORMS = {"": (1, 0), "rms": (1,), "layer": (0,)}.get(os.environ.get("BENCH_NORM", ""))
 if NORMS is None:
     sys.exit("bench_kernels.py: BENCH_NORM=%r: rms, layer or unset" % os.environ["BENCH_NORM"])
+# BENCH_ROWS=T,T,...: the grid's rows at these T (any, between the grid's
+# own) in place of norm_rows' four, for every D given (the variants' rows
+# start at the first).
+try:
+    ROWS_GIVEN = tuple(int(t) for t in os.environ["BENCH_ROWS"].split(",")) if os.environ.get("BENCH_ROWS") else ()
+except ValueError:
+    ROWS_GIVEN = (0,)
+if any(t < 1 for t in ROWS_GIVEN):
+    sys.exit("bench_kernels.py: BENCH_ROWS=%r: positive row counts, comma-separated" % os.environ["BENCH_ROWS"])
 dev = torch.device("cuda")
 
 
@@ -146,7 +155,9 @@ VARIANT_D = (1000, 4096, 16384)
 
 def norm_rows(D, nsm):
     """The rows timed at D: 16M elements (at most 65536 rows), one wave,
-    16 and 1; the first alone under BIG_ONLY."""
+    16 and 1; the first alone under BIG_ONLY; BENCH_ROWS's where given."""
+    if ROWS_GIVEN:
+        return ROWS_GIVEN
     rows = (min(65536, -(-(1 << 24) // D)), nsm, 16, 1)
     return rows[:1] if BIG_ONLY else rows
 

@@ -12,7 +12,10 @@ replays), in one process, and the table says:
   same_bytes_copy_us), the yardstick at this size, beside make bench's
   (1 GiB).
 
-Usage: probe_tuner_rank.py [fwd|bwd|both] [TxD,...]"""
+`row` ranks layernorm_bwd_row's trials instead (one program, a few rows:
+the shapes ktune.ops sends it), in the dtype PROBE_DTYPE (default bf16).
+
+Usage: probe_tuner_rank.py [fwd|bwd|both|row] [TxD,...]"""
 import json
 import os
 import sqlite3
@@ -88,14 +91,15 @@ def main():
     tmp = tempfile.mkdtemp()
     db = os.path.join(tmp, "probe.db")
     rt = ktune.Runtime(mode="tune", budget_s=budget, cache_path=db)
-    fwd, bwd, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
+    fwd, bwd, row = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_row"))
+    dtype = os.environ.get("PROBE_DTYPE", "bf16")
     copy_gbs = bk.copy_bandwidth()
     print("device: %s; copy %.0f GB/s (1 GiB); budget %.0f s a key"
           % (torch.cuda.get_device_name(0), copy_gbs, budget), flush=True)
     out = []
     for T, D in shapes:
         for rms in (1, 0):
-            c = bk.NormCase(T, D, "bf16", rms)
+            c = bk.NormCase(T, D, dtype, rms)
             name = "%s %dx%d" % ("rmsnorm" if rms else "layernorm", T, D)
             y = torch.empty_like(c.x)
             if what in ("fwd", "both"):
@@ -103,6 +107,14 @@ def main():
                 fwd.launch(args)
                 pick, timed = rank(fwd, args, db)
                 report(name + " fwd", 2 * T * D * c.es, copy_gbs, pick, timed, out)
+            if what == "row":
+                mean, rstd = bk.saved_stats(fwd, c)
+                dx, dw = torch.empty_like(c.x), torch.empty_like(c.w)
+                dbias = torch.empty_like(c.b) if c.b is not None else None
+                args = [dx, dw, c.arg(dbias), torch.randn_like(c.x), c.x, c.w, mean, rstd, None, T, D, 1, rms]
+                row.launch(args)
+                pick, timed = rank(row, args, db)
+                report(name + " row", 3 * T * D * c.es, copy_gbs, pick, timed, out)
             if what in ("bwd", "both"):
                 mean = None if rms else torch.empty(T, device=bk.dev)
                 rstd = torch.empty(T, device=bk.dev)
