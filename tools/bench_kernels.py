@@ -10,7 +10,9 @@ time for the same work, and PyTorch time / ktune time.
 Kernel times are GPU times: 20 calls captured in a CUDA graph, replayed,
 timed with CUDA events, median of 15 replays divided by 20; so Python's
 own launch cost is left out for both sides (`bench_overhead.py` measures
-that). Every key is tuned (cold) before it is timed."""
+that). Every key is tuned (cold) before it is timed. A norm row where
+torch comes within 5% of ktune is timed three times, in turn, and says so
+("3 rounds"): each side's median of the three."""
 import os
 import statistics
 import sys
@@ -72,6 +74,28 @@ def gpu_time_us(fn):
         print("  (eager timing: %s)" % str(e).splitlines()[0][:80])
         torch.cuda.synchronize()
         return eager_time_us(fn)
+
+
+# Rows where torch's time is within CLOSE of ktune's are timed twice more,
+# ktune and torch in turn, and each side's median of the three is the row's:
+# these rows decide "no slower than torch", and one pair of timings has shown
+# a side several times slower for a moment (H100: a forward of 2.2 us timed
+# once at 12.0, then at 2.2-2.3 in three rounds).
+CLOSE = 1.05
+
+
+def paired_times(kt_fn, th_fn, t_kt=None):
+    """(ktune's µs, torch's µs, whether the row took three rounds): one
+    timing each (t_kt, where given, is ktune's), three where they are close."""
+    t_kt = gpu_time_us(kt_fn) if t_kt is None else t_kt
+    t_th = gpu_time_us(th_fn)
+    if t_th >= CLOSE * t_kt:
+        return t_kt, t_th, False
+    kts, ths = [t_kt], [t_th]
+    for _ in range(2):
+        kts.append(gpu_time_us(kt_fn))
+        ths.append(gpu_time_us(th_fn))
+    return statistics.median(kts), statistics.median(ths), True
 
 
 def graph_time_us(fn):
@@ -250,6 +274,9 @@ def saved_stats(fwd, c):
     return mean, rstd
 
 
+THREE = ("", ", 3 rounds")  # a row's label where paired_times took three
+
+
 def bench_norm(ks, c, nsm, copy_gbs):
     """The forward (no statistics: inference) and the backward of one case,
     each against PyTorch's."""
@@ -260,10 +287,10 @@ def bench_norm(ks, c, nsm, copy_gbs):
     ins = [c.x, c.r, c.arg(h), c.arg(c.w), c.arg(c.b)]
     args = [y] + ins + [None, None, c.T, c.D, 1, c.eps, c.rms]
     fwd.launch(args)
-    t_kt = gpu_time_us(lambda: fwd.launch(args))
-    t_th = gpu_time_us(torch_norm_fwd(c))
+    t_kt, t_th, again = paired_times(lambda: fwd.launch(args), torch_norm_fwd(c))
     nio = 2 if c.r is None else 4
-    report(family + " fwd", c.label, nio * c.T * c.D * c.es, t_kt, t_th, copy_gbs, fwd.config_for(args))
+    report(family + " fwd", c.label + THREE[again], nio * c.T * c.D * c.es, t_kt, t_th, copy_gbs,
+           fwd.config_for(args))
     # Backward: dx, dw (and db) from h (x + res, or x), dy and the saved statistics.
     mean = None if c.rms else torch.empty(c.T, device=dev)
     rstd = torch.empty(c.T, device=dev)
@@ -272,10 +299,11 @@ def bench_norm(ks, c, nsm, copy_gbs):
     dy = torch.randn_like(c.x)
     dres = torch.randn_like(c.x) if c.r is not None else None
     best, seen = bench_norm_bwd(ks, c, nsm, hin, dy, dres, mean, rstd)
-    t_th = gpu_time_us(torch_norm_bwd(c, hin, dy, dres))
+    t_kt, t_th, again = paired_times(best[3], torch_norm_bwd(c, hin, dy, dres), best[0])
     print("    backward by P: " + "; ".join(seen))
     nio = 3 if dres is None else 4
-    report(family + " bwd", "%s %s" % (c.label, best[1]), nio * c.T * c.D * c.es, best[0], t_th, copy_gbs, best[2])
+    report(family + " bwd", "%s %s%s" % (c.label, best[1], THREE[again]), nio * c.T * c.D * c.es, t_kt, t_th,
+           copy_gbs, best[2])
 
 
 def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
@@ -295,8 +323,9 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
     if norm_bwd_one_program(T, D, 1):
         # layernorm_bwd_row writes dw and db itself (no partial rows, no reduce).
         wargs = [dx, c.arg(dw), c.arg(db), dy, h, c.arg(w)] + stats + [c.rms]
-        t = gpu_time_us(lambda: row.launch(wargs))
-        return (t, "row", row.config_for(wargs)), ["row %.1f [%s]" % (t, row.config_for(wargs))]
+        go = lambda: row.launch(wargs)  # noqa: E731
+        t = gpu_time_us(go)
+        return (t, "row", row.config_for(wargs), go), ["row %.1f [%s]" % (t, row.config_for(wargs))]
     if c.default and os.environ.get("BENCH_SWEEP_P") == "1":
         Ps = sorted({min(max(1, nsm * k // 4), T) for k in (1, 2, 4, 8, 16)})
     else:
@@ -308,7 +337,7 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
         bargs = [dx, dwp, dbp, dy, h, c.arg(w)] + stats + [P, c.rms]
         rargs = [c.arg(dw), c.arg(db), dwp, dbp, T, D, P]
 
-        def kt_bwd():
+        def kt_bwd(bargs=bargs, rargs=rargs):
             bwd.launch(bargs)
             if w is not None or b is not None:
                 red.launch(rargs)
@@ -316,7 +345,7 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
         t = gpu_time_us(kt_bwd)
         seen.append("P=%d %.1f [%s]" % (P, t, bwd.config_for(bargs)))
         if best is None or t < best[0]:
-            best = (t, "P=%d" % P, bwd.config_for(bargs))
+            best = (t, "P=%d" % P, bwd.config_for(bargs), kt_bwd)
     return best, seen
 
 
