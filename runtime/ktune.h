@@ -199,7 +199,10 @@ typedef enum kt_strategy {
                                  device chose (the user cache's) */
   KT_STRATEGY_LOCAL = 3       /* from the default config, to the best config
                                  at most one step away in each field, until
-                                 none is better (or the budget is spent) */
+                                 none is better; where it stalls, a batch in
+                                 the random order, and on from the best
+                                 measured; it ends at the first batch that
+                                 finds nothing better (or the budget) */
 } kt_strategy;
 
 /* What became of one candidate config in a tuning: the status column of

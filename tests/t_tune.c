@@ -856,6 +856,88 @@ static void random_search_tries_other_keys_configs_first(void) {
   kt_runtime_close(sc.rt);
 }
 
+/* A made-up time for a layernorm_bwd config, in the shape of what the
+** device shows: the streaming path (ITEMS = 0) far behind, 16-byte vectors
+** and a pipeline ahead; distinct for every candidate (i's share). */
+static double made_up_us(const kt__spec *s, const int64_t *cfg, int i) {
+  double t = 40.0 + 1e-6 * i;
+  for (int f = 0; f < s->ncfields; f++) {
+    const char *n = s->cfields[f].name;
+    double v = (double)cfg[f], l2 = log2(v > 0 ? v : 1);
+    if (!strcmp(n, "ITEMS") && v == 0) t += 360;
+    if (!strcmp(n, "VEC")) t += (3 - l2) * 4;
+    if (!strcmp(n, "STAGES")) t += v == 0 ? 6 : v - 2;
+    if (!strcmp(n, "BLOCK")) t += fabs(l2 - 8) * 1.5;
+    if (!strcmp(n, "ROWS") || !strcmp(n, "MG")) t += l2;
+    if (!strcmp(n, "CL")) t += (v - 1) * 3;
+    if (!strcmp(n, "ACC") || !strcmp(n, "REREAD")) t += 0.5 * v;
+  }
+  return t;
+}
+
+/* The local search where constraints leave the default config few valid
+** neighbours, all on the slow path (layernorm_bwd at D = 4096: 3 of them,
+** every one streaming). Where the climb stalls it measures one batch in
+** the seeded order and climbs on from the best measured; it ends at the
+** first batch that finds nothing better. Here it ends at the best config
+** of the whole space, having measured a fraction of it. */
+static void local_search_leaves_a_stall_through_a_batch(void) {
+  kt_runtime *rt = t_offline(1);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", &k), KT_OK);
+  const kt_arg a[] = {kt_arg_ptr(0x100000, KT_BF16), kt_arg_ptr(0x200000, KT_F32), kt_arg_ptr(0x300000, KT_F32),
+                      kt_arg_ptr(0x400000, KT_BF16), kt_arg_ptr(0x500000, KT_BF16), kt_arg_ptr(0x600000, KT_BF16),
+                      kt_arg_ptr(0x700000, KT_F32), kt_arg_ptr(0x800000, KT_F32), kt_arg_ptr(0, KT_BF16),
+                      kt_arg_i32(16384), kt_arg_i32(4096), kt_arg_i32(1), kt_arg_i32(132), kt_arg_i32(0)};
+  kt__call c;
+  char key[512];
+  ASSERT_STATUS(kt__call_bind(&k->p, a, 14, &c), KT_OK);
+  ASSERT_STATUS(kt_kernel_key(k, a, 14, key, sizeof key), KT_OK);
+  kt__tuner *t;
+  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &c, a, key, &t), KT_OK);
+  int n;
+  const kt__cand *tc = kt__tuner_candidates(t, &n);
+  kt__cand *cand = malloc((size_t)n * sizeof *cand);
+  ASSERT_TRUE(cand);
+  memcpy(cand, tc, (size_t)n * sizeof *cand);
+  const kt__spec *s = k->p.spec;
+  int64_t dflt[KT_MAX_CFIELDS];
+  cfg_of(k, "BLOCK=128,ROWS=1,VEC=1,ITEMS=0,STAGES=0,ACC=0,CL=1,MG=1,REREAD=0,HOLD=0", dflt);
+  int fastest = 0;
+  for (int i = 1; i < n; i++)
+    if (made_up_us(s, cand[i].cfg, i) < made_up_us(s, cand[fastest].cfg, fastest)) fastest = i;
+  int items = -1;
+  for (int f = 0; f < s->ncfields; f++)
+    if (!strcmp(s->cfields[f].name, "ITEMS")) items = f;
+  ASSERT_TRUE(items >= 0);
+  kt__search sr = {s, cand, n, dflt, 12345, 8};
+  _Alignas(8) unsigned char state[KT__STRATEGY_STATE] = {0};
+  int *batch = malloc((size_t)n * sizeof *batch), rounds = 0, measured = 0, m, best = -1, sampled_at = -1;
+  ASSERT_TRUE(batch);
+  while ((m = kt__strategy_local.next(&sr, state, batch)) > 0 && rounds++ < n) {
+    /* A batch of 8 while the best so far streams: the stall's batch. */
+    if (sampled_at < 0 && best >= 0 && cand[best].cfg[items] == 0 && m == sr.batch) sampled_at = measured;
+    for (int j = 0; j < m; j++) {
+      ASSERT_EQ(cand[batch[j]].status, KT__PENDING);
+      cand[batch[j]].status = KT_TRIAL_OK;
+      cand[batch[j]].median = made_up_us(s, cand[batch[j]].cfg, batch[j]);
+      if (best < 0 || cand[batch[j]].median < cand[best].median) best = batch[j];
+    }
+    measured += m;
+  }
+  /* The climb from the default stalled on the streaming path, a batch of 8
+  ** left it, and the search ended at the fastest config of the space
+  ** having measured fewer than half of them. */
+  ASSERT_TRUE(sampled_at > 1 && sampled_at < 16);
+  ASSERT_EQ(best, fastest);
+  ASSERT_TRUE(measured < n / 2);
+  free(batch);
+  free(cand);
+  kt__tuner_free(t);
+  kt_runtime_close(rt);
+}
+
 /* The fallback where a constraint refuses the default: the valid config
 ** that changes the fewest fields, each changed field's value nearest the
 ** default's in the spec's list, not the first config of the whole space.
@@ -920,5 +1002,6 @@ const kt_test t_tune_tests[] = {
     {"tune: ktune key and ktune lint", cli_key_and_lint},
     {"tune: pruning judges a field value beside each of the candidate's others", pruning_judges_values_beside_each_other},
     {"tune: the random search tries other keys' configs first", random_search_tries_other_keys_configs_first},
+    {"tune: the local search leaves a stall through a batch", local_search_leaves_a_stall_through_a_batch},
     {NULL, NULL},
 };

@@ -60,6 +60,11 @@ extern const kt__strategy kt__strategy_exhaustive, kt__strategy_random, kt__stra
 ** candidates); NULL for an unknown code. */
 const kt__strategy *kt__strategy_for(kt_strategy which, int pending);
 
+/* Up to max pending candidates into batch, the first in the seeded order:
+** the seeds (other keys' configs, the most chosen first), then an order
+** fixed by s->seed; returns how many. */
+int kt__search_sample(const kt__search *s, int *batch, int max);
+
 static inline int kt__cand_ok(const kt__cand *cd) { return cd->status == KT_TRIAL_OK; }
 
 #endif
