@@ -876,16 +876,16 @@ static double made_up_us(const kt__spec *s, const int64_t *cfg, int i) {
 }
 
 /* The local search where constraints leave the default config few valid
-** neighbours, all on the slow path (layernorm_bwd at D = 4096: 3 of them,
-** every one streaming). Where the climb stalls it measures one batch in
-** the seeded order and climbs on from the best measured; it ends at the
-** first batch that finds nothing better. Here it ends at the best config
-** of the whole space, having measured a fraction of it. */
+** neighbours, all on the slow path (layernorm_bwd at D = 4096: a climb
+** from the default never leaves the streaming path). Where the climb
+** stalls it measures one batch in the seeded order and climbs on from the
+** best measured; it ends at the first batch that finds nothing better.
+** Here it ends at the best config of the whole space, having measured
+** fewer than half of it. */
 static void local_search_leaves_a_stall_through_a_batch(void) {
-  kt_runtime *rt = t_offline(1);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", &k), KT_OK);
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("kernels_src/layernorm_bwd.json", &rt);
+  if (!k) return;
   const kt_arg a[] = {kt_arg_ptr(0x100000, KT_BF16), kt_arg_ptr(0x200000, KT_F32), kt_arg_ptr(0x300000, KT_F32),
                       kt_arg_ptr(0x400000, KT_BF16), kt_arg_ptr(0x500000, KT_BF16), kt_arg_ptr(0x600000, KT_BF16),
                       kt_arg_ptr(0x700000, KT_F32), kt_arg_ptr(0x800000, KT_F32), kt_arg_ptr(0, KT_BF16),
