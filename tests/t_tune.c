@@ -29,10 +29,9 @@ int kt__test_tuned_count(const kt_kernel *k);
 /* The token count is "ignore": every T maps to one key. (The upstream bug:
 ** a key holding NB = cdiv(T, 2048) tuned again for every new T.) */
 static void keys_ignore_what_the_spec_says(void) {
-  kt_runtime *rt = t_offline(1);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("kernels_src/rmsnorm.json", &rt);
+  if (!k) return;
   static const int Ts[] = {1, 7, 32, 100, 450, 500, 5000, 10000, 20000, 24000};
   char first[512], key[512];
   for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
@@ -49,10 +48,9 @@ static void keys_ignore_what_the_spec_says(void) {
 }
 
 static void alignment_classes(void) {
-  kt_runtime *rt = t_offline(1);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("kernels_src/rmsnorm.json", &rt);
+  if (!k) return;
   static const struct {
     uint64_t off;
     const char *want;
@@ -68,10 +66,9 @@ static void alignment_classes(void) {
 }
 
 static void pow2_buckets(void) {
-  kt_runtime *rt = t_offline(1);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one.json", &k), KT_OK);
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("tests/specs/add_one.json", &rt);
+  if (!k) return;
   static const long long ns[][2] = {{1, 1}, {2, 2}, {3, 4}, {1000, 1024}, {1024, 1024}, {1025, 2048}, {0, 0}};
   for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
     kt_arg a[] = {kt_arg_ptr(0x1000, KT_F32), kt_arg_i64(ns[i][0])};
@@ -650,10 +647,9 @@ static void *race(void *arg) {
 }
 
 static void single_flight(void) {
-  kt_runtime *rt = t_offline(1);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("kernels_src/rmsnorm.json", &rt);
+  if (!k) return;
   racer r[16];
   pthread_t t[16];
   for (int i = 0; i < 16; i++) {
@@ -745,10 +741,9 @@ static void cfg_of(kt_kernel *k, const char *text, int64_t *cfg) {
 ** REREAD = 1 lost in clusters (CL = 2) and won without; judging STAGES = 2
 ** alone pruned the winner (BLOCK = 1024, CL = 1) before it was measured. */
 static void pruning_judges_values_beside_each_other(void) {
-  kt_runtime *rt = t_offline(1);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", &k), KT_OK);
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("kernels_src/layernorm_bwd.json", &rt);
+  if (!k) return;
   const kt__spec *s = k->p.spec;
   kt__evidence *e = kt__evidence_new(s);
   ASSERT_TRUE(e);
@@ -947,10 +942,9 @@ static void local_search_leaves_a_stall_through_a_batch(void) {
 ** to 64; n = 100 needs both fields; n = 2000 keeps the default; n = 10 has
 ** none, and the error names the constraint the default fails. */
 static void fallback_is_the_valid_config_nearest_the_default(void) {
-  kt_runtime *rt = t_offline(1);
-  if (!rt) return;
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one_near.json", &k), KT_OK);
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("tests/specs/add_one_near.json", &rt);
+  if (!k) return;
   static const struct {
     int64_t n;
     const char *want;
