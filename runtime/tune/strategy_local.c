@@ -50,11 +50,11 @@ static int start(const kt__search *s) {
   return cur;
 }
 
-/* The best candidate measured: among cur's neighbours (near), or all. */
-static int best_from(const kt__search *s, int cur, int near) {
+/* The best candidate measured, cur where none is better. */
+static int best_from(const kt__search *s, int cur) {
   int best = cur;
   for (int i = 0; i < s->ncand; i++)
-    if ((!near || neighbours(s->spec, s->cand[i].cfg, s->cand[cur].cfg)) && better(s, i, best)) best = i;
+    if (better(s, i, best)) best = i;
   return best;
 }
 
@@ -73,11 +73,11 @@ static int next(const kt__search *s, void *st, int *batch) {
     for (int i = 0; i < s->ncand; i++)
       if (s->cand[i].status == KT__PENDING && neighbours(s->spec, s->cand[i].cfg, s->cand[cur].cfg)) batch[m++] = i;
     if (m) return m;
-    /* Every neighbour is decided: move to the best of them, if better;
-    ** else to the best measured anywhere (a batch's), if better; else
+    /* Every neighbour is decided. cur is the best measured until its
+    ** neighbours or a batch find better (it starts as the best, and moves
+    ** only to the best): move to that, a neighbour or a batch's; else
     ** measure a batch, once for each place the climb stalls. */
-    int best = best_from(s, cur, 1);
-    if (best == cur) best = best_from(s, cur, 0);
+    int best = best_from(s, cur);
     if (best == cur) {
       if (w->sampled) break;
       w->sampled = 1;
