@@ -851,22 +851,24 @@ static void random_search_tries_other_keys_configs_first(void) {
   kt_runtime_close(sc.rt);
 }
 
+/* Config field name of cfg, through the spec's index of its fields. */
+static double cfg_field(const kt__spec *s, const int64_t *cfg, const char *name) {
+  int f = kt__spec_cfield(s, name, strlen(name));
+  if (f >= 0) return (double)cfg[f];
+  t_fail(__FILE__, __LINE__, "%s: no config field %s", s->name, name);
+  return 0;
+}
+
 /* A made-up time for a layernorm_bwd config, in the shape of what the
 ** device shows: the streaming path (ITEMS = 0) far behind, 16-byte vectors
 ** and a pipeline ahead; distinct for every candidate (i's share). */
 static double made_up_us(const kt__spec *s, const int64_t *cfg, int i) {
-  double t = 40.0 + 1e-6 * i;
-  for (int f = 0; f < s->ncfields; f++) {
-    const char *n = s->cfields[f].name;
-    double v = (double)cfg[f], l2 = log2(v > 0 ? v : 1);
-    if (!strcmp(n, "ITEMS") && v == 0) t += 360;
-    if (!strcmp(n, "VEC")) t += (3 - l2) * 4;
-    if (!strcmp(n, "STAGES")) t += v == 0 ? 6 : v - 2;
-    if (!strcmp(n, "BLOCK")) t += fabs(l2 - 8) * 1.5;
-    if (!strcmp(n, "ROWS") || !strcmp(n, "MG")) t += l2;
-    if (!strcmp(n, "CL")) t += (v - 1) * 3;
-    if (!strcmp(n, "ACC") || !strcmp(n, "REREAD")) t += 0.5 * v;
-  }
+#define F(name) cfg_field(s, cfg, name)
+  const double stages = F("STAGES");
+  double t = 40.0 + 1e-6 * i + (F("ITEMS") == 0 ? 360 : 0) + (3 - log2(F("VEC"))) * 4 +
+             (stages == 0 ? 6 : stages - 2) + fabs(log2(F("BLOCK")) - 8) * 1.5 + log2(F("ROWS")) + log2(F("MG")) +
+             (F("CL") - 1) * 3 + 0.5 * (F("ACC") + F("REREAD"));
+#undef F
   return t;
 }
 
@@ -902,9 +904,7 @@ static void local_search_leaves_a_stall_through_a_batch(void) {
   int fastest = 0;
   for (int i = 1; i < n; i++)
     if (made_up_us(s, cand[i].cfg, i) < made_up_us(s, cand[fastest].cfg, fastest)) fastest = i;
-  int items = -1;
-  for (int f = 0; f < s->ncfields; f++)
-    if (!strcmp(s->cfields[f].name, "ITEMS")) items = f;
+  const int items = kt__spec_cfield(s, "ITEMS", 5);
   ASSERT_TRUE(items >= 0);
   kt__search sr = {s, cand, n, dflt, 12345, 8};
   _Alignas(8) unsigned char state[KT__STRATEGY_STATE] = {0};
