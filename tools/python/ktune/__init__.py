@@ -284,6 +284,30 @@ class Kernel:
             self._rt._raise(st)
         return buf.value.decode()
 
+    def settle_shape(self, args):
+        """Whether the key of the call args describes (a kt_arg array:
+        made-up addresses allowed) is settled for good, so that every launch
+        of it takes one config: the cache has it (kt_kernel_lookup), or, in
+        tune mode, this process settled it or settles it now, tuning on
+        inputs the tuning makes (kt_kernel_tune_shape). In async mode a key
+        the cache lacks may run on a stand-in until its tuning ends: not
+        settled. False also where the call is refused (its launch then says
+        why)."""
+        got = self._outcome(lib().kt_kernel_lookup, args)
+        if got == _capi.KT_TUNE_CACHED or (got == _capi.KT_TUNE_KNOWN and self._rt.mode == "tune"):
+            return True
+        return self._rt.mode == "tune" and got is not None and \
+            self._outcome(lib().kt_kernel_tune_shape, args) in _capi.KT_TUNE_SETTLED
+
+    def _outcome(self, fn, args):
+        """fn's kt_tune_report's outcome for args, or None where it failed."""
+        rep = ctypes.c_void_p()
+        st = fn(self._h, args, self._n, ctypes.byref(rep))
+        try:
+            return None if st or not rep else ctypes.cast(rep, ctypes.POINTER(ctypes.c_int))[0]
+        finally:
+            lib().kt_tune_report_free(rep)
+
     def key(self, values):
         arr = self._args(values)
         buf = ctypes.create_string_buffer(1024)
@@ -340,6 +364,11 @@ class Runtime:
             raise KtuneError(L.kt_status_name(st).decode(), msg)
         self._h = h
         self.device = device
+        # The mode in effect: the one asked for, else $KTUNE_MODE's (the C
+        # default, tune, where it is unset or not a mode).
+        env = os.environ.get("KTUNE_MODE", "")
+        self.mode = mode if mode not in (None, "default") else env if env in _capi.MODES and env != "default" \
+            else "tune"
         self._kernels = {}
         self._lock = threading.Lock()
         self._stream_fn = None

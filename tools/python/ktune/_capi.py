@@ -10,6 +10,8 @@ import subprocess
 KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 = 1, 2, 3, 4
 DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "i32": 5, "i64": 6, "u8": 7, "i8": 8, "i16": 9, "u32": 10}
 MODES = {"default": 0, "tune": 1, "cache-only": 2, "off": 3, "async": 4}
+KT_TUNE_CACHED, KT_TUNE_KNOWN, KT_TUNE_TUNED, KT_TUNE_TUNED_LOCAL = 0, 1, 2, 3  # kt_tune_outcome
+KT_TUNE_SETTLED = (KT_TUNE_CACHED, KT_TUNE_KNOWN, KT_TUNE_TUNED, KT_TUNE_TUNED_LOCAL)  # one config from now on
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 
 
@@ -152,6 +154,9 @@ def load():
         "kt_launch_config": (I, [P, P, ctypes.POINTER(Arg), I, S]),
         "kt_kernel_config_for": (I, [P, ctypes.POINTER(Arg), I, ctypes.c_char_p, ctypes.c_size_t]),
         "kt_kernel_key": (I, [P, ctypes.POINTER(Arg), I, ctypes.c_char_p, ctypes.c_size_t]),
+        "kt_kernel_tune_shape": (I, [P, ctypes.POINTER(Arg), I, ctypes.POINTER(P)]),
+        "kt_kernel_lookup": (I, [P, ctypes.POINTER(Arg), I, ctypes.POINTER(P)]),
+        "kt_tune_report_free": (None, [P]),
         "kt_runtime_stats": (I, [P, ctypes.POINTER(Stats)]),
         "kt_device_count": (I, [ctypes.POINTER(I)]),
         "kt_runtime_wait_tuning": (I, [P, ctypes.c_double]),
