@@ -152,6 +152,7 @@ static const struct {
     {"KTUNE_NVRTC_HELPER", "the ktune-nvrtc helper NVRTC runs in (default: beside libktune), or off"},
     {"KTUNE_LIB", "Python package: the libktune.so to load"},
     {"KTUNE_JAX_LIB", "Python package: the libktune_jax.so (XLA FFI handler) to load"},
+    {"KTUNE_JAX_GRAPHS", "Python package: 0 keeps ktune.jax's calls out of XLA's command buffers"},
     {"KTUNE_KERNELS", "Python package: the folder of the bundled kernels"},
     {"KTUNE_FASTCALL", "Python package: 0 packs launch arguments with ctypes, not ktune._fastcall"},
     {"KTUNE_WHEEL_LIB", "Python package build: a libktune.so to ship inside the wheel"},

@@ -4,15 +4,24 @@ shapes in bf16, f16 and f32 (vmap in one launch where the batch folds
 into the rows), groups > 1; an in-place RMSNorm through XLA's
 input_output_aliases applied exactly once, also on the call that tunes; a
 ktune error raised with ktune's message; a key tuned by ktune tune or
-PyTorch is a hit. Ends with "N passed, N failed, N skipped"."""
+PyTorch is a hit; under XLA's command buffers (`cmdbuf`), calls on the graph
+entry replayed without ktune, the plain entry launched every run, and an
+unsettled key on the graph entry never tuned. Ends with "N passed, N
+failed, N skipped"."""
 import os
 import sys
 
 if sys.argv[1:] == ["cmdbuf"]:
-    # XLA may record custom calls into CUDA graphs: ktune's handler declares
-    # no command-buffer trait (a miss may tune), so XLA must keep it out.
-    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL"
-import jax
+    # XLA records custom calls into CUDA graphs, however short the run of
+    # commands: those on ktune's command-buffer entry (keys settled while
+    # tracing), never those on its plain one (a miss may tune).
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + \
+        " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL --xla_gpu_graph_min_graph_size=1"
+else:
+    # No command buffers: every run of a jitted function calls the handler,
+    # so the runtime's launch count says how many kernels an op launches.
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_gpu_enable_command_buffer="
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
@@ -249,7 +258,8 @@ def residual_out():
 
 def in_place_once():
     """x donated and aliased to the output: the first call (which tunes, in
-    tune mode) applies the norm exactly once: bit for bit what the same
+    tune mode with KTUNE_JAX_GRAPHS=0; ktune.jax otherwise settles the key
+    while tracing) applies the norm exactly once: bit for bit what the same
     kernel writes out of place, and far from two applications (w is not
     1, so a second one changes every row)."""
     T, D = 1000, 1536
@@ -359,6 +369,55 @@ def command_buffers():
         assert err(y, want) < TOL[jnp.bfloat16], "run %d" % i
 
 
+def graphs_replay():
+    """A key settled while tracing: XLA records the call into its CUDA graph
+    and replays it, ktune launching nothing after the first run; on the
+    plain entry every run is a launch. Every result right either way."""
+    T, D = 1234, 2560
+    x = jax.random.normal(jax.random.PRNGKey(12), (T, D), jnp.float32).astype(jnp.bfloat16)
+    w = jnp.full((D,), 0.75, jnp.bfloat16)
+    want = ref_norm(np.asarray(x.astype(jnp.float32)) * 2, np.full(D, 0.75), None, 1e-6, 1) + 1
+    assert "ktune_graph" in jax.jit(lambda x: kj.rms_norm(x * 2, w) + 1).lower(x).as_text()
+
+    def step(graph):  # the same call, settled (None) or on the plain entry (False)
+        out = [jax.ShapeDtypeStruct((T, D), jnp.bfloat16)]
+        return jax.jit(lambda x: kj._call("rmsnorm", [("o", 0), ("i", x * 2), ("n", "bf16"), ("i", w), T, D, 1e-6],
+                                          out, graph=graph)[0] + 1)
+    settled, plain = step(None), step(False)
+    assert "ktune_graph" in settled.lower(x).as_text() and "ktune_graph" not in plain.lower(x).as_text()
+    for f, plain_entry in ((settled, False), (plain, True)):
+        for i in range(3):  # XLA records its graph after a run or two
+            jax.block_until_ready(f(x))
+        n = launches()
+        for i in range(20):
+            assert err(f(x), want) < TOL[jnp.bfloat16], "run %d" % i
+        # XLA calls the graph entry again only to record it for buffers at
+        # addresses it has not recorded.
+        got = launches() - n
+        assert got == 20 if plain_entry else got <= 4, (got, plain_entry)
+
+
+def graph_entry_on_a_miss():
+    """A key nobody settled, forced onto the command-buffer entry: XLA runs
+    the handler on its first runs (a miss, which tunes in tune mode), then
+    records it and replays what it recorded; every result right."""
+    T, D = 77, 3328
+    x = jax.random.normal(jax.random.PRNGKey(13), (T, D), jnp.float32).astype(jnp.bfloat16)
+    w = jnp.full((D,), 1.25, jnp.bfloat16)
+    rt = ktune.runtime(kj._devices()[0])
+    before = rt.stats()
+    f = jax.jit(lambda x: kj._call("rmsnorm", [("o", 0), ("i", x), ("n", "bf16"), ("i", w), T, D, 1e-6],
+                                   [jax.ShapeDtypeStruct((T, D), jnp.bfloat16)], graph=True)[0])
+    want = ref_norm(np.asarray(x.astype(jnp.float32)), np.full(D, 1.25), None, 1e-6, 1)
+    for i in range(5):
+        assert err(f(x), want) < TOL[jnp.bfloat16], "run %d" % i
+    assert rt.stats()["misses"] == before["misses"] + 1
+    n = launches()
+    for i in range(20):
+        assert err(f(x), want) < TOL[jnp.bfloat16], "run %d" % (i + 5)
+    assert launches() - n <= 4, launches() - n
+
+
 def prewarmed_is_a_hit():
     """A key ktune tune stored is a hit from JAX: read from the cache, not
     tuned again."""
@@ -386,6 +445,10 @@ def main():
         check("in place through input_output_aliases: one application on the tuning call", in_place_once)
     elif sys.argv[1:] == ["cmdbuf"]:
         check("command buffers for custom calls: an unseen key, 100 runs right", command_buffers)
+        check("command buffers: a key settled while tracing replays without ktune; the plain entry launches",
+              graphs_replay)
+        check("command buffers: an unsettled key on the graph entry: a miss, then replays, every run right",
+              graph_entry_on_a_miss)
     elif sys.argv[1:] == ["prewarmed"]:
         # A process of its own: no background tuning of another check runs
         # beside it, so its counts are its own call's.

@@ -383,6 +383,30 @@ def wrong_dtype():
         kj._DT[jnp.dtype(jnp.float64)] = f64
 
 
+def shape_args():
+    """The args ktune.jax settles a key with while tracing: every buffer at
+    an address of its own, 256-byte aligned, none overlapping the next;
+    dtypes by ktune code (a bool mask as u8, a null pointer's by name);
+    scalars by the param's kind. A dtype ktune has no code for: none. No
+    GPU here: the call stays on the plain entry."""
+    P, I, F = ktune._capi.KT_ARG_PTR, ktune._capi.KT_ARG_I32, ktune._capi.KT_ARG_F32
+    kind = {"y": P, "x": P, "mask": P, "bias": P, "rows": I, "cols": I, "scale": F}
+    k = type("K", (), {"params": list(kind.items())})()
+    x, mask = jnp.ones((3, 100), jnp.bfloat16), jnp.ones((3, 100), jnp.bool_)
+    outs = [jax.ShapeDtypeStruct((3, 100), jnp.bfloat16)]
+    args = kj._shape_args(k, [("o", 0), ("i", x), ("i", mask), ("n", "f32"), 3, 100, 0.125], outs)
+    codes = ktune._capi.DTYPES
+    got = [(a.kind, a.dtype) for a in args]
+    assert got == [(P, codes["bf16"]), (P, codes["bf16"]), (P, codes["u8"]), (P, codes["f32"]), (I, 0), (I, 0),
+                   (F, 0)], got
+    ptrs = [args[i].v.ptr for i in range(3)]
+    assert all(p % 256 == 0 for p in ptrs) and ptrs[1] >= ptrs[0] + 600 and ptrs[2] >= ptrs[1] + 600, ptrs
+    assert args[3].v.ptr == 0 and args[4].v.i32 == 3 and args[5].v.i32 == 100 and args[6].v.f32 == 0.125
+    assert kj._shape_args(k, [("o", 0), ("i", x.astype(jnp.complex64)), ("n", "u8"), ("n", "f32"), 3, 100, 1.0],
+                          outs) is None
+    assert not kj._graph_ready("rmsnorm", [("o", 0), ("i", x)], outs)
+
+
 def main():
     check("forward ops fold the mapped axis into one call (nested, axis 1, residual, in place); "
           "a mapped weight loops", forward_folds)
@@ -393,6 +417,8 @@ def main():
     check("programs per example split the rows evenly; without partial rows, a quarter of the rows", parts)
     check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
+    check("a call settled while tracing: made-up addresses, dtypes and scalars; no GPU, the plain entry",
+          shape_args)
     return summary()
 
 

@@ -12,9 +12,18 @@
 ** The handler decodes the frame into kt_args and launches on XLA's stream of
 ** the device XLA chose, with the kernel ktune.jax registered for that
 ** device (ktune_jax_register): the process's one runtime per device, shared
-** with the C and PyTorch users. It never synchronizes. Its traits are none:
-** a miss may tune (allocate, synchronize), so XLA must not record it into a
-** command buffer. */
+** with the C and PyTorch users. It never synchronizes.
+**
+** Two entry points run the same handler. ktune_jax_call declares no traits:
+** a miss may tune (allocate scratch, synchronize), so XLA keeps it out of
+** command buffers. ktune_jax_call_graph declares itself command-buffer
+** compatible, so XLA may trace it into a CUDA graph and replay the graph
+** without calling it again: ktune.jax names it only for calls whose key it
+** settled while tracing (tuned, or found in the cache), which then launch
+** the same config every time. Should one miss all the same (a key the
+** settling could not foresee), the runs XLA makes before it records call
+** this as they call the plain entry, and a capture never tunes: XLA replays
+** the config the key had when it recorded. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -164,18 +173,18 @@ static const char *build_args(kt_kernel *k, const XLA_FFI_CallFrame *f, const at
 }
 
 /* XLA asks a handler for its API version and traits first. */
-static int metadata(XLA_FFI_CallFrame *f) {
+static int metadata(XLA_FFI_CallFrame *f, XLA_FFI_Handler_Traits traits) {
   XLA_FFI_InternalExtension *e = f->extension_start;
   if (!e || e->type != XLA_FFI_Extension_Metadata) return 0;
   XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)e)->metadata;
   m->api_version.major_version = XLA_FFI_API_MAJOR;
   m->api_version.minor_version = XLA_FFI_API_MINOR;
-  m->traits = 0;
+  m->traits = traits;
   return 1;
 }
 
-__attribute__((visibility("default"))) XLA_FFI_Error *ktune_jax_call(XLA_FFI_CallFrame *f) {
-  if (metadata(f)) return NULL;
+static XLA_FFI_Error *call(XLA_FFI_CallFrame *f, XLA_FFI_Handler_Traits traits) {
+  if (metadata(f, traits)) return NULL;
   const XLA_FFI_Api *api = f->api;
   attrs at;
   if (read_attrs(&f->attrs, &at))
@@ -196,4 +205,10 @@ __attribute__((visibility("default"))) XLA_FFI_Error *ktune_jax_call(XLA_FFI_Cal
     return fail(api, st == KT_ERR_NOMEM ? XLA_FFI_Error_Code_RESOURCE_EXHAUSTED : XLA_FFI_Error_Code_INVALID_ARGUMENT,
                 "ktune: %s: %s", kt_status_name(st), kt_errmsg(e->rt));
   return NULL;
+}
+
+__attribute__((visibility("default"))) XLA_FFI_Error *ktune_jax_call(XLA_FFI_CallFrame *f) { return call(f, 0); }
+
+__attribute__((visibility("default"))) XLA_FFI_Error *ktune_jax_call_graph(XLA_FFI_CallFrame *f) {
+  return call(f, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE);
 }

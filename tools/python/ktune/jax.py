@@ -53,6 +53,7 @@ def _jax_lib():
         jl = ctypes.CDLL(path)
         jl.ktune_jax_register.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         jax.ffi.register_ffi_target("ktune", jax.ffi.pycapsule(jl.ktune_jax_call), platform="CUDA")
+        jax.ffi.register_ffi_target("ktune_graph", jax.ffi.pycapsule(jl.ktune_jax_call_graph), platform="CUDA")
         _jl = jl
     return _jl
 
@@ -97,9 +98,86 @@ def _num_sms():
     return n
 
 
-def _call(name, params, outs, aliases=None):
+# Calls whose key is settled while JAX traces them go to the handler's
+# command-buffer-compatible entry ("ktune_graph"): XLA may then record them
+# into its CUDA graphs with the work around them and replay them without a
+# host round trip each. Settled: in the cache, or in tune mode tuned then
+# (as XLA tunes its own GEMMs while compiling), on inputs the tuning makes
+# (Kernel.settle_shape). Every other call, and every call where
+# $KTUNE_JAX_GRAPHS=0 (read once, at import: JAX reuses its traces), goes to
+# the plain entry, which XLA runs outside its graphs, as a call of its own
+# that may tune (tune mode) or queue a tuning (async mode) on a miss.
+_GRAPHS = os.environ.get("KTUNE_JAX_GRAPHS", "1") != "0"
+_settled = set()
+_CODES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int32": "i32",
+          "int64": "i64", "uint8": "u8", "bool": "u8", "int8": "i8", "int16": "i16", "uint32": "u32"}
+
+
+def _shape_args(k, params, outs):
+    """The kt_args of a call as ktune settles it before any buffer exists:
+    the scalars, the buffers' dtypes, each buffer at a made-up address of
+    its own, 256-byte aligned as XLA places them and overlapping none.
+    None where a dtype has no ktune code."""
+    args = (_capi.Arg * len(params))()
+    addr = 1 << 40
+    for a, p, (_, kind) in zip(args, params, k.params):
+        a.kind = kind
+        if not isinstance(p, tuple):
+            if kind == _capi.KT_ARG_F32:
+                a.v.f32 = float(p)
+            elif kind == _capi.KT_ARG_I64:
+                a.v.i64 = int(p)
+            else:
+                a.v.i32 = int(p)
+            continue
+        if p[0] == "n":  # a null pointer of a ktune dtype
+            a.dtype = _capi.DTYPES[p[1]]
+            continue
+        buf = p[1] if p[0] == "i" else outs[p[1]]
+        code = _CODES.get(jnp.dtype(buf.dtype).name)
+        if code is None:
+            return None
+        a.dtype = _capi.DTYPES[code]
+        a.v.ptr = addr
+        addr += -(-int(np.prod(buf.shape, dtype=np.int64)) * jnp.dtype(buf.dtype).itemsize // 256) * 256 + 256
+    return args
+
+
+def _graph_ready(name, params, outs):
+    """Whether every local GPU's runtime has the call's key settled, after
+    settling it where the mode allows (a tuning in tune mode), where
+    $KTUNE_JAX_GRAPHS allows. Only a yes is kept: a key not settled now may
+    be cached by the next trace (async mode's tuning ended)."""
+    if not _GRAPHS:
+        return False
+    sig = (name, tuple(_sig(p) for p in params), tuple((o.shape, jnp.dtype(o.dtype).name) for o in outs))
+    if sig in _settled:
+        return True
+    devs = _devices()
+    for dev in devs:
+        k = runtime(dev).kernel(name)
+        args = _shape_args(k, params, outs)
+        if args is None or not k.settle_shape(args):
+            return False
+    if devs:
+        _settled.add(sig)
+    return bool(devs)
+
+
+def _sig(p):
+    """What of a param decides its key: an input's shape and dtype, not the
+    array (a tracer while JAX traces)."""
+    if not isinstance(p, tuple):
+        return p
+    return ("i", p[1].shape, jnp.dtype(p[1].dtype).name) if p[0] == "i" else p[:2]
+
+
+def _call(name, params, outs, aliases=None, graph=None):
     """One launch of kernel name. params follow the spec: ("i", array),
-    ("o", index into outs), ("n", dtype name), or a number."""
+    ("o", index into outs), ("a", index into outs, array: the result
+    aliased to that input), ("n", dtype name), or a number. graph: None
+    settles the key now and records the call into XLA's graphs where that
+    worked; True or False forces the entry (tests)."""
     kernel = _ensure(name)
     layout, ins, nulls, scalars = [], [], [], []
     aliases = dict(aliases or {})
@@ -119,7 +197,10 @@ def _call(name, params, outs, aliases=None):
         else:
             layout.append("s")
             scalars.append(float(p))
-    f = jax.ffi.ffi_call("ktune", outs, vmap_method="sequential", input_output_aliases=aliases or None)
+    if graph is None:
+        graph = _graph_ready(name, params, outs)
+    f = jax.ffi.ffi_call("ktune_graph" if graph else "ktune", outs, vmap_method="sequential",
+                         input_output_aliases=aliases or None)
     return f(*ins, kernel=kernel, layout="".join(layout), nulls=",".join(nulls),
              scalars=np.asarray(scalars, dtype=np.float64))
 
