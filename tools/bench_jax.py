@@ -7,9 +7,13 @@ optimization barrier after each (unrolled, so no loop carries a copy; the
 barrier keeps XLA from fusing a chain of norms into one kernel or composing
 a chain of gathers into one), and JAX's per-call dispatch is paid once per
 REPS ops. The gradient row is a forward and a backward (jax.vjp with a
-cotangent given, autograd.grad with one in PyTorch). Host cost: a tiny shape called back to back from Python, one
-sync at the end. Keys are tuned first (blocking), so the table measures
-tuned configs."""
+cotangent given, autograd.grad with one in PyTorch). Each row names the
+handler's entry its calls took: "graph" (keys settled while tracing, which
+XLA may record into its command buffers) or "plain" (KTUNE_JAX_GRAPHS=0, or
+a key that did not settle). Host cost: a tiny shape called back to
+back from Python, one sync at the end. Keys are tuned first (blocking), so
+the table measures tuned configs. BENCH_JAX_SHAPES="TxD,..." picks the
+rows."""
 import os
 import time
 
@@ -32,6 +36,14 @@ def chained(op):
             x = jax.lax.optimization_barrier(op(x, *rest).astype(x.dtype))
         return x
     return jax.jit(run)
+
+
+def shapes():
+    """The rows: $BENCH_JAX_SHAPES ("1000x1536,4096x4096"), else three."""
+    got = os.environ.get("BENCH_JAX_SHAPES")
+    if not got:
+        return ((4096, 4096), (16384, 2048), (1000, 1536))
+    return tuple(tuple(int(v) for v in s.split("x")) for s in got.split(","))
 
 
 def per_call_us(f, args, n):
@@ -150,14 +162,16 @@ def main():
           "from ktune.ops, through CUDA graphs (fwd+bwd: eager bursts)%s" % (REPS, "" if th else " (torch does not import: -)"))
     print("| op | shape | ktune.jax | jax.numpy | jax.numpy / ktune.jax | ktune from PyTorch |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for T, D in ((4096, 4096), (16384, 2048), (1000, 1536)):
+    for T, D in shapes():
         for name, args, ours, theirs in cases(T, D):
             f, g = chained(ours), chained(theirs)
             jax.block_until_ready(f(*args))
             ktune.wait_tuning(600)
+            entry = "graph" if "ktune_graph" in f.lower(*args).as_text() else "plain"
             a, b = per_call_us(f, args, 20) / REPS, per_call_us(g, args, 20) / REPS
             pt = "%.1f" % torch_time(name, th[name], T, D) if name in th else "-"
-            print("| %s | %dx%d | %.1f | %.1f | %.2fx | %s |" % (name, T, D, a, b, b / a, pt), flush=True)
+            print("| %s (%s entry) | %dx%d | %.1f | %.1f | %.2fx | %s |" % (name, entry, T, D, a, b, b / a, pt),
+                  flush=True)
     print("\nHost cost per call at 4x4096 (bf16, 5000 calls, one sync), us")
     print("| op | ktune.jax (jit) | jax.numpy (jit) | ktune from PyTorch (eager) |")
     print("| --- | ---: | ---: | ---: |")
