@@ -119,12 +119,14 @@ def _rows(t, D):
 def _fast(a, b=None, c=None, d=None):
     """Eager call without autograd: the operator's Python layers are skipped
     (they cost more than the kernel for small shapes)."""
-    if _is_compiling():
-        return False
-    if not torch.is_grad_enabled():
-        return True
-    return not (a.requires_grad or (b is not None and b.requires_grad) or (c is not None and c.requires_grad) or
-                (d is not None and d.requires_grad))
+    return not _is_compiling() and not _wants_grad(a, b, c, d)
+
+
+def _wants_grad(a, b=None, c=None, d=None):
+    """Whether autograd records this call (grad mode on, an input needing
+    gradients)."""
+    return torch.is_grad_enabled() and (a.requires_grad or (b is not None and b.requires_grad) or
+                                        (c is not None and c.requires_grad) or (d is not None and d.requires_grad))
 
 
 _is_compiling = torch.compiler.is_compiling
@@ -369,7 +371,7 @@ def rms_norm(x, weight=None, eps=1e-6, residual=None, return_residual=False):
     # A plain norm that wants gradients, not under torch.compile, goes
     # through torch's operator (its C++ node) while ktune.torch_norms is
     # installed: checked first, so that it costs little more than torch's call.
-    if _aten_on[0] and residual is None and not return_residual and not _is_compiling() and not _fast(x, weight):
+    if _aten_on[0] and residual is None and not return_residual and not _is_compiling() and _wants_grad(x, weight):
         return torch.rms_norm(x, (x.shape[-1],), _vec1(weight), eps)
     return _norm(x, residual, weight, None, 1, eps, True, return_residual)
 
@@ -378,7 +380,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, residual=None, return_residu
     """LayerNorm over the last dim of (x + residual), or a group norm over
     `groups` equal parts of it (weight and bias span the whole dim)."""
     if (_aten_on[0] and residual is None and not return_residual and groups == 1 and not _is_compiling() and
-            not _fast(x, weight, bias)):
+            _wants_grad(x, weight, bias)):
         return torch.layer_norm(x, (x.shape[-1],), _vec1(weight), _vec1(bias), eps)
     return _norm(x, residual, weight, bias, groups, eps, False, return_residual)
 
