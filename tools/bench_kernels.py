@@ -35,15 +35,27 @@ BIG_ONLY = os.environ.get("BENCH_BIG") == "1"
 NORMS = {"": (1, 0), "rms": (1,), "layer": (0,)}.get(os.environ.get("BENCH_NORM", ""))
 if NORMS is None:
     sys.exit("bench_kernels.py: BENCH_NORM=%r: rms, layer or unset" % os.environ["BENCH_NORM"])
+
+
+def _rows_given():
+    """BENCH_ROWS's row counts, () where it is unset; the script ends naming
+    it where it is not positive integers."""
+    text = os.environ.get("BENCH_ROWS")
+    if not text:
+        return ()
+    try:
+        rows = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        rows = ()
+    if not rows or any(t < 1 for t in rows):
+        sys.exit("bench_kernels.py: BENCH_ROWS=%r: positive row counts, comma-separated" % text)
+    return rows
+
+
 # BENCH_ROWS=T,T,...: the grid's rows at these T (any, between the grid's
 # own) in place of norm_rows' four, for every D given (the variants' rows
 # start at the first).
-try:
-    ROWS_GIVEN = tuple(int(t) for t in os.environ["BENCH_ROWS"].split(",")) if os.environ.get("BENCH_ROWS") else ()
-except ValueError:
-    ROWS_GIVEN = (0,)
-if any(t < 1 for t in ROWS_GIVEN):
-    sys.exit("bench_kernels.py: BENCH_ROWS=%r: positive row counts, comma-separated" % os.environ["BENCH_ROWS"])
+ROWS_GIVEN = _rows_given()
 dev = torch.device("cuda")
 
 
