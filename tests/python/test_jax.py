@@ -6,8 +6,8 @@ input_output_aliases applied exactly once, also on the call that tunes; a
 ktune error raised with ktune's message; a key tuned by ktune tune or
 PyTorch is a hit; under XLA's command buffers (`cmdbuf`), calls on the graph
 entry replayed without ktune, the plain entry launched every run, and an
-unsettled key on the graph entry never tuned. Ends with "N passed, N
-failed, N skipped"."""
+unsettled key forced onto the graph entry right through its miss and the
+replays. Ends with "N passed, N failed, N skipped"."""
 import os
 import sys
 
@@ -371,8 +371,9 @@ def command_buffers():
 
 def graphs_replay():
     """A key settled while tracing: XLA records the call into its CUDA graph
-    and replays it, ktune launching nothing after the first run; on the
-    plain entry every run is a launch. Every result right either way."""
+    and replays it, ktune launching only where XLA records it again (new
+    buffer addresses); on the plain entry every run is a launch. Every
+    result right either way."""
     T, D = 1234, 2560
     x = jax.random.normal(jax.random.PRNGKey(12), (T, D), jnp.float32).astype(jnp.bfloat16)
     w = jnp.full((D,), 0.75, jnp.bfloat16)

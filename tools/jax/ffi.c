@@ -17,8 +17,9 @@
 ** Two entry points run the same handler. ktune_jax_call declares no traits:
 ** a miss may tune (allocate scratch, synchronize), so XLA keeps it out of
 ** command buffers. ktune_jax_call_graph declares itself command-buffer
-** compatible, so XLA may trace it into a CUDA graph and replay the graph
-** without calling it again: ktune.jax names it only for calls whose key it
+** compatible, so XLA may trace it into a CUDA graph and replay the graph,
+** calling it again only to record it for buffers at new addresses:
+** ktune.jax names it only for calls whose key it
 ** settled while tracing (tuned, or found in the cache), which then launch
 ** the same config every time. Should one miss all the same (a key the
 ** settling could not foresee), the runs XLA makes before it records call
