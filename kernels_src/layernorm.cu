@@ -648,7 +648,7 @@ layernorm_fwd(T *__restrict__ y, const T *__restrict__ x, const T *__restrict__ 
 // The subgroups' dw/db sums (of the thread's NACC items) added into dw and
 // db (a partial row, or shared memory) in turn, the first storing:
 // deterministic, no atomics.
-template <int VEC, int NACC, int TPR, int ROWS, int HAS_WEIGHT, int HAS_BIAS, typename PT>
+template <int VEC, int NACC, int TPR, int ROWS, int HAS_DW, int HAS_BIAS, typename PT>
 __device__ __forceinline__ void add_in_turn(PT *dw, PT *db, const float (*dwa)[VEC], const float (*dba)[VEC],
                                             int lane, int sub, int LEN) {
   for (int t = 0; t < ROWS; t++) {
@@ -657,7 +657,7 @@ __device__ __forceinline__ void add_in_turn(PT *dw, PT *db, const float (*dwa)[V
       for (int j = 0; j < NACC; j++) {
         const int i = (lane + j * TPR) * VEC;
         if (i >= LEN) continue;
-        if constexpr (HAS_WEIGHT) kt::add_sums<VEC>(dw + i, dwa[j], t > 0);
+        if constexpr (HAS_DW) kt::add_sums<VEC>(dw + i, dwa[j], t > 0);
         if constexpr (HAS_BIAS) kt::add_sums<VEC>(db + i, dba[j], t > 0);
       }
     }
@@ -673,13 +673,13 @@ __device__ __forceinline__ void add_in_turn(PT *dw, PT *db, const float (*dwa)[V
 // for two sums of LEN floats). Then each block adds one MG-th of the columns
 // over the cluster's blocks, in rank order, C = min(VEC, 4) at a time, and
 // writes them. No atomics: the same bits every run.
-template <int VEC, int NACC, int TPR, int ROWS, int MG, int HAS_WEIGHT, int HAS_BIAS, typename PT>
+template <int VEC, int NACC, int TPR, int ROWS, int MG, int HAS_DW, int HAS_BIAS, typename PT>
 __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], const float (*dba)[VEC], int lane,
                                            int sub, int LEN, PT *dwp, PT *dbp) {
   constexpr int C = VEC < 4 ? VEC : 4;
-  float *mw = ms, *mb = ms + (HAS_WEIGHT ? LEN : 0);
+  float *mw = ms, *mb = ms + (HAS_DW ? LEN : 0);
   __syncthreads();
-  add_in_turn<VEC, NACC, TPR, ROWS, HAS_WEIGHT, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);
+  add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);
   if constexpr (MG > 1)
     kt::cluster_sync();  // every block's sums in its shared memory
   else
@@ -692,10 +692,10 @@ __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], c
     for (int k = 0; k < C; k++) w[k] = b[k] = 0.f;
 #pragma unroll
     for (int r = 0; r < MG; r++) {
-      if constexpr (HAS_WEIGHT) kt::add_shared<C, MG>(w, mw + c, (unsigned)r);
+      if constexpr (HAS_DW) kt::add_shared<C, MG>(w, mw + c, (unsigned)r);
       if constexpr (HAS_BIAS) kt::add_shared<C, MG>(b, mb + c, (unsigned)r);
     }
-    if constexpr (HAS_WEIGHT) kt::vstore<C>(dwp + c, w);
+    if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);
     if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);
   }
   if constexpr (MG > 1) kt::cluster_sync();  // no block leaves while another reads its sums
@@ -751,11 +751,16 @@ __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], c
 // SMs / MG the partial rows written, and read again by the reduce, are MG
 // times fewer.
 //
+// HAS_DW = 0 with HAS_WEIGHT = 1 (a weight that needs no gradient: a frozen
+// norm, or a backward asked for dx alone) reads w for dx and sums no dw:
+// without the bias either, a program writes no partial row at all.
+//
 // PT is the partial rows' type: f32 for layernorm_bwd; W's for
 // layernorm_bwd_row, whose one program over all rows writes dw and db
 // themselves (ROWS > 1 or MG > 1: through merge_sums, rounded once).
 template <typename T, typename W, typename PT, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL,
-          int MG, int REREAD, int HOLD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED>
+          int MG, int REREAD, int HOLD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_DW, int HAS_BIAS,
+          int GROUPED>
 __device__ __forceinline__ void
 norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
          const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,
@@ -767,22 +772,22 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   static_assert(!IN_PART || ROWS == 1, "partial rows updated in place need one segment at a time");
   static_assert(STAGES == 0 || (ITEMS > 0 && !GROUPED && VEC * sizeof(T) == 16),
                 "the pipeline copies 16-byte vectors of whole rows");
-  constexpr bool SACC = ACC != 0 && (HAS_WEIGHT || HAS_BIAS);
+  constexpr bool SACC = ACC != 0 && (HAS_DW || HAS_BIAS);
   static_assert(!SACC || (ITEMS > 0 && !GROUPED && ROWS == 1), "shared sums need a column per thread");
   static_assert(CL == 1 || (ITEMS > 0 && !GROUPED), "a cluster splits whole rows in registers");
   static_assert(!REREAD || STAGES > 0, "a tile is read again from its pipeline slot");
-  static_assert(MG == 1 || (CL == 1 && !SACC && !IN_PART && (HAS_WEIGHT || HAS_BIAS)),
+  static_assert(MG == 1 || (CL == 1 && !SACC && !IN_PART && (HAS_DW || HAS_BIAS)),
                 "merged programs split whole rows, their sums in registers");
   // The sums meet in f32 in shared memory before they are written: across a
   // cluster's blocks, or across the subgroups of a program that writes W's
   // dw and db itself (adding them in turn there would round each time).
-  constexpr bool MERGE = (MG > 1 || (ROWS > 1 && sizeof(PT) != 4)) && (HAS_WEIGHT || HAS_BIAS);
+  constexpr bool MERGE = (MG > 1 || (ROWS > 1 && sizeof(PT) != 4)) && (HAS_DW || HAS_BIAS);
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
   // Dynamic shared memory: the weight's sums, the bias's, then the stages.
   constexpr int NSUM = SACC ? ITEMS * TPR * VEC : 0;
   const kt::SharedSums<VEC, TPR> sw{reinterpret_cast<float *>(stage_mem)};
-  const kt::SharedSums<VEC, TPR> sb{sw.acc + (HAS_WEIGHT ? NSUM : 0)};
+  const kt::SharedSums<VEC, TPR> sb{sw.acc + (HAS_DW ? NSUM : 0)};
   T *const stages = reinterpret_cast<T *>(sb.acc + (HAS_BIAS ? NSUM : 0));
   int phase = 0;
   (void)rms;
@@ -812,12 +817,12 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   dx += c0;
   if constexpr (HAS_DRESIDUAL) dres += c0;
   if constexpr (HAS_WEIGHT) w += c0;
-  PT *dwp = HAS_WEIGHT ? dw_part + (long long)prog * D + c0 : nullptr;
+  PT *dwp = HAS_DW ? dw_part + (long long)prog * D + c0 : nullptr;
   PT *dbp = HAS_BIAS ? db_part + (long long)prog * D + c0 : nullptr;
 
   if constexpr (IN_PART) {
     for (int c = threadIdx.x; c < D; c += BLOCK) {
-      if constexpr (HAS_WEIGHT) dwp[c] = kt::from_f<PT>(0.f);
+      if constexpr (HAS_DW) dwp[c] = kt::from_f<PT>(0.f);
       if constexpr (HAS_BIAS) dbp[c] = kt::from_f<PT>(0.f);
     }
     __syncthreads();
@@ -832,7 +837,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   if constexpr (SACC) {
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
-      if constexpr (HAS_WEIGHT) sw.zero(j, lane);
+      if constexpr (HAS_DW) sw.zero(j, lane);
       if constexpr (HAS_BIAS) sb.zero(j, lane);
     }
   }
@@ -897,15 +902,15 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
           s1 += xh[h][k] * g[h][k];
           s2 += g[h][k];
           if constexpr (!IN_PART && !SACC) {
-            if constexpr (HAS_WEIGHT) dwa[j][k] += d[k] * xh[h][k];
+            if constexpr (HAS_DW) dwa[j][k] += d[k] * xh[h][k];
             if constexpr (HAS_BIAS) dba[j][k] += d[k];
           } else {
             pw[k] = d[k] * xh[h][k];
           }
         }
-        if constexpr (IN_PART && HAS_WEIGHT) kt::add_sums<VEC>(dwp + wbase + i, pw, true);
+        if constexpr (IN_PART && HAS_DW) kt::add_sums<VEC>(dwp + wbase + i, pw, true);
         if constexpr (IN_PART && HAS_BIAS) kt::add_sums<VEC>(dbp + wbase + i, d, true);
-        if constexpr (SACC && HAS_WEIGHT) sw.add(j, lane, pw);
+        if constexpr (SACC && HAS_DW) sw.add(j, lane, pw);
         if constexpr (SACC && HAS_BIAS) sb.add(j, lane, d);
       } else {
 #pragma unroll
@@ -1039,7 +1044,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
             if constexpr (HAS_DRESIDUAL) o[k] += r[k];
             pw[k] = d[k] * xh;
           }
-          if constexpr (HAS_WEIGHT) kt::add_sums<VEC>(dwp + wbase + i, pw, true);
+          if constexpr (HAS_DW) kt::add_sums<VEC>(dwp + wbase + i, pw, true);
           if constexpr (HAS_BIAS) kt::add_sums<VEC>(dbp + wbase + i, d, true);
           kt::vstore<VEC>(dx + base + i, o);
         }
@@ -1057,7 +1062,7 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
       const int i = (lane + j * TPR) * VEC;
       if (i >= LEN) continue;
       float v[VEC];
-      if constexpr (HAS_WEIGHT) {
+      if constexpr (HAS_DW) {
         sw.get(j, lane, v);
         kt::add_sums<VEC>(dwp + i, v, false);
       }
@@ -1067,10 +1072,10 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
       }
     }
   } else if constexpr (MERGE) {
-    merge_sums<VEC, NACC, TPR, ROWS, MG, HAS_WEIGHT, HAS_BIAS>(reinterpret_cast<float *>(stages), dwa, dba, lane, sub,
-                                                              LEN, dwp, dbp);
-  } else if constexpr (!IN_PART && (HAS_WEIGHT || HAS_BIAS)) {
-    add_in_turn<VEC, NACC, TPR, ROWS, HAS_WEIGHT, HAS_BIAS>(dwp, dbp, dwa, dba, lane, sub, LEN);
+    merge_sums<VEC, NACC, TPR, ROWS, MG, HAS_DW, HAS_BIAS>(reinterpret_cast<float *>(stages), dwa, dba, lane, sub,
+                                                          LEN, dwp, dbp);
+  } else if constexpr (!IN_PART && (HAS_DW || HAS_BIAS)) {
+    add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(dwp, dbp, dwa, dba, lane, sub, LEN);
   }
   // No block leaves while another of its cluster may still read its part.
   if constexpr (CL > 1) kt::cluster_sync();
@@ -1082,15 +1087,16 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
 // template arguments leave exactly one of them viable.
 #define KT_NORM_BWD_ENTRY(ATTR, COND)                                                                             \
   template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int ACC, int CL, int MG, \
-            int REREAD, int HOLD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,    \
-            typename kt::enable_if<(COND), int>::type = 0>                                                         \
+            int REREAD, int HOLD, int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_DW, int HAS_BIAS,    \
+            int GROUPED, typename kt::enable_if<(COND), int>::type = 0>                                            \
   __global__ void ATTR __launch_bounds__(BLOCK, ITEMS * VEC <= 8 ? 1024 / BLOCK : 1)                              \
   layernorm_bwd(T *__restrict__ dx, float *__restrict__ dw_part, float *__restrict__ db_part,                      \
                 const T *__restrict__ dy, const T *__restrict__ x, const W *__restrict__ w,                        \
                 const float *__restrict__ mean, const float *__restrict__ rstd, const T *__restrict__ dres,         \
                 int n_rows, int D, int G, int P, int rms) {                                                        \
     norm_bwd<T, W, float, BLOCK, ROWS, VEC, ITEMS, STAGES, ACC, CL, MG, REREAD, HOLD, IS_RMS_NORM, HAS_DRESIDUAL,  \
-             HAS_WEIGHT, HAS_BIAS, GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, P, rms);  \
+             HAS_WEIGHT, HAS_DW, HAS_BIAS, GROUPED>(dx, dw_part, db_part, dy, x, w, mean, rstd, dres, n_rows, D, G, \
+                                                    P, rms);                                                       \
   }
 KT_NORM_BWD_ENTRY(, CL * MG == 1)
 KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
@@ -1106,7 +1112,7 @@ KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
 // as layernorm_bwd.
 #define KT_NORM_BWD_ROW_ENTRY(ATTR, COND)                                                                          \
   template <typename T, typename W, int BLOCK, int ROWS, int VEC, int ITEMS, int STAGES, int CL, int MG,           \
-            int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_BIAS, int GROUPED,                          \
+            int IS_RMS_NORM, int HAS_DRESIDUAL, int HAS_WEIGHT, int HAS_DW, int HAS_BIAS, int GROUPED,              \
             typename kt::enable_if<(COND), int>::type = 0>                                                          \
   __global__ void ATTR __launch_bounds__(BLOCK)                                                                     \
   layernorm_bwd_row(T *__restrict__ dx, W *__restrict__ dw, W *__restrict__ db, const T *__restrict__ dy,           \
@@ -1114,7 +1120,7 @@ KT_NORM_BWD_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)
                     const float *__restrict__ rstd, const T *__restrict__ dres, int n_rows, int D, int G,         \
                     int rms) {                                                                                      \
     norm_bwd<T, W, W, BLOCK, ROWS, VEC, ITEMS, STAGES, 0, CL, MG, 0, 0, IS_RMS_NORM, HAS_DRESIDUAL, HAS_WEIGHT,     \
-             HAS_BIAS, GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, n_rows, D, G, 1, rms);                      \
+             HAS_DW, HAS_BIAS, GROUPED>(dx, dw, db, dy, x, w, mean, rstd, dres, n_rows, D, G, 1, rms);              \
   }
 KT_NORM_BWD_ROW_ENTRY(, CL * MG == 1)
 KT_NORM_BWD_ROW_ENTRY(KT_CLUSTER(CL * MG), CL * MG > 1)

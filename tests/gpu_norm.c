@@ -12,6 +12,9 @@
 #include "gpu_util.h"
 #include "harness.h"
 
+/* w: 1 a weight and its dw; 2 a weight whose dw no one asks for (a frozen
+** norm): read for dx, dw and its partial rows passed null and left as
+** they were. */
 typedef struct ncase {
   int T, D, G;
   kt_dtype dt, wdt;
@@ -175,7 +178,7 @@ static void fwd_args(nbufs *n, kt_arg *a) {
 static void grad_args(nbufs *n, kt_arg *a, const g_buf *dw, const g_buf *db, kt_dtype pdt) {
   const ncase *c = &n->c;
   a[0] = kt_arg_ptr(n->dx.ptr, c->dt);
-  a[1] = kt_arg_ptr(c->w ? dw->ptr : 0, pdt);
+  a[1] = kt_arg_ptr(c->w == 1 ? dw->ptr : 0, pdt);
   a[2] = kt_arg_ptr(c->b ? db->ptr : 0, pdt);
   a[3] = kt_arg_ptr(n->dy.ptr, c->dt);
   a[4] = kt_arg_ptr(n->bx.ptr, c->dt);
@@ -207,9 +210,9 @@ static void row_args(nbufs *n, kt_arg *a) {
 
 static void red_args(nbufs *n, kt_arg *a) {
   const ncase *c = &n->c;
-  a[0] = kt_arg_ptr(c->w ? n->dw.ptr : 0, c->wdt);
+  a[0] = kt_arg_ptr(c->w == 1 ? n->dw.ptr : 0, c->wdt);
   a[1] = kt_arg_ptr(c->b ? n->db.ptr : 0, c->wdt);
-  a[2] = kt_arg_ptr(c->w ? n->dw_part.ptr : 0, KT_F32);
+  a[2] = kt_arg_ptr(c->w == 1 ? n->dw_part.ptr : 0, KT_F32);
   a[3] = kt_arg_ptr(c->b ? n->db_part.ptr : 0, KT_F32);
   a[4] = kt_arg_i32(c->T);
   a[5] = kt_arg_i32(c->D);
@@ -258,7 +261,8 @@ static int run_fwd(kt_kernel *k, nbufs *nb, const char *cfg) {
   return 0;
 }
 
-/* dx, dw and db against float64. */
+/* dx, dw and db against float64; dw (and its partial rows) untouched
+** where no one asked for it. */
 static int check_grads(nbufs *nb, const char *cfg) {
   const ncase *c = &nb->c;
   size_t N = (size_t)c->T * c->D;
@@ -266,7 +270,9 @@ static int check_grads(nbufs *nb, const char *cfg) {
   /* dw sums T products: allow for fp32 accumulation of the rounded dy. */
   double aw = tw + 1e-5 * c->T;
   CHECK(&nb->dx, nb->rdx, N, t, t, "dx");
-  if (c->w) CHECK(&nb->dw, nb->rdw, (size_t)c->D, aw, tw, "dw");
+  if (c->w == 1) CHECK(&nb->dw, nb->rdw, (size_t)c->D, aw, tw, "dw");
+  if (c->w == 2) CHECK(&nb->dw, nb->rdw, 0, 0, 0, "dw (not asked for)");
+  if (c->w == 2) CHECK(&nb->dw_part, nb->rdw, 0, 0, 0, "dw_part (not asked for)");
   if (c->b) CHECK(&nb->db, nb->rdb, (size_t)c->D, aw, tw, "db");
   return 0;
 }
@@ -303,7 +309,8 @@ static int run_row(kt_kernel *k, nbufs *nb, const char *cfg, const unsigned char
                    const unsigned char *want_db) {
   const ncase *c = &nb->c;
   kt_arg a[13];
-  if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw) || g_buf_poison(&nb->db)) return -1;
+  if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw) || g_buf_poison(&nb->db) || g_buf_poison(&nb->dw_part))
+    return -1;
   row_args(nb, a);
   kt_status st = cfg ? kt_launch_config(k, NULL, a, 13, cfg) : kt_launch(k, NULL, a, 13);
   if (st == KT_ERR_CONSTRAINT) return 1;
@@ -313,7 +320,7 @@ static int run_row(kt_kernel *k, nbufs *nb, const char *cfg, const unsigned char
   }
   if (check_grads(nb, cfg)) return -1;
   const size_t bytes = (size_t)c->D * kt_dtype_size(c->wdt);
-  const int dw_differs = c->w && want_dw && memcmp(buf_bytes(&nb->dw), want_dw, bytes);
+  const int dw_differs = c->w == 1 && want_dw && memcmp(buf_bytes(&nb->dw), want_dw, bytes);
   if (dw_differs || (c->b && want_db && memcmp(buf_bytes(&nb->db), want_db, bytes))) {
     char d[256];
     describe(c, d, sizeof d);
@@ -342,6 +349,10 @@ static const ncase cases[] = {
     {1, 8192, 4, KT_F32, KT_F32, 1, 0, 0, 1, 0, 0, 0},
     {5000, 64, 4, KT_BF16, KT_BF16, 0, 0, 0, 0, 1, 1, 0},
     {3, 20000, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 0, 0},
+    /* A weight whose dw no one asks for: db alone, and no sums at all. */
+    {300, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 1, 0, 0},
+    {64, 2048, 1, KT_F16, KT_F32, 1, 1, 1, 2, 0, 1, 1},
+    {5000, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 0, 1, 0},
 };
 
 /* Whether the device runs thread-block clusters (sm_90 and later; arch is
@@ -396,8 +407,10 @@ static void norm_tuned(void) {
       {450, 256, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 0, 0},
       {100, 2048, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 1, 0},
       {24000, 256, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 0, 0}, /* same keys as the first: no tuning */
+      {1000, 1536, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 0, 0, 0},  /* a frozen weight: no sums */
+      {1000, 1536, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 1, 0, 0},  /* the bias's alone */
   };
-  run_cases(KT_MODE_TUNE, tuned, 3);
+  run_cases(KT_MODE_TUNE, tuned, sizeof tuned / sizeof tuned[0]);
 }
 
 /* What the sweep below ran, by structure. */
@@ -500,6 +513,38 @@ static void sweep_check(const sweep_counts *n, int clusters, const char *arch) {
     t_fail(__FILE__, __LINE__, "%d backward configs merging rows' sums ran on %s", n->merged, arch);
 }
 
+typedef struct sweep_case {
+  ncase c;
+  int P;
+} sweep_case;
+
+/* Every config of each case, forward and backward, into n; 0, or -1 where
+** one was wrong (reported). */
+static int sweep_cases(kt_runtime *rt, kt_kernel *f, kt_kernel *b, kt_kernel *r, const sweep_case *cs, size_t ncs,
+                       sweep_counts *n) {
+  for (size_t i = 0; i < ncs; i++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const int ran0 = n->ran;
+    nbufs nb;
+    if (nb_setup(&nb, rt, cs[i].c, cs[i].P, 900 + i)) return -1;
+    /* Every variant the sweep can use, compiled in parallel first. */
+    kt_arg fa[13], ba[14];
+    fwd_args(&nb, fa);
+    bwd_args(&nb, ba);
+    int bad = kt_kernel_compile_for(f, fa, 13, NULL, NULL, NULL) || kt_kernel_compile_for(b, ba, 14, NULL, NULL, NULL);
+    if (bad) t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
+    if (!bad) bad = sweep_shape(f, b, r, &nb, n);
+    nb_free(&nb);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("    %dx%d: %d launches checked in %.1f s\n", cs[i].c.T, cs[i].c.D, n->ran - ran0,
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    fflush(stdout);
+    if (bad) return -1;
+  }
+  return 0;
+}
+
 /* Every (BLOCK, ROWS, VEC, ITEMS, STAGES) the constraints allow, forward
 ** (with PACK 0 and 1, OCC 1 to 6, 9 and 12: registers held for more
 ** blocks an SM, and WSH 0 and 1: the weight and bias staged in shared memory) and
@@ -524,7 +569,7 @@ static void norm_backward_tile_larger_than_rows(void) {
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
   if (!rt) return;
-  static const struct { ncase c; int P; } sweep[] = {
+  static const sweep_case sweep[] = {
       {{450, 256, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 1, 0}, 264},
       {{450, 1000, 1, KT_F32, KT_F32, 1, 0, 0, 1, 0, 0, 0}, 200},
       {{7, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 264},
@@ -545,27 +590,32 @@ static void norm_backward_tile_larger_than_rows(void) {
   kt_runtime_info info;
   kt_runtime_get_info(rt, &info);
   sweep_counts n = {0};
-  for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    const int ran0 = n.ran;
-    nbufs nb;
-    if (nb_setup(&nb, rt, sweep[i].c, sweep[i].P, 900 + i)) break;
-    /* Every variant the sweep can use, compiled in parallel first. */
-    kt_arg fa[13], ba[14];
-    fwd_args(&nb, fa);
-    bwd_args(&nb, ba);
-    int bad = kt_kernel_compile_for(f, fa, 13, NULL, NULL, NULL) || kt_kernel_compile_for(b, ba, 14, NULL, NULL, NULL);
-    if (bad) t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
-    if (!bad) bad = sweep_shape(f, b, r, &nb, &n);
-    nb_free(&nb);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("    %dx%d: %d launches checked in %.1f s\n", sweep[i].c.T, sweep[i].c.D, n.ran - ran0,
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-    fflush(stdout);
-    if (bad) break;
+  if (!sweep_cases(rt, f, b, r, sweep, sizeof sweep / sizeof sweep[0], &n)) sweep_check(&n, has_clusters(rt), info.arch);
+  kt_runtime_close(rt);
+}
+
+/* The sweep's configs where the weight is read but its dw is not asked for
+** (a frozen norm: dw and its partial rows null, left as they were): with
+** db alone, T=100 over 33 programs of 3 rows, the last of 1 (its sums in
+** shared memory, or merged over blocks that split rows on sm_90), and with
+** no sum at all at D = 10240, the weight held past 16 KB. */
+static void norm_backward_frozen_weight_every_config(void) {
+  kt_kernel *f, *b, *r;
+  kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
+  if (!rt) return;
+  static const sweep_case sweep[] = {
+      {{100, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 1, 1, 0}, 33},
+      {{5, 10240, 1, KT_BF16, KT_BF16, 1, 0, 0, 2, 0, 0, 0}, 2},
+  };
+  sweep_counts n = {0};
+  if (!sweep_cases(rt, f, b, r, sweep, 2, &n)) {
+    const int clusters = has_clusters(rt);
+    printf("    frozen weight: %d (config, shape) launches checked, %d pipelined, %d with shared sums, %d merging "
+           "rows' sums, %d holding the weight past 16 KB\n", n.ran, n.piped, n.shared, n.merged, n.kept);
+    if (n.ran < 40 || n.piped < 10 || n.shared < 1 || n.kept < 1 || (clusters && n.merged < 1))
+      t_fail(__FILE__, __LINE__, "too few configs ran: %d, %d pipelined, %d shared, %d held, %d merged", n.ran,
+             n.piped, n.shared, n.kept, n.merged);
   }
-  sweep_check(&n, has_clusters(rt), info.arch);
   kt_runtime_close(rt);
 }
 
@@ -728,7 +778,8 @@ static void row_config(int n, char *cfg, size_t len, int *f) {
 ** and 4 blocks that split the rows' columns or of MG = 2 to 8 blocks that
 ** split the rows (blocks left without a row included); T = 1 to 33, rows
 ** that are not a power of two (100, 1000, 6000, 20000), groups, both
-** norms, every switch (no weight and no bias: no dw or db), three dtypes,
+** norms, every switch (no weight and no bias: no dw or db; a weight whose
+** dw no one asks for), three dtypes,
 ** pointers offset by one element. dx, dw and db against float64; at T = 1
 ** dw and db also byte for byte against layernorm_bwd and its reduce. */
 static void norm_backward_one_row(void) {
@@ -753,6 +804,10 @@ static void norm_backward_one_row(void) {
       {16, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0},
       {11, 3000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 1, 0},
       {33, 100, 1, KT_BF16, KT_F32, 1, 0, 0, 1, 0, 1, 1},
+      /* A weight whose dw no one asks for. */
+      {1, 4096, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 1, 0, 0},
+      {6, 1000, 1, KT_F16, KT_F16, 1, 0, 0, 2, 0, 1, 1},
+      {16, 2048, 1, KT_BF16, KT_F32, 0, 0, 0, 2, 1, 0, 0},
   };
   kt_kernel *f, *b, *r, *w;
   kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);
@@ -814,7 +869,9 @@ static void norm_backward_one_row(void) {
 ** the rows (MG > 1): 13 rows of 4096 over four blocks of two segments, 5
 ** rows of 1000 over eight blocks (three without a row; pairs of floats
 ** read across the cluster), 9 f32 rows of 3000 pipelined over two blocks
-** with the bias alone. The config kt_launch picks untuned too (the default
+** with the bias alone; a weight read whose dw no one asks for: db merged
+** alone over eight blocks, and rows of 1000 in four segments with no sum
+** at all. The config kt_launch picks untuned too (the default
 ** refused by the constraints at D = 64: the valid config nearest it). */
 static void small_norm_one_row(void) {
   static const struct {
@@ -836,6 +893,9 @@ static void small_norm_one_row(void) {
       {{13, 4096, 1, KT_BF16, KT_BF16, 1, 0, 0, 1, 0, 0, 0}, "BLOCK=256,ROWS=2,VEC=8,ITEMS=4,STAGES=0,CL=1,MG=4", 4},
       {{5, 1000, 1, KT_F16, KT_F16, 0, 0, 0, 1, 1, 1, 0}, "BLOCK=32,ROWS=1,VEC=2,ITEMS=16,STAGES=0,CL=1,MG=8", 8},
       {{9, 3000, 1, KT_F32, KT_F32, 0, 0, 0, 0, 1, 1, 0}, "BLOCK=256,ROWS=2,VEC=4,ITEMS=8,STAGES=2,CL=1,MG=2", 2},
+      /* The weight read, its dw not asked for: db merged alone, and no sums. */
+      {{5, 1000, 1, KT_F16, KT_F16, 0, 0, 0, 2, 1, 1, 0}, "BLOCK=32,ROWS=1,VEC=2,ITEMS=16,STAGES=0,CL=1,MG=8", 8},
+      {{7, 1000, 1, KT_BF16, KT_BF16, 1, 0, 0, 2, 0, 1, 0}, "BLOCK=512,ROWS=4,VEC=8,ITEMS=1,STAGES=0,CL=1,MG=1", 1},
   };
   kt_kernel *f, *b, *r, *w;
   kt_runtime *rt = open4(KT_MODE_OFF, &f, &b, &r, &w);
@@ -860,8 +920,9 @@ static void small_norm(void) {
       {450, 256, 1, KT_BF16, KT_F32, 1, 1, 1, 1, 0, 0, 1},
       {33, 1000, 1, KT_F32, KT_BF16, 0, 0, 0, 1, 1, 1, 0},
       {3, 20000, 1, KT_BF16, KT_F32, 0, 1, 1, 1, 1, 0, 0},
+      {33, 1000, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 1, 1, 0}, /* dw not asked for */
   };
-  run_cases(KT_MODE_OFF, small, 4);
+  run_cases(KT_MODE_OFF, small, sizeof small / sizeof small[0]);
 }
 
 /* The pipelines (STAGES > 0) on small cases, for compute-sanitizer: backward
@@ -896,7 +957,9 @@ static void small_norm(void) {
 ** (HOLD=1): a ragged f16 RMSNorm row of 10000 with dres and shared sums, a
 ** LayerNorm row of 16384 in blocks of 512 that split programs of 3 and 2
 ** rows (MG=2, tiles read again), an f32 weight over halves of 12288 in
-** clusters of two. */
+** clusters of two; and a weight read whose dw no one asks for: shared
+** sums of db alone, four blocks merging db alone over a ragged row of 3000,
+** and the weight held past 16 KB with no sum at all. */
 static void small_norm_pipelined(void) {
   enum { BWD = 1, FWD = 2, BOTH = 3 };
   static const struct {
@@ -957,6 +1020,11 @@ static void small_norm_pipelined(void) {
       {{5, 10000, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 1, 0}, 2, BWD, "BLOCK=512,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 1, 1, 0, 1, 0, 1},
       {{7, 16384, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 0, 0}, 3, BWD, "BLOCK=512,ROWS=1,VEC=8,ITEMS=4,STAGES=2", 0, 0, 1, 1, 2, 0, 1},
       {{5, 12288, 1, KT_BF16, KT_F32, 0, 0, 0, 1, 1, 0, 0}, 2, BWD, "BLOCK=256,ROWS=1,VEC=4,ITEMS=8,STAGES=0", 0, 0, 2, 0, 1, 0, 1},
+      /* The weight read, its dw not asked for: shared sums and merged
+      ** blocks of db alone; the weight held with no sum at all. */
+      {{9, 2048, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 1, 0, 0}, 4, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=2,STAGES=3", 0, 1, 1, 0, 1, 0, 0},
+      {{7, 3000, 1, KT_BF16, KT_BF16, 0, 0, 0, 2, 1, 1, 0}, 3, BWD, "BLOCK=128,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 1, 4, 0, 0},
+      {{5, 10000, 1, KT_F16, KT_F16, 1, 0, 0, 2, 0, 1, 0}, 2, BWD, "BLOCK=512,ROWS=1,VEC=8,ITEMS=3,STAGES=2", 0, 0, 1, 0, 1, 0, 1},
   };
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(KT_MODE_OFF, &f, &b, &r);
@@ -1108,6 +1176,7 @@ static void small_norm_backward_launched_early(void) {
 const kt_test gpu_norm_tests[] = {
     {"norm_every_shape_default_config", norm_every_shape_default_config},
     {"norm_backward_tile_larger_than_rows", norm_backward_tile_larger_than_rows},
+    {"norm_backward_frozen_weight_every_config", norm_backward_frozen_weight_every_config},
     {"norm_tuned", norm_tuned},
     {"norm_backward_one_row", norm_backward_one_row},
     {"norm_key_leaves_out_T", norm_key_leaves_out_T},

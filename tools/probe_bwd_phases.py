@@ -46,8 +46,8 @@ PATCHES = [
      "  " + STAMP % 2 + "\n  kt::grid_trigger();\n  if constexpr (SACC) {"),
     ("                                           int sub, int LEN, PT *dwp, PT *dbp) {",
      "                                           int sub, int LEN, PT *dwp, PT *dbp, unsigned long long *ts) {"),
-    ("  add_in_turn<VEC, NACC, TPR, ROWS, HAS_WEIGHT, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n",
-     "  add_in_turn<VEC, NACC, TPR, ROWS, HAS_WEIGHT, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n  "
+    ("  add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n",
+     "  add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n  "
      + STAMP % 4 + "\n"),
     ("    __syncthreads();\n  const int rank = (int)blockIdx.x % MG, per",
      "    __syncthreads();\n  " + STAMP % 5 + "\n  const int rank = (int)blockIdx.x % MG, per"),
@@ -58,7 +58,7 @@ PATCHES = [
      "  if constexpr (CL > 1) kt::cluster_sync();\n}",
      "  // No block leaves while another of its cluster may still read its part.\n"
      "  if constexpr (CL > 1) kt::cluster_sync();\n  __syncthreads();\n  " + STAMP % 3 + "\n"
-     "  if constexpr (HAS_WEIGHT && sizeof(PT) == 4) {\n    if (threadIdx.x == 0) {\n"
+     "  if constexpr (HAS_DW && sizeof(PT) == 4) {\n    if (threadIdx.x == 0) {\n"
      "      unsigned long long *o = reinterpret_cast<unsigned long long *>(dw_part + (long long)prog * D) +\n"
      "                              8 * ((int)blockIdx.x % (CL * MG));\n"
      "      for (int k = 0; k < 8; k++) o[k] = ts[k];\n    }\n  }\n}"),
