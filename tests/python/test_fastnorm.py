@@ -62,6 +62,8 @@ def empty_like(t):
 
 
 class Ctx:
+    needs_input_grad = (True,) * 8  # torch's: x residual weight bias, then the scalars
+
     def save_for_backward(self, *ts):
         self.saved_tensors = ts
 
@@ -104,8 +106,8 @@ python_calls = []
 plans = []
 
 
-def plan(h, dy, dres, T, D, groups, w, has_bias):
-    plans.append((T, D, groups, has_bias))
+def plan(h, dy, dres, T, D, groups, w, has_bias, has_dw):
+    plans.append((T, D, groups, has_bias, has_dw))
     return PLAN[0]
 
 
@@ -187,7 +189,7 @@ def backward_launches_one_program_or_p_and_a_reduce():
     assert g[1] is None and g[4:] == (None,) * 4 and dx.shape == (4, 256) and dw.shape == (256,) and db.dtype is BF16
     tail = ptr(dy) + ptr(x) + ptr(w) + ptr(mean) + ptr(rstd) + ptr(None) + i32(4) + i32(256) + i32(1)
     assert launches == [(2, ptr(dx) + ptr(dw) + ptr(db) + tail + i32(0))], launches
-    assert plans == [(4, 256, 1, True)], plans
+    assert plans == [(4, 256, 1, True, True)], plans
     launches.clear()
     PLAN[0] = 3
     g = fc.norm_backward(ctx, dy, None)
@@ -197,6 +199,40 @@ def backward_launches_one_program_or_p_and_a_reduce():
     dwp_ptr, dbp_ptr = struct.unpack_from("=8xQ", bwd, 16)[0], struct.unpack_from("=8xQ", bwd, 32)[0]
     assert red == (ptr(g[2]) + ptr(g[3]) + struct.pack("=iiQ", P, 1, dwp_ptr) + struct.pack("=iiQ", P, 1, dbp_ptr) +
                    i32(4) + i32(256) + i32(3)), red.hex()
+    PLAN[0] = 0
+
+
+def a_frozen_weight_or_bias_is_read_not_summed():
+    """Where autograd asks no gradient of the weight (or the bias), the
+    kernels read w for dx and sum no dw (db): no output, no partial row, and
+    without either no reduce."""
+    reset()
+    x, w, b = Tensor((4, 256)), Tensor((256,)), Tensor((256,))
+    dy = Tensor((4, 256))
+    for need_w, need_b, P, kernels in ((False, False, 0, [2]), (False, False, 3, [3]), (False, True, 3, [3, 4]),
+                                       (True, False, 0, [2])):
+        ctx = Ctx()
+        ctx.needs_input_grad = (True, False, need_w, need_b) + (False,) * 4
+        fc.norm_forward(ctx, x, None, w, b, 1, 1e-5, False, False)
+        _, _, mean, rstd = ctx.saved_tensors
+        tail = ptr(dy) + ptr(x) + ptr(w) + ptr(mean) + ptr(rstd) + ptr(None) + i32(4) + i32(256) + i32(1)
+        launches.clear()
+        plans.clear()
+        PLAN[0] = P
+        g = fc.norm_backward(ctx, dy, None)
+        assert [k for k, _ in launches] == kernels, (need_w, need_b, P, launches)
+        assert (g[2] is not None) == need_w and (g[3] is not None) == need_b, g
+        assert plans == [(4, 256, 1, need_b, need_w)], plans
+        got = launches[0][1]
+        if P == 0:
+            assert got == ptr(g[0]) + (ptr(g[2]) if need_w else ptr(None, 3)) + \
+                (ptr(g[3]) if need_b else ptr(None, 3)) + tail + i32(0), got.hex()
+        else:
+            assert got[:16] == ptr(g[0]) and got[16:32] == ptr(None) and got[48:] == tail + i32(3) + i32(0), got.hex()
+            assert (got[32:48] == ptr(None)) == (not need_b), got.hex()
+        if kernels[-1] == 4:
+            red = launches[1][1]
+            assert red[:32] == ptr(None, 3) + ptr(g[3]) and red[32:48] == ptr(None), red.hex()
     PLAN[0] = 0
 
 
@@ -273,6 +309,7 @@ def the_backward_passes_dh_only_where_h_was_stored():
 check("the eager body packs the Python body's kt_args", eager_packs_the_python_bodys_args)
 check("the forward saves what the backward reads", forward_saves_what_the_backward_reads)
 check("the backward launches one program, or P and a reduce", backward_launches_one_program_or_p_and_a_reduce)
+check("a frozen weight or bias is read, not summed", a_frozen_weight_or_bias_is_read_not_summed)
 check("other calls go to the Python body", other_calls_go_to_the_python_body)
 check("errors raise and leak nothing", errors_raise_and_launch_nothing_after)
 check("registration checks each kernel's params", register_checks_the_kernels_params)

@@ -125,6 +125,59 @@ def norm_gradients_match_float64():
 
 
 @test
+def a_frozen_weight_is_read_and_its_gradient_never_summed():
+    """A weight (or bias) that needs no gradient, through ktune.ops and
+    through torch's nodes (ktune.torch_norms): dx (and db) match float64,
+    the frozen tensor gets no .grad, and with no sum left the backward is one
+    launch (no reduce): on one program, on P programs, and on programs that
+    merge blocks (long rows)."""
+    from ktune import torch_norms
+    torch.manual_seed(3)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bf, f16 = torch.bfloat16, torch.float16
+    cases = [  # T, D, dtype, rms, bias, the bias needs its gradient
+        (4, 4096, bf, False, True, False), (4, 4096, bf, False, True, True), (3000, 1024, f16, False, True, True),
+        (2000, 4096, bf, True, False, False), (3 * sms + 5, 8192, bf, False, True, True),
+        (5001, 1000, f16, False, True, False),
+    ]
+    for installed in (False, True):
+        (torch_norms.install if installed else torch_norms.uninstall)()
+        try:
+            for T, D, dt, rms, has_b, need_b in cases:
+                tag = "%s (%d, %d) %s rms=%s bias=%s/%s" % ("torch_norms" if installed else "ops", T, D, dt, rms,
+                                                             has_b, need_b)
+                x = torch.randn(T, D, device="cuda", dtype=dt, requires_grad=True)
+                w = torch.rand(D, device="cuda", dtype=dt) + 0.5  # frozen
+                b = torch.randn(D, device="cuda", dtype=dt).requires_grad_(need_b) if has_b and not rms else None
+                dy = torch.randn(T, D, device="cuda", dtype=dt)
+                _poison()
+                n0 = _launches()
+                if installed:
+                    y = F.rms_norm(x, (D,), w, 1e-5) if rms else F.layer_norm(x, (D,), w, b, 1e-5)
+                else:
+                    y = ops.rms_norm(x, w, 1e-5) if rms else ops.layer_norm(x, w, b, 1e-5)
+                y.backward(dy)
+                torch.cuda.synchronize()
+                sums = b is not None and need_b
+                if not sums:
+                    assert _launches() == n0 + 2, "%s: %d launches, not the forward and one backward" % (
+                        tag, _launches() - n0)
+                assert w.grad is None, tag
+                x64, w64 = x.detach().double().requires_grad_(True), w.double()
+                b64 = b.detach().double().requires_grad_(True) if b is not None else None
+                y64 = ref_norm(x64, w64, b64, 1e-5, rms)
+                y64.backward(dy.double())
+                tol = 5e-3 if dt == f16 else 3e-2
+                close("%s dx" % tag, x.grad, x64.grad, tol, tol)
+                if b is not None:
+                    assert (b.grad is not None) == need_b, tag
+                    if need_b:
+                        close("%s db" % tag, b.grad, b64.grad, tol * (1 + T ** 0.5), tol)
+        finally:
+            torch_norms.uninstall()
+
+
+@test
 def permute_and_softmax_gradients():
     torch.manual_seed(1)
     x = torch.randn(500, 300, device="cuda", requires_grad=True)

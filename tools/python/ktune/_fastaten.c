@@ -101,7 +101,7 @@ static const char *const op_names[OP_COUNT] = {"_fused_rms_norm", "_fused_rms_no
 static struct {
   void *lib;          /* torch::Library of our impls, NULL when not installed */
   PyObject *fallback; /* (op, args) -> tuple of outputs as handle capsules or None */
-  PyObject *plan;     /* (dev, T, D, esize, h, dy, w, wsize, has_bias) -> P */
+  PyObject *plan;     /* (dev, T, D, esize, h, dy, w, wsize, has_dw, has_bias) -> P */
   PyObject *reg;      /* (dev) -> None: registers the device's kernels */
   int32_t dt[3];      /* torch's codes of f32, f16, bf16 */
   int32_t cuda;
@@ -390,8 +390,8 @@ static int fwd_fast(call *c, Launcher **k, siv *out) {
 /* The backward's plans kept per device. Where the stream is not capturing
 ** and the rows are 16-byte aligned, the package's plan (ops._aten_plan) is
 ** a function of the rows, the row length, x's and the weight's element
-** sizes, and whether there are a weight and a bias: it then runs once a
-** key, not with the GIL every call. Two
+** sizes, and whether there are a weight, a dw to sum and a db: it then runs
+** once a key, not with the GIL every call. Two
 ** atomics an entry: a reader takes P where the key reads the same before
 ** and after it (a writer refilling the entry for that key stores the
 ** same P). */
@@ -419,24 +419,26 @@ static int not_capturing(void *stream) {
 }
 
 /* The plan's key, or 0 where it is not kept (see plans). */
-static uint64_t plan_key(const targ *x, const targ *dy, const targ *w, int has_bias, long long M, long long D,
-                         void *stream) {
+static uint64_t plan_key(const targ *x, const targ *dy, const targ *w, int has_dw, int has_bias, long long M,
+                         long long D, void *stream) {
   if (x->dev < 0 || x->dev >= FC_MAXDEV || D >= (1 << 24) || ((x->r.ptr | dy->r.ptr | w->r.ptr) & 15) ||
       !not_capturing(stream))
     return 0;
   return 1ull << 63 | (uint64_t)M | (uint64_t)D << 31 | (uint64_t)(x->r.code == KT_F32) << 55 |
-         (uint64_t)(w->h != NULL) << 56 | (uint64_t)(has_bias != 0) << 57 | (uint64_t)(w->r.code == KT_F32) << 58;
+         (uint64_t)(w->h != NULL) << 56 | (uint64_t)(has_bias != 0) << 57 | (uint64_t)(w->r.code == KT_F32) << 58 |
+         (uint64_t)(has_dw != 0) << 59;
 }
 
 /* The backward's programs P (0: layernorm_bwd_row) from the package's
 ** plan, with the GIL; -1 where it failed. */
-static long long plan_py(const targ *x, const targ *dy, const targ *w, int has_bias, long long M, long long D) {
+static long long plan_py(const targ *x, const targ *dy, const targ *w, int has_dw, int has_bias, long long M,
+                         long long D) {
   if (!Py_IsInitialized()) return -1;
   PyGILState_STATE st = PyGILState_Ensure();
   size_t es = x->r.code == KT_F32 ? 4 : 2, ws = w->h && w->r.code == KT_F32 ? 4 : 2;
-  PyObject *r = PyObject_CallFunction(g.plan, "iLLnKKKni", (int)x->dev, M, D, (Py_ssize_t)es,
+  PyObject *r = PyObject_CallFunction(g.plan, "iLLnKKKnii", (int)x->dev, M, D, (Py_ssize_t)es,
                                       (unsigned long long)x->r.ptr, (unsigned long long)dy->r.ptr,
-                                      (unsigned long long)(w->h ? w->r.ptr : 0), (Py_ssize_t)ws, has_bias);
+                                      (unsigned long long)(w->h ? w->r.ptr : 0), (Py_ssize_t)ws, has_dw, has_bias);
   long long P = r ? PyLong_AsLongLong(r) : -1;
   if (PyErr_Occurred()) PyErr_Clear(), P = -1;
   Py_XDECREF(r);
@@ -445,15 +447,15 @@ static long long plan_py(const targ *x, const targ *dy, const targ *w, int has_b
 }
 
 /* plan_py's P, kept where plan_key allows. */
-static long long plan(const targ *x, const targ *dy, const targ *w, int has_bias, long long M, long long D,
-                      void *stream) {
-  uint64_t key = plan_key(x, dy, w, has_bias, M, D, stream);
+static long long plan(const targ *x, const targ *dy, const targ *w, int has_dw, int has_bias, long long M,
+                      long long D, void *stream) {
+  uint64_t key = plan_key(x, dy, w, has_dw, has_bias, M, D, stream);
   size_t slot = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 58) % PLANS;
   if (key && atomic_load(&plans[x->dev][slot].key) == key) {
     long long P = atomic_load(&plans[x->dev][slot].P);
     if (atomic_load(&plans[x->dev][slot].key) == key) return P;
   }
-  long long P = plan_py(x, dy, w, has_bias, M, D);
+  long long P = plan_py(x, dy, w, has_dw, has_bias, M, D);
   if (key && P >= 0) {
     atomic_store(&plans[x->dev][slot].key, 0);
     atomic_store(&plans[x->dev][slot].P, P);
@@ -527,15 +529,18 @@ static int bwd_fast(call *c, Launcher **k, siv *out) {
   bwd_in i = bwd_of(c);
   long long M, D, P;
   if (!bwd_ok(c, &i, &M, &D)) return 0;
-  int has_w = i.w->h != NULL, has_b = i.ln && i.b && c->mask[2];
+  /* Only the sums the mask asks for (a frozen weight: none): the kernels
+  ** read w for dx either way. */
+  int has_dw = i.w->h && c->mask[1], has_b = i.ln && i.b && c->mask[2];
   void *stream = NULL;
-  if (A.stream(i.x->dev, &stream) || (P = plan(i.x, i.dy, i.w, has_b, M, D, stream)) < 0) return 0;
+  if (A.stream(i.x->dev, &stream) || (P = plan(i.x, i.dy, i.w, has_dw, has_b, M, D, stream)) < 0) return 0;
   int64_t pd[2] = {P, D};
   ath o[O_N] = {alloc(i.x->sizes, i.x->dim, i.x->tdt, i.x->dev),
-                has_w ? alloc(i.w->sizes, i.w->dim, i.w->tdt, i.x->dev) : NULL,
+                has_dw ? alloc(i.w->sizes, i.w->dim, i.w->tdt, i.x->dev) : NULL,
                 has_b ? alloc(i.b->sizes, i.b->dim, i.b->tdt, i.x->dev) : NULL,
-                P && has_w ? alloc(pd, 2, g.dt[0], i.x->dev) : NULL, P && has_b ? alloc(pd, 2, g.dt[0], i.x->dev) : NULL};
-  int bad = !o[O_DX] || (has_w && !o[O_DW]) || (has_b && !o[O_DB]) || (P && has_w && !o[O_DWP]) ||
+                P && has_dw ? alloc(pd, 2, g.dt[0], i.x->dev) : NULL,
+                P && has_b ? alloc(pd, 2, g.dt[0], i.x->dev) : NULL};
+  int bad = !o[O_DX] || (has_dw && !o[O_DW]) || (has_b && !o[O_DB]) || (P && has_dw && !o[O_DWP]) ||
             (P && has_b && !o[O_DBP]);
   if (bad || bwd_launch(&i, k, stream, o, M, D, P)) {
     drop(o, O_N);

@@ -28,7 +28,7 @@ static struct {
   PyObject *convert;    /* dtype -> code for the others (raises) */
   PyObject *empty_like; /* torch.empty_like */
   PyObject *float32;    /* torch.float32 */
-  PyObject *plan;       /* (h, dy, dres, T, D, groups, weight, has_bias) -> P, 0: one program */
+  PyObject *plan;       /* (h, dy, dres, T, D, groups, weight, has_bias, has_dw) -> P, 0: one program */
   PyObject *eager_py;   /* the Python bodies, for calls that are not the common case */
   PyObject *forward_py;
   PyObject *backward_py;
@@ -40,7 +40,7 @@ static struct {
 static _Atomic(Launcher **) by_dev[FC_MAXDEV];
 
 static PyObject *s_shape, *s_is_contiguous, *s_get_device, *s_dtype, *s_new_empty, *s_saved,
-    *s_kt, *s_save, *s_materialize, *kw_dtype;
+    *s_kt, *s_save, *s_materialize, *s_needs, *kw_dtype;
 
 /* What a launch needs of a tensor. */
 typedef struct {
@@ -268,7 +268,7 @@ out:
 typedef struct {
   PyObject *dy, *dres, *h, *w, *mean, *rstd;
   long long T, D, groups;
-  int rms, has_bias, has_res;
+  int rms, has_bias, has_res, has_dw; /* has_bias, has_dw: db and dw summed */
   long dev;
   Launcher **k; /* the device's, borrowed (a registration stays) */
   tinfo hi, dyi, ri, wi, mi, si;
@@ -303,6 +303,18 @@ static int bwd_read(PyObject *saved, PyObject *kt, PyObject *dy, PyObject *dh, b
   return (b->k = launchers(b->dev)) ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
+/* Only the sums autograd asks for (ctx.needs_input_grad: x, residual,
+** weight, bias, ...): a frozen weight is read for dx, its dw not summed.
+** A ctx without it (not torch's) gets every sum. */
+static void bwd_needs(PyObject *ctx, bwd_args *b) {
+  PyObject *n = PyObject_GetAttr(ctx, s_needs);
+  if (!n) PyErr_Clear();
+  int known = n && PyTuple_Check(n) && PyTuple_GET_SIZE(n) >= 4;
+  b->has_dw = b->w != Py_None && (!known || PyTuple_GET_ITEM(n, 2) == Py_True);
+  b->has_bias = b->has_bias && (!known || PyTuple_GET_ITEM(n, 3) == Py_True);
+  Py_XDECREF(n);
+}
+
 /* The backward's outputs (owned; NULL where not made). */
 typedef struct {
   PyObject *dx, *dw, *db, *dwp, *dbp;
@@ -318,11 +330,12 @@ static void bwd_out_clear(bwd_out *o) {
 
 /* The P that ops._bwd_plan gives (0: layernorm_bwd_row), or -1. */
 static long long bwd_plan(bwd_args *b) {
-  PyObject *args[] = {b->h, b->dy, b->dres, NULL, NULL, NULL, b->w, b->has_bias ? Py_True : Py_False};
+  PyObject *args[] = {b->h, b->dy, b->dres, NULL, NULL, NULL, b->w, b->has_bias ? Py_True : Py_False,
+                      b->has_dw ? Py_True : Py_False};
   long long v[3] = {b->T, b->D, b->groups};
   for (int i = 0; i < 3; i++)
     if (!(args[3 + i] = PyLong_FromLongLong(v[i]))) goto fail;
-  PyObject *r = PyObject_Vectorcall(g.plan, args, 8, NULL);
+  PyObject *r = PyObject_Vectorcall(g.plan, args, 9, NULL);
   for (int i = 0; i < 3; i++) Py_CLEAR(args[3 + i]);
   if (!r) return -1;
   long long P = PyLong_AsLongLong(r);
@@ -349,11 +362,11 @@ static fa_bwd bwd_refs(const bwd_args *b, int wd) {
   return v;
 }
 
-/* dx, and dw and db where there are a weight and a bias. */
+/* dx, and dw and db where they are summed. */
 static int bwd_alloc(bwd_args *b, bwd_out *o) {
   PyObject *wdt = PyObject_GetAttr(b->w != Py_None ? b->w : b->h, s_dtype);
   if (!wdt) return -1;
-  int bad = !(o->dx = empty_like(b->h)) || (b->w != Py_None && !(o->dw = new_vec(b->h, b->D, wdt))) ||
+  int bad = !(o->dx = empty_like(b->h)) || (b->has_dw && !(o->dw = new_vec(b->h, b->D, wdt))) ||
             (b->has_bias && !(o->db = new_vec(b->h, b->D, wdt)));
   Py_DECREF(wdt);
   return bad ? -1 : 0;
@@ -375,7 +388,7 @@ static int bwd_programs(bwd_args *b, bwd_out *o, long long P) {
   int wd = wd_of(b);
   PyObject *pd = Py_BuildValue("(LL)", P, b->D);
   if (!pd) return -1;
-  int bad = (b->w != Py_None && !(o->dwp = new_empty(b->h, pd, g.float32))) ||
+  int bad = (b->has_dw && !(o->dwp = new_empty(b->h, pd, g.float32))) ||
             (b->has_bias && !(o->dbp = new_empty(b->h, pd, g.float32)));
   Py_DECREF(pd);
   fa_bwd v = bwd_refs(b, wd);
@@ -402,6 +415,7 @@ static PyObject *norm_backward(PyObject *mod, PyObject *const *args, Py_ssize_t 
   PyObject *saved = PyObject_GetAttr(args[0], s_saved), *kt = saved ? PyObject_GetAttr(args[0], s_kt) : NULL;
   bwd_args b;
   int rc = kt ? bwd_read(saved, kt, args[1], args[2], &b) : -1;
+  if (rc > 0) bwd_needs(args[0], &b);
   PyObject *r = NULL;
   bwd_out o;
   memset(&o, 0, sizeof o);
@@ -495,7 +509,7 @@ int fc_norm_init(PyObject *m) {
   } names[] = {{&s_shape, "shape"},         {&s_is_contiguous, "is_contiguous"}, {&s_get_device, "get_device"},
                {&s_dtype, "dtype"},         {&s_new_empty, "new_empty"},
                {&s_saved, "saved_tensors"}, {&s_kt, "kt"},                       {&s_save, "save_for_backward"},
-               {&s_materialize, "set_materialize_grads"}};
+               {&s_materialize, "set_materialize_grads"}, {&s_needs, "needs_input_grad"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!(*names[i].s = PyUnicode_InternFromString(names[i].name))) return -1;
   if (!(kw_dtype = Py_BuildValue("(s)", "dtype"))) return -1;

@@ -56,31 +56,31 @@ def _programs_dev(dev, T, D, sums=True):
     return P, (norm_programs(T, n[0], D, True) if n[1] and sums else P)
 
 
-def _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
+def _mergeable(D, groups, weight, has_bias, h2, dy2, dres, has_dw=True):
     """Whether layernorm_bwd can split a program's rows over two blocks: the
     pipeline (one group, whole 16-byte vectors, VEC of them for the weight)
     and sums to merge."""
     ptrs = [t.data_ptr() for t in (h2, dy2, dres) if t is not None]
     return _mergeable_ptrs(D, groups, h2.element_size(), ptrs, weight is not None and weight.data_ptr(),
-                           weight is not None and weight.element_size(), has_bias)
+                           weight is not None and weight.element_size(), (weight is not None and has_dw) or has_bias)
 
 
-def _mergeable_ptrs(D, groups, esize, ptrs, wptr, wsize, has_bias):
+def _mergeable_ptrs(D, groups, esize, ptrs, wptr, wsize, sums):
     """_mergeable from the rows' element size and addresses (wptr: 0 or
-    False without a weight)."""
+    False without a weight; sums: whether dw or db is summed)."""
     vec = 16 // esize
-    if groups != 1 or D % vec or (not wptr and not has_bias):
+    if groups != 1 or D % vec or not sums:
         return False
     if any(p % 16 for p in ptrs):
         return False
     return not wptr or wptr % (vec * wsize) == 0
 
 
-def _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias):
+def _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias, has_dw=True):
     """The P that layernorm_bwd gets: _programs', and programs of two blocks
     where they would be used and can run (asked only then)."""
-    P, Pm = _programs(h2, T, D, weight is not None or has_bias)
-    if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres):
+    P, Pm = _programs(h2, T, D, (weight is not None and has_dw) or has_bias)
+    if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres, has_dw):
         return Pm
     return P
 
@@ -93,20 +93,24 @@ def _one_program(T, D, groups):
     return norm_bwd_one_program(T, D, groups, host_bound)
 
 
-def _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias):
-    """The backward's programs P, or 0 where layernorm_bwd_row takes it."""
+def _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias, has_dw=True):
+    """The backward's programs P, or 0 where layernorm_bwd_row takes it.
+    has_bias and has_dw: whether db and dw are summed."""
     if _one_program(T, D, groups):
         return 0
-    return _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias)
+    return _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias, has_dw)
 
 
-def _aten_plan(dev, T, D, esize, hptr, dyptr, wptr, wsize, has_bias):
+def _aten_plan(dev, T, D, esize, hptr, dyptr, wptr, wsize, has_dw, has_bias):
     """_bwd_plan for ktune.torch_norms's backward (one group, no residual),
-    from addresses: what its C kernel can hand over without tensors."""
+    from addresses: what its C kernel can hand over without tensors. has_dw:
+    whether dw is summed (a weight whose gradient torch asks for); has_bias
+    likewise for db."""
     if _one_program(T, D, 1):
         return 0
-    P, Pm = _programs_dev(dev, T, D, bool(wptr or has_bias))
-    if Pm != P and _mergeable_ptrs(D, 1, esize, (hptr, dyptr), wptr, wsize, has_bias):
+    sums = bool(has_dw or has_bias)
+    P, Pm = _programs_dev(dev, T, D, sums)
+    if Pm != P and _mergeable_ptrs(D, 1, esize, (hptr, dyptr), wptr, wsize, sums):
         return Pm
     return P
 
@@ -168,7 +172,7 @@ def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, 
     return y.view(x.shape), (h.view(x.shape) if h is not None else None), mean, rstd
 
 
-def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
+def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias, has_dw=True):
     D = h.shape[-1]
     h2 = _rows(h, D)
     dy2 = _rows(dy, D)
@@ -178,21 +182,22 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
     dres = _rows(dresidual, D) if dresidual is not None else None
     weight = _vec(weight, h, D, "weight")
     wd = weight.dtype if weight is not None else h.dtype
-    dw = torch.empty(D, device=dev, dtype=wd) if weight is not None else None
+    # A weight whose gradient is not asked for is read for dx, no dw summed.
+    dw = torch.empty(D, device=dev, dtype=wd) if weight is not None and has_dw else None
     db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
     w_arg = weight if weight is not None else null(wd)
     dw_arg, db_arg = (dw if dw is not None else null(wd)), (db if db is not None else null(wd))
-    P = _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias)
+    P = _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias, dw is not None)
     if not P:
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
                                            T, D, groups, 1 if rms else 0])
     else:
         # The partial rows: written by the backward, consumed by the reduce.
-        dwp = torch.empty(P, D, device=dev, dtype=torch.float32) if weight is not None else None
+        dwp = torch.empty(P, D, device=dev, dtype=torch.float32) if dw is not None else None
         dbp = torch.empty(P, D, device=dev, dtype=torch.float32) if has_bias else None
         _k(h, "layernorm_bwd").launch([dx, dwp, dbp, dy2, h2, w_arg, None if rms else mean, rstd, dres, T, D, groups,
                                        P, 1 if rms else 0])
-        if weight is not None or has_bias:
+        if dw is not None or has_bias:
             _k(h, "layernorm_bwd_reduce").launch([dw_arg, db_arg, dwp, dbp, T, D, P])
     # A view costs more than the kernel's launch at small T: only where h
     # was not already rows of D.
@@ -219,16 +224,16 @@ def _(x, residual, weight, bias, groups, eps, rms, store_residual):
 @torch.library.custom_op("ktune::norm_bwd", mutates_args=())
 def norm_bwd(dy: torch.Tensor, h: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
              rstd: torch.Tensor, dresidual: torch.Tensor | None, groups: int, rms: bool,
-             has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    dx, dw, db = _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias)
+             has_bias: bool, has_dw: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dx, dw, db = _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias, has_dw)
     return dx, (dw if dw is not None else h.new_empty(0)), (db if db is not None else h.new_empty(0))
 
 
 @norm_bwd.register_fake
-def _(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias):
+def _(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias, has_dw=True):
     D = h.shape[-1]
     wd = weight.dtype if weight is not None else h.dtype
-    return (torch.empty_like(h), h.new_empty(D if weight is not None else 0, dtype=wd),
+    return (torch.empty_like(h), h.new_empty(D if weight is not None and has_dw else 0, dtype=wd),
             h.new_empty(D if has_bias else 0, dtype=wd))
 
 
@@ -251,9 +256,12 @@ def _norm_grads(ctx, dy, dh):
         # Only h went on (_NormFn does not materialise a zero dy): x's
         # gradient is h's, and the weight and bias have none.
         return (dres, dres if has_residual else None, None, None)
+    # Only the sums autograd asks for (a frozen weight or bias: none).
+    need = ctx.needs_input_grad
+    has_dw, has_db = weight is not None and need[2], has_bias and need[3]
     bwd = norm_bwd if torch.compiler.is_compiling() else _norm_bwd_impl
-    dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, groups, rms, has_bias)
-    return (dx, dx if has_residual else None, dw if weight is not None else None, db if has_bias else None)
+    dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, groups, rms, has_db, has_dw)
+    return (dx, dx if has_residual else None, dw if has_dw else None, db if has_db else None)
 
 
 def _norm_backward(ctx, dy, dh, dmean, drstd):
