@@ -184,8 +184,11 @@ TORCH_DT = {"bf16": "bfloat16", "f16": "float16"}
 # grid, and the backward at the P that ktune.ops picks (no sweep). A
 # residual means h = x + res stored for the next layer, and its gradient
 # dres added into dx by the backward.
-NORM_VARIANTS = ((1, False, False, False), (1, True, False, True),
-                 (0, False, False, False), (0, True, False, False), (0, True, True, True))
+# (rms, weight, bias, residual, frozen): frozen, a weight (and bias) read
+# whose gradients no one asks for (a frozen norm: dx alone, no sums).
+NORM_VARIANTS = ((1, False, False, False, False), (1, True, False, True, False),
+                 (0, False, False, False, False), (0, True, False, False, False), (0, True, True, True, False),
+                 (1, True, False, False, True), (0, True, True, False, True))
 VARIANT_D = (1000, 4096, 16384)
 
 
@@ -205,21 +208,21 @@ def bench_norms(rt, nsm, copy_gbs, dtypes, dims=NORM_D, variants=True):
             for D in dims:
                 for T in norm_rows(D, nsm):
                     bench_norm(ks, NormCase(T, D, name, rms), nsm, copy_gbs)
-    for rms, w, b, res in NORM_VARIANTS if variants else ():
+    for rms, w, b, res, frozen in NORM_VARIANTS if variants else ():
         for D in VARIANT_D:
             big = norm_rows(D, nsm)[0]
             for T in (big,) if BIG_ONLY else (big, nsm, 1):
-                bench_norm(ks, NormCase(T, D, dtypes[0], rms, w, b, res), nsm, copy_gbs)
+                bench_norm(ks, NormCase(T, D, dtypes[0], rms, w, b, res, frozen), nsm, copy_gbs)
 
 
 class NormCase:
     """One row of the norm tables: the shape, the inputs present, the
     tensors of both directions (bf16 or f16 data, weight and bias in it)."""
 
-    def __init__(self, T, D, dtname, rms, w=True, b=None, res=False):
-        self.T, self.D, self.rms, self.eps = T, D, rms, 1e-5
+    def __init__(self, T, D, dtname, rms, w=True, b=None, res=False, frozen=False):
+        self.T, self.D, self.rms, self.eps, self.frozen = T, D, rms, 1e-5, frozen
         b = (not rms) if b is None else b
-        self.default = w and b == (not rms) and not res
+        self.default = w and b == (not rms) and not res and not frozen
         dt = getattr(torch, TORCH_DT[dtname])
         self.es = torch.finfo(dt).bits // 8
         self.x = torch.randn(T, D, device=dev, dtype=dt)
@@ -230,6 +233,8 @@ class NormCase:
         self.label = "%dx%d %s%s" % (T, D, dtname, "" if self.default else " " + self.variant())
 
     def variant(self):
+        if self.frozen:
+            return "frozen w" if self.b is None else "frozen w+b"
         if self.r is not None:
             return "+res"
         if self.w is None:
@@ -258,18 +263,20 @@ def torch_norm_bwd(c, h, dy, dres):
     aten, D, w, b = torch.ops.aten, c.D, c.w, c.b
     if c.rms and hasattr(aten, "_fused_rms_norm_backward"):
         _, rstd = aten._fused_rms_norm(h, [D], w, c.eps)
-        g = lambda: aten._fused_rms_norm_backward(dy, h, [D], rstd, w, [True, w is not None])  # noqa: E731
+        mask = [True, w is not None and not c.frozen]
+        g = lambda: aten._fused_rms_norm_backward(dy, h, [D], rstd, w, mask)  # noqa: E731
     elif not c.rms:
         _, mean, rstd = aten.native_layer_norm(h, [D], w, b, c.eps)
-        mask = [True, w is not None, b is not None]
+        mask = [True, w is not None and not c.frozen, b is not None and not c.frozen]
         g = lambda: aten.native_layer_norm_backward(dy, h, [D], mean, rstd, w, b, mask)  # noqa: E731
     else:
         hr = h.detach().requires_grad_(True)
-        wr = w.detach().requires_grad_(True) if w is not None else None
+        wr = w.detach().requires_grad_(not c.frozen) if w is not None else None
         yr = F.rms_norm(hr, (D,), wr, c.eps)
 
         def grad():
-            gs = torch.autograd.grad(yr, [t for t in (hr, wr) if t is not None], dy, retain_graph=True)
+            gs = torch.autograd.grad(yr, [t for t in (hr, wr) if t is not None and t.requires_grad], dy,
+                                     retain_graph=True)
             return gs[0] + dres if dres is not None else gs
         grad.eager = True  # a failed capture would leave torch's RNG unusable
         return grad
@@ -329,8 +336,9 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
     _, bwd, red, row = ks
     T, D, w, b = c.T, c.D, c.w, c.b
     dx = torch.empty_like(h)
-    dw = torch.empty_like(w) if w is not None else None
-    db = torch.empty_like(b) if b is not None else None
+    # A frozen norm reads w for dx and sums neither dw nor db.
+    dw = torch.empty_like(w) if w is not None and not c.frozen else None
+    db = torch.empty_like(b) if b is not None and not c.frozen else None
     stats = [None if c.rms else mean, rstd, dres, T, D, 1]
     if norm_bwd_one_program(T, D, 1):
         # layernorm_bwd_row writes dw and db itself (no partial rows, no reduce).
@@ -341,9 +349,9 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
     if c.default and os.environ.get("BENCH_SWEEP_P") == "1":
         Ps = sorted({min(max(1, nsm * k // 4), T) for k in (1, 2, 4, 8, 16)})
     else:
-        Ps = [ops._bwd_programs(h, dy, dres, T, D, 1, w, b is not None)]
-    dwp = torch.empty(max(Ps), D, device=dev) if w is not None else None
-    dbp = torch.empty(max(Ps), D, device=dev) if b is not None else None
+        Ps = [ops._bwd_programs(h, dy, dres, T, D, 1, w, db is not None, dw is not None)]
+    dwp = torch.empty(max(Ps), D, device=dev) if dw is not None else None
+    dbp = torch.empty(max(Ps), D, device=dev) if db is not None else None
     best, seen = None, []
     for P in Ps:
         bargs = [dx, dwp, dbp, dy, h, c.arg(w)] + stats + [P, c.rms]
@@ -351,7 +359,7 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
 
         def kt_bwd(bargs=bargs, rargs=rargs):
             bwd.launch(bargs)
-            if w is not None or b is not None:
+            if dw is not None or db is not None:
                 red.launch(rargs)
 
         t = gpu_time_us(kt_bwd)

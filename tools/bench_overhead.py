@@ -7,9 +7,10 @@ imports):
      own kernels behind a Python autograd.Function (as ktune.ops's are),
      an empty Function's forward plus backward, ktune's kernels under
      torch's own C++ nodes (ktune.torch_norms installed: ktune.ops routed
-     there, and torch.nn.functional's calls), and a Triton @autotune
-     kernel; wall time per call over 5000 back-to-back calls (2000 where
-     autograd runs), the stream synchronized at the end;
+     there, and torch.nn.functional's calls), a frozen LayerNorm's backward
+     alone (weight and bias needing no gradient) on each side, and a Triton
+     @autotune kernel; wall time per call over 5000 back-to-back calls (2000
+     where autograd runs), the stream synchronized at the end;
   2. a model block (residual add + RMSNorm + token permutation), ktune
      against PyTorch, eager and as a replayed CUDA graph."""
 import os
@@ -209,6 +210,13 @@ def host_costs(dev):
             out = th_fwd()
             halves.append(("%s backward alone, torch.nn.functional with ktune.torch_norms installed" % name,
                            lambda out=out: out.backward(dy, retain_graph=True), 2000, True))
+        # A frozen norm (weight and bias need no gradient): dx alone, on each
+        # side; ktune's kernels then sum nothing and launch once.
+        frozen = F.layer_norm(xg, (D,), w, b, 1e-5)
+        halves.append(("layer_norm backward alone, frozen weight and bias, torch",
+                       lambda: frozen.backward(dy, retain_graph=True), 2000))
+        halves.append(("layer_norm backward alone, frozen weight and bias, torch.nn.functional with "
+                       "ktune.torch_norms installed", lambda: frozen.backward(dy, retain_graph=True), 2000, True))
 
     calls = [("ktune.ops.rms_norm", lambda: ops.rms_norm(x, w, 1e-6), 5000),
              ("torch.nn.functional.rms_norm", lambda: F.rms_norm(x, (D,), w, 1e-6), 5000),
