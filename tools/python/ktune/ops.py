@@ -256,8 +256,9 @@ def _norm_grads(ctx, dy, dh):
         # Only h went on (_NormFn does not materialise a zero dy): x's
         # gradient is h's, and the weight and bias have none.
         return (dres, dres if has_residual else None, None, None)
-    # Only the sums autograd asks for (a frozen weight or bias: none).
-    need = ctx.needs_input_grad
+    # Only the sums autograd asks for (a frozen weight or bias: none); a ctx
+    # that does not say gets every sum.
+    need = getattr(ctx, "needs_input_grad", None) or (True,) * 4
     has_dw, has_db = weight is not None and need[2], has_bias and need[3]
     bwd = norm_bwd if torch.compiler.is_compiling() else _norm_bwd_impl
     dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, groups, rms, has_db, has_dw)
