@@ -175,7 +175,9 @@ static void compile_for_shapes(void) {
 ** scalar configs (VEC = 1). A tile is read again from its slot (REREAD = 1)
 ** only in the pipeline, by threads of 16 values or more. Programs of blocks
 ** that split the rows (MG > 1) only on sm_90, in the pipeline, with the sums
-** in registers, not beside CL > 1, and only where there are sums. */
+** in registers, not beside CL > 1, and only where there are sums: none for
+** a frozen weight (read, its dw not summed: HAS_DW = 0). A dw to sum
+** without a weight is refused. */
 static void compile_norm_pipeline_where_it_runs(void) {
   static char out[32768];
   const char *dir = t_tmpdir();
@@ -207,6 +209,18 @@ static void compile_norm_pipeline_where_it_runs(void) {
             0);
   ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=3.ACC=0.CL=1.MG=1.");
   ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=4.")); /* no sums to merge */
+  /* A frozen weight: read for dx (HAS_WEIGHT), no dw summed (HAS_DW = 0), so
+  ** nothing to merge or keep in shared memory either. */
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
+                 dir, bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,dw_part=null,db_part=null,dres=null"),
+            0);
+  ASSERT_CONTAINS(out, ".HAS_WEIGHT=1.HAS_DW=0.HAS_BIAS=0.");
+  ASSERT_TRUE(!strstr(out, ".HAS_DW=1.") && !strstr(out, ".MG=2.") && !strstr(out, ".MG=4.") && !strstr(out, ".ACC=1."));
+  /* dw summed without a weight to read is no call the kernel takes. */
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
+                 dir, bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,w=null,db_part=null,dres=null"),
+            1);
+  ASSERT_CONTAINS(out, "layernorm_bwd: no config satisfies the constraints for this call");
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_75 kernels_src/layernorm_bwd.json --shape '%s'",
                  dir, bin(), shape),
             0);
