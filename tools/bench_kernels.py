@@ -229,6 +229,8 @@ class NormCase:
         self.w = torch.rand(D, device=dev, dtype=dt) + 0.5 if w else None
         self.b = torch.randn(D, device=dev, dtype=dt) if b else None
         self.r = torch.randn(T, D, device=dev, dtype=dt) if res else None
+        # The gradients the backward sums: none of a frozen norm's.
+        self.sum_dw, self.sum_db = bool(w) and not frozen, bool(b) and not frozen
         self.nb = ktune.null(dt)
         self.label = "%dx%d %s%s" % (T, D, dtname, "" if self.default else " " + self.variant())
 
@@ -263,15 +265,15 @@ def torch_norm_bwd(c, h, dy, dres):
     aten, D, w, b = torch.ops.aten, c.D, c.w, c.b
     if c.rms and hasattr(aten, "_fused_rms_norm_backward"):
         _, rstd = aten._fused_rms_norm(h, [D], w, c.eps)
-        mask = [True, w is not None and not c.frozen]
+        mask = [True, c.sum_dw]
         g = lambda: aten._fused_rms_norm_backward(dy, h, [D], rstd, w, mask)  # noqa: E731
     elif not c.rms:
         _, mean, rstd = aten.native_layer_norm(h, [D], w, b, c.eps)
-        mask = [True, w is not None and not c.frozen, b is not None and not c.frozen]
+        mask = [True, c.sum_dw, c.sum_db]
         g = lambda: aten.native_layer_norm_backward(dy, h, [D], mean, rstd, w, b, mask)  # noqa: E731
     else:
         hr = h.detach().requires_grad_(True)
-        wr = w.detach().requires_grad_(not c.frozen) if w is not None else None
+        wr = w.detach().requires_grad_(c.sum_dw) if w is not None else None
         yr = F.rms_norm(hr, (D,), wr, c.eps)
 
         def grad():
@@ -337,8 +339,8 @@ def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
     T, D, w, b = c.T, c.D, c.w, c.b
     dx = torch.empty_like(h)
     # A frozen norm reads w for dx and sums neither dw nor db.
-    dw = torch.empty_like(w) if w is not None and not c.frozen else None
-    db = torch.empty_like(b) if b is not None and not c.frozen else None
+    dw = torch.empty_like(w) if c.sum_dw else None
+    db = torch.empty_like(b) if c.sum_db else None
     stats = [None if c.rms else mean, rstd, dres, T, D, 1]
     if norm_bwd_one_program(T, D, 1):
         # layernorm_bwd_row writes dw and db itself (no partial rows, no reduce).

@@ -28,7 +28,10 @@ __all__ = ["rms_norm", "layer_norm", "rms_norm_", "permute_rows", "unpermute_row
 _jl = None
 _registered = {}
 _sms = {}
-_DT = {jnp.dtype(jnp.float32): "f32", jnp.dtype(jnp.float16): "f16", jnp.dtype(jnp.bfloat16): "bf16"}
+# ktune's dtype names of JAX's dtypes, and those the bundled kernels take.
+_CODES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int32": "i32",
+          "int64": "i64", "uint8": "u8", "bool": "u8", "int8": "i8", "int16": "i16", "uint32": "u32"}
+_DT = {jnp.dtype(n): _CODES[n] for n in ("float32", "float16", "bfloat16")}
 
 
 def _dt(dtype):
@@ -109,8 +112,6 @@ def _num_sms():
 # that may tune (tune mode) or queue a tuning (async mode) on a miss.
 _GRAPHS = os.environ.get("KTUNE_JAX_GRAPHS", "1") != "0"
 _settled = set()
-_CODES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int32": "i32",
-          "int64": "i64", "uint8": "u8", "bool": "u8", "int8": "i8", "int16": "i16", "uint32": "u32"}
 
 
 def _shape_args(k, params, outs):
