@@ -431,6 +431,12 @@ KT_API const char *kt_errmsg(const kt_runtime *rt);
 KT_API const char *kt_runtime_arch(const kt_runtime *rt);
 KT_API const char *kt_runtime_device_name(const kt_runtime *rt);
 
+/* The mode in effect: kt_options' mode, or where that was KT_MODE_DEFAULT
+** the one $KTUNE_MODE named when the runtime was opened (KT_MODE_TUNE
+** where it was unset or not a mode); never KT_MODE_DEFAULT. A binding asks
+** here instead of reading $KTUNE_MODE again. KT_MODE_DEFAULT for NULL. */
+KT_API kt_mode kt_runtime_mode(const kt_runtime *rt);
+
 /* What a runtime runs on, for tools and logs. Strings borrowed; valid until
 ** kt_runtime_close(). Fields of a runtime without a device are "" or 0. */
 typedef struct kt_runtime_info {

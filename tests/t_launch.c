@@ -167,11 +167,19 @@ static void modes_and_async_calls_without_a_device(void) {
   setenv("KTUNE_MODE", "fast", 1);
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
   ASSERT_STR_EQ(logged, "KTUNE_MODE=fast is not a mode (tune, cache-only, off, async): tune is used");
+  ASSERT_EQ(kt_runtime_mode(rt), KT_MODE_TUNE);
   kt_runtime_close(rt);
+  o.mode = KT_MODE_OFF; /* asked for: the variable is not read */
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_EQ(kt_runtime_mode(rt), KT_MODE_OFF);
+  kt_runtime_close(rt);
+  o.mode = KT_MODE_DEFAULT;
+  ASSERT_EQ(kt_runtime_mode(NULL), KT_MODE_DEFAULT);
   setenv("KTUNE_MODE", "async", 1);
   logged[0] = 0;
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
   ASSERT_STR_EQ(logged, "");
+  ASSERT_EQ(kt_runtime_mode(rt), KT_MODE_ASYNC);
   unsetenv("KTUNE_MODE");
   ASSERT_STATUS(kt_runtime_wait_tuning(rt, 0), KT_OK);
   ASSERT_STATUS(kt_runtime_wait_tuning(rt, -1), KT_OK);

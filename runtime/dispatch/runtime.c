@@ -191,6 +191,8 @@ const char *kt_runtime_arch(const kt_runtime *rt) { return rt ? rt->env.arch : "
 
 const char *kt_runtime_device_name(const kt_runtime *rt) { return rt && rt->env.have_device ? rt->env.dev.name : ""; }
 
+kt_mode kt_runtime_mode(const kt_runtime *rt) { return rt ? rt->mode : KT_MODE_DEFAULT; }
+
 /* The size of kt_stats before async mode added its fields. */
 #define STATS_V1 offsetof(kt_stats, standins)
 

@@ -1,7 +1,9 @@
 """GPU tests of the PyTorch integration (tools/python/ktune), run by
 `make gpu-test` when torch imports. Prints "N passed, N failed, N skipped"."""
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import traceback
 
@@ -372,6 +374,32 @@ def sixteen_threads_launch_while_one_tunes():
     for t in threads:
         t.join()
     assert not errors, "; ".join(errors[:3])
+
+
+@test
+def mode_in_effect():
+    """Runtime.mode is the runtime's own answer: the mode asked for, else
+    the one $KTUNE_MODE names when it opens, else tune."""
+    old = os.environ.get("KTUNE_MODE")
+    d = tempfile.mkdtemp()
+    try:
+        for env, asked, want in (("cache-only", None, "cache-only"), ("fast", None, "tune"), ("off", "async", "async"),
+                                 (None, None, "tune"), ("async", "default", "async")):
+            if env is None:
+                os.environ.pop("KTUNE_MODE", None)
+            else:
+                os.environ["KTUNE_MODE"] = env
+            rt = ktune.Runtime(0, mode=asked, cache_path=os.path.join(d, "m.db"), log=lambda level, msg: None)
+            try:
+                assert rt.mode == want, (env, asked, rt.mode)
+            finally:
+                rt.close()
+    finally:
+        if old is None:
+            os.environ.pop("KTUNE_MODE", None)
+        else:
+            os.environ["KTUNE_MODE"] = old
+        shutil.rmtree(d)
 
 
 @test

@@ -317,6 +317,7 @@ class Kernel:
         return buf.value.decode()
 
 
+_MODE_NAMES = {v: k for k, v in _capi.MODES.items()}  # kt_runtime_mode's answer by name
 _LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 
 
@@ -364,11 +365,9 @@ class Runtime:
             raise KtuneError(L.kt_status_name(st).decode(), msg)
         self._h = h
         self.device = device
-        # The mode in effect: the one asked for, else $KTUNE_MODE's (the C
-        # default, tune, where it is unset or not a mode).
-        env = os.environ.get("KTUNE_MODE", "")
-        self.mode = mode if mode not in (None, "default") else env if env in _capi.MODES and env != "default" \
-            else "tune"
+        # The mode in effect, as the runtime settled it (from $KTUNE_MODE
+        # where none was asked for).
+        self.mode = _MODE_NAMES[L.kt_runtime_mode(h)]
         self._kernels = {}
         self._lock = threading.Lock()
         self._stream_fn = None

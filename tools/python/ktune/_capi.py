@@ -162,6 +162,7 @@ def load():
         "kt_runtime_wait_tuning": (I, [P, ctypes.c_double]),
         "kt_libversion": (S, []),
         "kt_runtime_get_info": (I, [P, ctypes.POINTER(RuntimeInfo)]),
+        "kt_runtime_mode": (I, [P]),
         "kt_cache_list": (I, [P, S, CACHE_ROW_FN, P]),
         "kt_cache_counts": (I, [P, ctypes.POINTER(ctypes.c_long * 4)]),
     }
