@@ -101,6 +101,41 @@ def launched(f, *a):
     return y, launches() - n
 
 
+def frozen_grads():
+    """Gradients for some inputs only (argnums, stop_gradient) against
+    float64: a weight or bias left out is read for dx and never summed (no
+    reduce where nothing is), and an output without a cotangent is not
+    read: h alone going on launches no backward (on an H200 XLA dropped
+    the forward as well: no launch at all)."""
+    for dt in (jnp.bfloat16, jnp.float16):
+        for T, D in ((4097, 4096), (3000, 1000), (7, 100)):
+            k = jax.random.split(jax.random.PRNGKey(T + D), 4)
+            x = jax.random.normal(k[0], (T, D), jnp.float32).astype(dt)
+            w = (1 + 0.1 * jax.random.normal(k[1], (D,), jnp.float32)).astype(dt)
+            b = (0.1 * jax.random.normal(k[2], (D,), jnp.float32)).astype(dt)
+            g = jax.random.normal(k[3], (T, D), jnp.float32).astype(dt)
+            loss = lambda x, w, b: jnp.sum(kj.layer_norm(x, w, b).astype(jnp.float32) * g.astype(jnp.float32))  # noqa
+            rloss = lambda x, w, b: jnp.sum(ref_norm(x, w, b, 1e-5, 0) * g.astype(jnp.float64))  # noqa: E731
+            want = jax.grad(rloss, argnums=(0, 1, 2))(*(a.astype(jnp.float64) for a in (x, w, b)))
+            one = ktune.norm_bwd_one_program(T, D, 1)
+            for argnums, n_want in (((0,), 2), ((0, 2), 2 if one else 3), ((1,), 2 if one else 3)):
+                got, n = launched(jax.jit(jax.grad(loss, argnums=argnums)), x, w, b)
+                assert n == n_want, (T, D, argnums, n)
+                for i, a in zip(argnums, got):
+                    tol = TOL[dt] * (1 if i == 0 else max(1.0, np.sqrt(T) / 4))
+                    assert a.dtype == dt and err(a, want[i]) < tol, (T, D, argnums, i, err(a, want[i]))
+            sg = jax.jit(jax.grad(lambda x, w, b: loss(x, jax.lax.stop_gradient(w), b), argnums=(0, 1)))
+            got, n = launched(sg, x, w, b)
+            assert n == 2 and err(got[0], want[0]) < TOL[dt] and not np.any(np.asarray(got[1], np.float32)), n
+    x = jax.random.normal(jax.random.PRNGKey(9), (300, 256), jnp.float32)
+    r = jax.random.normal(jax.random.PRNGKey(10), (300, 256), jnp.float32)
+    w = jnp.ones((256,), jnp.float32)
+    got, n = launched(jax.jit(jax.grad(lambda x: jnp.sum(kj.rms_norm(x, w, residual=r, return_residual=True)[1]))),
+                      x)
+    # No backward; XLA may drop the forward too, as nothing reads its results.
+    assert n <= 1 and np.array_equal(np.asarray(got), np.ones((300, 256), np.float32)), n
+
+
 def vmapped():
     """vmap folds the mapped axis into the rows: one launch for the batch
     (also nested, also mapped on axis 1), one an example where the weight
@@ -456,6 +491,7 @@ def main():
         check("a key pre-warmed by ktune tune is a hit from JAX", prewarmed_is_a_hit)
     else:
         check("norms under jit and grad against float64 (bf16, f16, f32; T 1..4097, D 3..4096)", grid)
+        check("grads of some inputs only: frozen weight and bias read, never summed", frozen_grads)
         check("vmap: one launch for the batch (nested, axis 1, in place); a mapped weight an example at a time",
               vmapped)
         check("vmap of grad: per-example dx, dw, db against float64 (folded and one example at a time)",

@@ -308,6 +308,88 @@ def grads_without_sums():
         kj._call = fake_call
 
 
+def frozen_inputs():
+    """Gradients for some inputs only (jax.grad's argnums, stop_gradient):
+    a weight or bias no gradient is taken for is read, never summed (its
+    partial-row pointer null, no reduce without a sum); a residual output
+    whose cotangent is a symbolic zero is not read (dres null), and a y
+    whose cotangent is one launches no backward."""
+    seen = []
+
+    def spy(name, params, outs, aliases=None):
+        if name in ("layernorm_bwd", "layernorm_bwd_row"):
+            seen.append((name, params))
+        return fake_call(name, params, outs, aliases)
+
+    def nulls(params):  # which of dx, dw(_part), db(_part), ..., dres are null
+        return "".join("n" if isinstance(p, tuple) and p[0] == "n" else "p" for p in params[:9])
+    fwd, bwd, red, row = "layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce", "layernorm_bwd_row"
+    kj._call = spy
+    try:
+        for T, D, rms in ((4096, 8, 0), (4096, 8, 1), (3, 16, 0)):
+            k = jax.random.split(jax.random.PRNGKey(T + D + rms), 5)
+            x = jax.random.normal(k[0], (T, D), jnp.float64)
+            w = 1 + 0.1 * jax.random.normal(k[1], (D,), jnp.float64)
+            b = None if rms else 0.1 * jax.random.normal(k[2], (D,), jnp.float64)
+            g = jax.random.normal(k[3], (T, D), jnp.float64)
+            eps = 1e-6 if rms else 1e-5
+            f = (lambda x, w, b: kj.rms_norm(x, w)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b))
+            loss = lambda x, w, b: jnp.sum(f(x, w, b) * g)  # noqa: E731
+            want = jax.grad(lambda x, w, b: jnp.sum(ref_norm(x, w, b, eps, rms) * g), argnums=(0, 1, 2) if b is not
+                            None else (0, 1))(x, w, b)
+            one = ktune.norm_bwd_one_program(T, D, 1)
+            # (argnums, dw and db summed)
+            cases = [((0,), False, False), ((0, 1), True, False)]
+            if b is not None:
+                cases += [((0, 2), False, True), ((2,), False, True)]
+            for argnums, sw, sb in cases:
+                del seen[:]
+                got, c = counted(jax.grad(loss, argnums=argnums), x, w, b)
+                for a, i in zip(got, argnums):
+                    close(a, want[i], 1e-5)
+                sums = sw or sb
+                assert c == [fwd] + ([row] if one else [bwd] + ([red] if sums else [])), (argnums, c)
+                name, params = seen[-1]
+                assert nulls(params) == "p" + ("p" if sw else "n") + ("p" if sb else "n") + "ppp" + \
+                    ("n" if rms else "p") + "pn", (argnums, nulls(params))
+                if not one and not sums:  # split as a backward without sums is
+                    assert params[12] == ktune.norm_programs(T, SMS, D, sums=False), params[12]
+            # stop_gradient: the same as leaving the weight out of argnums
+            got, c = counted(jax.grad(lambda x, w, b: loss(x, jax.lax.stop_gradient(w), b), argnums=(0, 1)), x, w, b)
+            close(got[0], want[0], 1e-5)
+            close(got[1], jnp.zeros(D), 0)
+            assert seen[-1][1][1][0] == "n", seen[-1][1][1]
+        # per-example grads over x alone: one backward over the batch's rows, no partial rows
+        x = jax.random.normal(jax.random.PRNGKey(3), (3, 4097, 4), jnp.float64)
+        g = jax.random.normal(jax.random.PRNGKey(4), (3, 4097, 4), jnp.float64)
+        w, b = 1 + 0.1 * jnp.arange(4.0), 0.1 * jnp.arange(4.0)
+        got, c = counted(jax.vmap(jax.grad(lambda x, g: jnp.sum(kj.layer_norm(x, w, b) * g))), x, g)
+        close(got, jax.vmap(jax.grad(lambda x, g: jnp.sum(ref_norm(x, w, b, 1e-5, 0) * g)))(x, g), 1e-5)
+        assert c == [fwd, bwd], c
+        assert seen[-1][1][12] == ktune.norm_programs(3 * 4097, SMS, 4, sums=False), seen[-1][1][12]
+        # a residual output: y alone goes on (dres null), h alone (no backward)
+        x, r = x[0], g[0]
+        del seen[:]
+        got, c = counted(jax.grad(lambda x, r: jnp.sum(kj.layer_norm(x, w, b, residual=r, return_residual=True)[0] * r),
+                                  argnums=(0, 1)), x, r)
+        want = jax.grad(lambda x, r: jnp.sum(ref_norm(x + r, w, b, 1e-5, 0) * r), argnums=(0, 1))(x, r)
+        close(got[0], want[0], 1e-5)
+        assert c == [fwd, bwd], c
+        assert nulls(seen[-1][1])[8] == "n", nulls(seen[-1][1])
+        got, c = counted(jax.grad(lambda x, r: jnp.sum(kj.layer_norm(x, w, b, residual=r, return_residual=True)[1] * r),
+                                  argnums=(0, 1)), x, r)
+        close(got[0], r, 0)
+        close(got[1], x + 2 * r, 1e-12)  # h = x + r, times r
+        assert c == [fwd], c
+        # a bias alone, of another dtype than x: db in the bias's dtype
+        b32 = b.astype(jnp.float32)
+        db = jax.jit(jax.grad(lambda b: jnp.sum(kj.layer_norm(x, None, b) * r)))(b32)
+        assert db.dtype == jnp.float32, db.dtype
+        close(db, r.sum(0), 1e-5)
+    finally:
+        kj._call = fake_call
+
+
 def parts():
     # no partial rows: a quarter of the rows, between one program an SM (or
     # every row) and 16 an SM
@@ -414,6 +496,8 @@ def main():
     check("grad at row counts that leave programs of one an SM without rows", plain_grads)
     check("grad of a few short rows: one call that writes dw and db; more rows, two", few_rows)
     check("grads without weight or bias: one backward over the batch's rows, no partial rows", grads_without_sums)
+    check("frozen weight or bias: read, never summed; an output without a cotangent is not read",
+          frozen_inputs)
     check("programs per example split the rows evenly; without partial rows, a quarter of the rows", parts)
     check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)

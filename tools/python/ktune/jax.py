@@ -34,6 +34,11 @@ _CODES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f6
 _DT = {jnp.dtype(n): _CODES[n] for n in ("float32", "float16", "bfloat16")}
 
 
+def _jdt(name):
+    """The JAX dtype of one of ktune's dtype names in _DT."""
+    return next(k for k, v in _DT.items() if v == name)
+
+
 def _dt(dtype):
     """ktune's name of a JAX dtype the bundled kernels take."""
     got = _DT.get(jnp.dtype(dtype))
@@ -326,14 +331,15 @@ def _bwd_fold(n, batch, st, batched, a):
 
 
 def _bwd_launch(batch, st, dy2, h2, w, mean, rstd, dres2):
-    has_w, has_bias, rms, groups, td, wd = st
+    sum_w, sum_b, rms, groups, td, wd = st
     T, D = h2.shape
-    # Partial rows must each be one example's; without them (no weight, no
-    # bias) the batch's rows are split as one example's would be.
-    P = batch * _parts(T // batch, batch) if has_w or has_bias else norm_programs(T, _num_sms(), D, sums=False)
-    outs = [jax.ShapeDtypeStruct((T, D), h2.dtype)] + [jax.ShapeDtypeStruct((P, D), jnp.float32)] * (has_w + has_bias)
+    # Partial rows must each be one example's; without them (no sums: no
+    # weight and bias, or frozen ones) the batch's rows are split as one
+    # example's would be.
+    P = batch * _parts(T // batch, batch) if sum_w or sum_b else norm_programs(T, _num_sms(), D, sums=False)
+    outs = [jax.ShapeDtypeStruct((T, D), h2.dtype)] + [jax.ShapeDtypeStruct((P, D), jnp.float32)] * (sum_w + sum_b)
     return tuple(_call("layernorm_bwd", [
-        ("o", 0), ("o", 1) if has_w else ("n", "f32"), ("o", len(outs) - 1) if has_bias else ("n", "f32"),
+        ("o", 0), ("o", 1) if sum_w else ("n", "f32"), ("o", len(outs) - 1) if sum_b else ("n", "f32"),
         ("i", dy2), ("i", h2), _opt(w, wd), ("n", "f32") if rms else ("i", mean), ("i", rstd),
         _opt(dres2, td), T, D, groups, P, 1 if rms else 0], outs))
 
@@ -364,12 +370,11 @@ def _reducer(D, wdt, has_w, has_bias):
 def _two_launches(st, dy2, h2, w, mean, rstd, dres2):
     """dx, then dw and db where present: layernorm_bwd's partial rows summed
     by layernorm_bwd_reduce."""
-    has_w, has_bias = st[0], st[1]
+    sum_w, sum_b = st[0], st[1]
     r = _op(_bwd_launch, _bwd_fold, 1, st)(dy2, h2, w, mean, rstd, dres2)
-    if not has_w and not has_bias:
+    if not sum_w and not sum_b:
         return (r[0],)
-    red = _reducer(h2.shape[1], jnp.dtype(w.dtype if has_w else h2.dtype), has_w, has_bias)(
-        r[1] if has_w else None, r[-1] if has_bias else None)
+    red = _reducer(h2.shape[1], _jdt(st[5]), sum_w, sum_b)(r[1] if sum_w else None, r[-1] if sum_b else None)
     return (r[0],) + tuple(red)
 
 
@@ -379,14 +384,13 @@ def _one_program(st):
     dw and db itself (a few rows: ktune.norm_bwd_one_program). Under vmap an
     example's dw and db must stay its own, so the batch goes to the two
     launches, which fold it into their rows."""
-    has_w, has_bias, rms, groups, td, wd = st
+    sum_w, sum_b, rms, groups, td, wd = st
 
     def launch(dy2, h2, w, mean, rstd, dres2):
         T, D = h2.shape
-        wdt = w.dtype if has_w else h2.dtype
-        outs = [jax.ShapeDtypeStruct((T, D), h2.dtype)] + [jax.ShapeDtypeStruct((D,), wdt)] * (has_w + has_bias)
+        outs = [jax.ShapeDtypeStruct((T, D), h2.dtype)] + [jax.ShapeDtypeStruct((D,), _jdt(wd))] * (sum_w + sum_b)
         return tuple(_call("layernorm_bwd_row", [
-            ("o", 0), ("o", 1) if has_w else ("n", wd), ("o", len(outs) - 1) if has_bias else ("n", wd),
+            ("o", 0), ("o", 1) if sum_w else ("n", wd), ("o", len(outs) - 1) if sum_b else ("n", wd),
             ("i", dy2), ("i", h2), _opt(w, wd), ("n", "f32") if rms else ("i", mean), ("i", rstd),
             _opt(dres2, td), T, D, groups, 1 if rms else 0], outs))
     f = jax.custom_batching.custom_vmap(launch)
@@ -399,40 +403,62 @@ def _one_program(st):
     return f
 
 
-def _bwd_impl(dy, h, w, has_bias, mean, rstd, dres, rms, groups):
+def _bwd_impl(dy, h, w, wdt, sums, mean, rstd, dres, rms, groups):
+    """dx, dw and db; sums: (dw, db) wanted. wdt: the dtype of the weight
+    and bias (dw and db), or None where neither exists."""
     D = h.shape[-1]
     td = _dt(h.dtype)
-    wd = _dt(w.dtype) if w is not None else td
-    st = (w is not None, bool(has_bias), bool(rms), int(groups), td, wd)
+    st = (bool(sums[0]), bool(sums[1]), bool(rms), int(groups), td, _dt(wdt) if wdt is not None else td)
     a = (dy.reshape(-1, D), h.reshape(-1, D), w, mean, rstd, None if dres is None else dres.reshape(-1, D))
     if norm_bwd_one_program(a[1].shape[0], D, groups):
         r = _one_program(st)(*a)
     else:
         r = _two_launches(st, *a)
-    return r[0].reshape(h.shape), (r[1] if w is not None else None), (r[-1] if has_bias else None)
+    return r[0].reshape(h.shape), (r[1] if sums[0] else None), (r[-1] if sums[1] else None)
 
 
+# The rules below see which inputs are differentiated (symbolic_zeros): a
+# weight or bias no gradient is taken for (jax.grad over x alone,
+# stop_gradient, a frozen norm) is only read, nothing is summed for it; an
+# output whose cotangent is a symbolic zero is neither read nor filled.
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
 def _norm(x, res, w, b, eps, rms, groups, ret_res):
     y, h, _, _ = _fwd_impl(x, res, w, b, eps, rms, groups, ret_res or res is not None, False)
     return (y, h) if ret_res else y
 
 
+def _value(p):
+    return None if p is None else p.value
+
+
 def _norm_fwd(x, res, w, b, eps, rms, groups, ret_res):
     store = ret_res or res is not None
-    y, h, mean, rstd = _fwd_impl(x, res, w, b, eps, rms, groups, store, True)
-    saved = (h if store else x, w, b is not None, mean, rstd, res is not None, b)
+    xv, rv, wv, bv = _value(x), _value(res), _value(w), _value(b)
+    y, h, mean, rstd = _fwd_impl(xv, rv, wv, bv, eps, rms, groups, store, True)
+    # Which inputs want a gradient: (x, res, w, b), absent ones never. The
+    # bias is kept (without a weight) for db's dtype alone.
+    wants = tuple(p is not None and p.perturbed for p in (x, res, w, b))
+    saved = (h if store else xv, wv, bv if wv is None else None, mean, rstd, wants)
     return ((y, h) if ret_res else y), saved
 
 
+def _zero(g):
+    return g is None or isinstance(g, jax.custom_derivatives.SymbolicZero)
+
+
 def _norm_bwd(eps, rms, groups, ret_res, saved, g):
-    h, w, has_bias, mean, rstd, has_res, b = saved
+    h, w, b, mean, rstd, wants = saved
+    wdt = w.dtype if w is not None else b.dtype if b is not None else None
     dy, dh = g if ret_res else (g, None)
-    dx, dw, db = _bwd_impl(dy, h, w, has_bias, mean, rstd, dh if ret_res else None, rms, groups)
-    return dx, (dx if has_res else None), dw, db
+    dh = None if _zero(dh) else dh
+    if _zero(dy):  # y takes no part: h's cotangent goes on to x and res alone
+        dx, dw, db = dh, None, None
+    else:
+        dx, dw, db = _bwd_impl(dy, h, w, wdt, wants[2:], mean, rstd, dh, rms, groups)
+    return tuple(d if want else None for d, want in zip((dx, dx, dw, db), wants))
 
 
-_norm.defvjp(_norm_fwd, _norm_bwd)
+_norm.defvjp(_norm_fwd, _norm_bwd, symbolic_zeros=True)
 
 
 def rms_norm(x, weight=None, eps=1e-6, residual=None, return_residual=False):
