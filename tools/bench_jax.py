@@ -6,8 +6,9 @@ applies the op REPS times in a row, each to the previous result, with an
 optimization barrier after each (unrolled, so no loop carries a copy; the
 barrier keeps XLA from fusing a chain of norms into one kernel or composing
 a chain of gathers into one), and JAX's per-call dispatch is paid once per
-REPS ops. The gradient row is a forward and a backward (jax.vjp with a
-cotangent given, autograd.grad with one in PyTorch). Each row names the
+REPS ops. The gradient rows are a forward and a backward of x alone
+(jax.vjp with a cotangent given, autograd.grad with one in PyTorch): the
+weight and bias are constants, so no dw or db is summed. Each row names the
 handler's entry its calls took: "graph" (keys settled while tracing, which
 XLA may record into its command buffers) or "plain" (KTUNE_JAX_GRAPHS=0, or
 a key that did not settle). Host cost: a tiny shape called back to
@@ -85,6 +86,9 @@ def cases(T, D):
         ("layer_norm", (x, w, b), lambda x, w, b: kj.layer_norm(x, w, b), jnp_ln),
         ("rms_norm fwd+bwd", (x, w, dy), lambda x, w, dy: jax.vjp(lambda x: kj.rms_norm(x, w), x)[1](dy)[0],
          lambda x, w, dy: jax.vjp(lambda x: jnp_rms(x, w), x)[1](dy)[0]),
+        ("layer_norm fwd+bwd", (x, w, b, dy),
+         lambda x, w, b, dy: jax.vjp(lambda x: kj.layer_norm(x, w, b), x)[1](dy)[0],
+         lambda x, w, b, dy: jax.vjp(lambda x: jnp_ln(x, w, b), x)[1](dy)[0]),
         ("permute_rows", (x, perm), lambda x, p: kj.permute_rows(x, p)[0], lambda x, p: x[p]),
         ("masked_softmax", (x, mask), lambda x, m: kj.masked_softmax(x, m, None, 0.125), jnp_softmax),
     ]
