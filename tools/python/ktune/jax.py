@@ -345,18 +345,18 @@ def _bwd_launch(batch, st, dy2, h2, w, mean, rstd, dres2):
 
 
 @functools.lru_cache(maxsize=None)
-def _reducer(D, wdt, has_w, has_bias):
+def _reducer(D, wdt, sum_w, sum_b):
     """The partial rows of dw and db summed by layernorm_bwd_reduce; under
     vmap, each example's summed by XLA. The reduce consumes them (they are
     undefined after it): the backward's outputs that only it reads."""
     wd = _dt(wdt)
 
     def launch(dwp, dbp):
-        P = (dwp if has_w else dbp).shape[0]
-        routs = [jax.ShapeDtypeStruct((D,), wdt)] * (has_w + has_bias)
+        P = (dwp if sum_w else dbp).shape[0]
+        routs = [jax.ShapeDtypeStruct((D,), wdt)] * (sum_w + sum_b)
         return tuple(_call("layernorm_bwd_reduce", [
-            ("o", 0) if has_w else ("n", wd), ("o", len(routs) - 1) if has_bias else ("n", wd),
-            ("i", dwp) if has_w else ("n", "f32"), ("i", dbp) if has_bias else ("n", "f32"), P, D, P], routs))
+            ("o", 0) if sum_w else ("n", wd), ("o", len(routs) - 1) if sum_b else ("n", wd),
+            ("i", dwp) if sum_w else ("n", "f32"), ("i", dbp) if sum_b else ("n", "f32"), P, D, P], routs))
     f = jax.custom_batching.custom_vmap(launch)
 
     @f.def_vmap
