@@ -122,6 +122,12 @@ def torch_ops():
         x.requires_grad_(True)
         return lambda: torch.autograd.grad(ops.rms_norm(x, w), x, dy)
 
+    def ln_grad(T, D):
+        x, w, b = tensors(T, D)
+        dy = torch.randn_like(x)
+        x.requires_grad_(True)
+        return lambda: torch.autograd.grad(ops.layer_norm(x, w, b), x, dy)
+
     def permute(T, D):
         x, _, _ = tensors(T, D)
         p = torch.randperm(T, device=dev, dtype=torch.int32)
@@ -131,8 +137,8 @@ def torch_ops():
         x, _, _ = tensors(T, D)
         m = torch.rand(T, D, device=dev) > 0.1
         return lambda: ops.masked_softmax(x, m, None, 0.125)
-    return {"rms_norm": rms, "layer_norm": ln, "rms_norm fwd+bwd": rms_grad, "permute_rows": permute,
-            "masked_softmax": softmax}
+    return {"rms_norm": rms, "layer_norm": ln, "rms_norm fwd+bwd": rms_grad, "layer_norm fwd+bwd": ln_grad,
+            "permute_rows": permute, "masked_softmax": softmax}
 
 
 def torch_time(name, make, T, D):
