@@ -608,7 +608,7 @@ static void norm_backward_frozen_weight_every_config(void) {
       {{5, 10240, 1, KT_BF16, KT_BF16, 1, 0, 0, 2, 0, 0, 0}, 2},
   };
   sweep_counts n = {0};
-  if (!sweep_cases(rt, f, b, r, sweep, 2, &n)) {
+  if (!sweep_cases(rt, f, b, r, sweep, sizeof sweep / sizeof sweep[0], &n)) {
     const int clusters = has_clusters(rt);
     printf("    frozen weight: %d (config, shape) launches checked, %d pipelined, %d with shared sums, %d merging "
            "rows' sums, %d holding the weight past 16 KB\n", n.ran, n.piped, n.shared, n.merged, n.kept);

@@ -56,13 +56,13 @@ def _programs_dev(dev, T, D, sums=True):
     return P, (norm_programs(T, n[0], D, True) if n[1] and sums else P)
 
 
-def _mergeable(D, groups, weight, has_bias, h2, dy2, dres, has_dw=True):
+def _mergeable(D, groups, weight, sums, h2, dy2, dres):
     """Whether layernorm_bwd can split a program's rows over two blocks: the
     pipeline (one group, whole 16-byte vectors, VEC of them for the weight)
-    and sums to merge."""
+    and sums to merge (sums: whether dw or db is summed)."""
     ptrs = [t.data_ptr() for t in (h2, dy2, dres) if t is not None]
     return _mergeable_ptrs(D, groups, h2.element_size(), ptrs, weight is not None and weight.data_ptr(),
-                           weight is not None and weight.element_size(), (weight is not None and has_dw) or has_bias)
+                           weight is not None and weight.element_size(), sums)
 
 
 def _mergeable_ptrs(D, groups, esize, ptrs, wptr, wsize, sums):
@@ -79,8 +79,9 @@ def _mergeable_ptrs(D, groups, esize, ptrs, wptr, wsize, sums):
 def _bwd_programs(h2, dy2, dres, T, D, groups, weight, has_bias, has_dw=True):
     """The P that layernorm_bwd gets: _programs', and programs of two blocks
     where they would be used and can run (asked only then)."""
-    P, Pm = _programs(h2, T, D, (weight is not None and has_dw) or has_bias)
-    if Pm != P and _mergeable(D, groups, weight, has_bias, h2, dy2, dres, has_dw):
+    sums = (weight is not None and has_dw) or has_bias
+    P, Pm = _programs(h2, T, D, sums)
+    if Pm != P and _mergeable(D, groups, weight, sums, h2, dy2, dres):
         return Pm
     return P
 
