@@ -501,6 +501,18 @@ KT_API kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out /* OUT */);
 ** modes, at once), KT_ERR_TIMEOUT or KT_ERR_INVALID. */
 KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 
+/* Stop tuning in this runtime for good, and return once the background
+** tuner's thread has ended: what it has queued is dropped, a running
+** tuning stops before its next trial or compile, and nothing of either is
+** stored. Launches go on: a key without a config keeps its stand-in (a
+** miss from now on gets one, with KT_ERR_CANCELLED logged, not queued),
+** and a tuning asked for later is cancelled. For a process about to exit:
+** a compile or trial still running while the C library and the libraries
+** loaded tear down can crash the exit (the Python package calls it when
+** the interpreter exits). Thread-safe. Returns KT_OK, or KT_ERR_INVALID
+** (NULL). */
+KT_API kt_status kt_runtime_stop_tuning(kt_runtime *rt);
+
 /* Load a kernel spec and prepare it for launching. The spec file and its
 ** source are read and parsed now; variants are compiled on first use.
 ** Loading the same path twice gives two independent kernels.

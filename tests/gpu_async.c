@@ -1,7 +1,9 @@
 /* Async mode on the GPU: a miss returns with a stand-in and a correct
 ** result, the key is tuned in the background on copies of the inputs and
 ** the winner replaces the stand-in; many threads missing one key queue it
-** once; closing while a tuning runs stops it and stores nothing; a graph
+** once; closing while a tuning runs stops it and stores nothing, and so
+** do kt_runtime_stop_tuning (launches go on) and a process's exit while
+** the tuner compiles (cleanly); a graph
 ** captured while the tuner works is not disturbed and queues nothing; the
 ** background winner is the blocking mode's; a key timed at its tune_at
 ** sizes copies nothing of the call's and makes no inputs of the call's
@@ -32,6 +34,7 @@ static void capture_log(void *user, kt_log_level level, const char *msg) {
 }
 
 static logbuf lb = {PTHREAD_MUTEX_INITIALIZER, ""};
+extern const char *g_self;
 
 /* copy_limit: kt_options.async_copy_limit (0: the default). */
 static kt_runtime *open_limit(const char *cache, kt_mode mode, size_t copy_limit) {
@@ -203,35 +206,52 @@ static void queue_dedupe_across_threads(void) {
   kt_runtime_close(rt);
 }
 
-/* Closing while a long tuning runs: it stops before its next trial, the
-** close returns, and nothing of it is stored, leased or quarantined. */
-static void close_while_tuning(void) {
-  const char *cache = cache_named("close.db");
-  kt_runtime *rt = open_mode(cache, KT_MODE_ASYNC);
-  if (!rt) return;
-  kt_kernel *k;
-  if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", &k, NULL)) return;
+/* long_tuning's miss: 0, or -1 after a failure. */
+static int start_long_tuning(kt_runtime *rt, kt_kernel **k, uint64_t buf[3], kt_arg a[13]) {
   enum { N = 4096, D = 4096 };
-  uint64_t x, y, w;
-  ASSERT_STATUS(kt_device_alloc(rt, (size_t)N * D * 2, &x), KT_OK);
-  ASSERT_STATUS(kt_device_alloc(rt, (size_t)N * D * 2, &y), KT_OK);
-  ASSERT_STATUS(kt_device_alloc(rt, D * 2, &w), KT_OK);
-  ASSERT_STATUS(kt_device_fill(rt, x, 0x3c, (size_t)N * D * 2), KT_OK);
-  ASSERT_STATUS(kt_device_fill(rt, w, 0x3c, D * 2), KT_OK);
-  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(w, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
+  if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", k, NULL)) return -1;
+  for (int i = 0; i < 2; i++)
+    if (kt_device_alloc(rt, (size_t)N * D * 2, &buf[i]) || kt_device_fill(rt, buf[i], 0x3c, (size_t)N * D * 2))
+      return t_fail(__FILE__, __LINE__, "device memory: %s", kt_errmsg(rt)), -1;
+  if (kt_device_alloc(rt, D * 2, &buf[2]) || kt_device_fill(rt, buf[2], 0x3c, D * 2))
+    return t_fail(__FILE__, __LINE__, "device memory: %s", kt_errmsg(rt)), -1;
+  kt_arg c[] = {kt_arg_ptr(buf[1], KT_BF16), kt_arg_ptr(buf[0], KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(buf[2], KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
                 kt_arg_i32(N), kt_arg_i32(D), kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
-  ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK);
-  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  memcpy(a, c, sizeof c);
+  if (kt_launch(*k, NULL, a, 13) || kt_stream_sync(rt, NULL))
+    return t_fail(__FILE__, __LINE__, "the miss: %s", kt_errmsg(rt)), -1;
   /* Let the tuner get into its trials. */
   for (int i = 0; i < 1500 && stats(rt).trials < 2; i++) {
     struct timespec ts = {0, 20000000};
     nanosleep(&ts, NULL);
   }
-  ASSERT_TRUE(stats(rt).trials >= 2);
-  kt_device_free(rt, x);
-  kt_device_free(rt, y);
-  kt_device_free(rt, w);
+  if (stats(rt).trials < 2) return t_fail(__FILE__, __LINE__, "the tuner timed no trials in 30 s"), -1;
+  return 0;
+}
+
+/* An async runtime on cache, after a miss of layernorm_fwd at 4096x4096
+** (a long tuning) once the tuner has timed two trials; NULL after a
+** failure or a skip. buf: x, y and w, for the caller to free; a: the call. */
+static kt_runtime *long_tuning(const char *cache, kt_kernel **k, uint64_t buf[3], kt_arg a[13]) {
+  kt_runtime *rt = open_mode(cache, KT_MODE_ASYNC);
+  if (rt && start_long_tuning(rt, k, buf, a)) {
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+/* Closing while a long tuning runs: it stops before its next trial, the
+** close returns, and nothing of it is stored, leased or quarantined. */
+static void close_while_tuning(void) {
+  const char *cache = cache_named("close.db");
+  kt_kernel *k;
+  uint64_t buf[3] = {0};
+  kt_arg a[13];
+  kt_runtime *rt = long_tuning(cache, &k, buf, a);
+  if (!rt) return;
+  for (int i = 0; i < 3; i++) kt_device_free(rt, buf[i]);
   double t0 = now_ms();
   kt_runtime_close(rt);
   double ms = now_ms() - t0;
@@ -240,6 +260,89 @@ static void close_while_tuning(void) {
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 0);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM quarantine"), 0);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM leases"), 0);
+}
+
+/* kt_runtime_stop_tuning while a long tuning runs: it returns once the
+** tuner has stopped, nothing is stored or leased, and the runtime goes on:
+** the stopped key's stand-in and a new key's serve their calls, and the
+** new key is not queued. */
+static void stop_while_tuning(void) {
+  const char *cache = cache_named("stop.db");
+  kt_kernel *k;
+  uint64_t buf[3] = {0};
+  kt_arg a[13];
+  kt_runtime *rt = long_tuning(cache, &k, buf, a);
+  if (!rt) return;
+  ASSERT_STATUS(kt_runtime_stop_tuning(rt), KT_OK);
+  kt_stats s0 = stats(rt);
+  ASSERT_EQ(s0.async_pending, 0);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 0);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM leases"), 0);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK); /* the stopped key */
+  a[8] = kt_arg_i32(2048);                          /* a new key: 2048x2048 */
+  a[9] = kt_arg_i32(2048);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 0), KT_OK);
+  kt_stats s1 = stats(rt);
+  ASSERT_EQ(s1.standins - s0.standins, 1);
+  ASSERT_EQ(s1.async_queued - s0.async_queued, 0);
+  ASSERT_EQ(s1.async_failed - s0.async_failed, 1);
+  ASSERT_CONTAINS(lb.text, "background tuning was stopped (kt_runtime_stop_tuning)");
+  ASSERT_STATUS(kt_runtime_stop_tuning(rt), KT_OK);
+  for (int i = 0; i < 3; i++) kt_device_free(rt, buf[i]);
+  kt_runtime_close(rt);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 0);
+}
+
+/* ktune-gpu-test --exit-child CACHE: a miss in async mode, then the
+** process exits while the background tuner compiles its candidates (in
+** this process: the caller sets KTUNE_NVRTC_HELPER=off), without closing
+** the runtime. */
+int exit_child(const char *cache) {
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache;
+  o.mode = KT_MODE_ASYNC;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt;
+  kt_kernel *k;
+  uint64_t x, y;
+  enum { N = 4096, D = 4096 };
+  if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k) ||
+      kt_device_alloc(rt, (size_t)N * D * 2, &x) || kt_device_alloc(rt, (size_t)N * D * 2, &y) ||
+      kt_device_fill(rt, x, 0x3c, (size_t)N * D * 2)) {
+    printf("setup: %s\n", kt_errmsg(rt));
+    return 1;
+  }
+  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
+                kt_arg_i32(N), kt_arg_i32(D), kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
+  kt_status st = kt_launch(k, NULL, a, 13);
+  if (!st) st = kt_stream_sync(rt, NULL);
+  printf("launched: %s\n", kt_status_name(st));
+  fflush(stdout);
+  struct timespec ts = {0, 400000000}; /* the tuner is compiling by now */
+  nanosleep(&ts, NULL);
+  exit(0);
+}
+
+/* A process that exits while its background tuner compiles exits with
+** status 0, and the cancelled tuning stored nothing. NVRTC compiles in the
+** process here, as it does wherever no helper is free. */
+static void exit_while_tuning(void) {
+  kt_runtime *rt = g_open_mode(KT_MODE_OFF); /* or a clean skip */
+  if (!rt) return;
+  kt_runtime_close(rt);
+  char out[1024];
+  for (int i = 0; i < 3; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "exit%d.db", i);
+    const char *cache = cache_named(name);
+    ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_NVRTC_HELPER=off '%s' --exit-child '%s' 2>&1", g_self, cache), 0);
+    ASSERT_STR_EQ(out, "launched: KT_OK\n");
+    ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 0);
+  }
 }
 
 /* While the background tuner works on one key, a graph is captured (global
@@ -385,6 +488,8 @@ const kt_test gpu_async_tests[] = {
     {"gpu async: a miss launches a stand-in at once; the background winner replaces it", async_hit_miss_swap},
     {"gpu async: eight threads missing one key queue it once", queue_dedupe_across_threads},
     {"gpu async: closing while a tuning runs stops it and stores nothing", close_while_tuning},
+    {"gpu async: kt_runtime_stop_tuning stops a running tuning; launches go on with stand-ins", stop_while_tuning},
+    {"gpu async: a process that exits while its tuner compiles exits cleanly, storing nothing", exit_while_tuning},
     {"gpu async: a graph captured while the tuner works is not disturbed and queues nothing", capture_during_async},
     {"gpu async: the background winner is the blocking mode's", winner_equality},
     {"gpu async: a key timed at its tune_at sizes copies none of the call's inputs", tune_at_key_copies_nothing},

@@ -1,4 +1,5 @@
 /* NVRTC compilation to cubin, which needs no GPU. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -7,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "device/nvrtc.h"
 #include "device/rcompile.h"
 #include "dispatch/handles.h"
 #include "tune/devcompare.h"
@@ -424,6 +427,64 @@ static void idle_helpers_end_with(int ignore_sigchld) {
 static void idle_helpers_end(void) { idle_helpers_end_with(0); }
 static void idle_helpers_end_sigchld_ignored(void) { idle_helpers_end_with(1); }
 
+/* ktune-test --exit-while-compiling W: threads compile in this process
+** until an exit hook stops them, and the process exits while they do, as
+** async mode's background tuner may at a process's exit. With W = 1,
+** kt__nvrtc_warm runs before the hook is registered, as the tuner's start
+** does: NVRTC's exit-time teardown then runs after the hook, not under the
+** compiling threads. */
+static atomic_int compiling_stop;
+static pthread_t compiling[3];
+
+static void *compile_until_stopped(void *user) {
+  (void)user;
+  const char *src = "template <int N> __global__ void k(float *x) {\n"
+                    "  for (int i = 0; i < N; i++) x[threadIdx.x + i] = sinf(x[i]) * expf(x[i + 1]);\n"
+                    "}\n";
+  const char *expr[] = {"k<16>"}, *opts[] = {"--gpu-architecture=sm_90", "-std=c++17", "--pch"};
+  while (!atomic_load(&compiling_stop)) {
+    void *cubin = NULL;
+    size_t size = 0;
+    char *lowered[1] = {NULL}, err[512];
+    if (kt__nvrtc_compile_many(src, "exit.cu", expr, 1, opts, 3, &cubin, &size, lowered, err, sizeof err))
+      fprintf(stderr, "%s\n", err);
+    kt__free(cubin);
+    kt__free(lowered[0]);
+  }
+  return NULL;
+}
+
+static void stop_compiling(void) {
+  atomic_store(&compiling_stop, 1);
+  for (int i = 0; i < 3; i++) pthread_join(compiling[i], NULL);
+  printf("the compiling threads stopped\n");
+  fflush(stdout);
+}
+
+int exit_while_compiling(int warm) {
+  char err[512];
+  if (warm && kt__nvrtc_warm("sm_90", err, sizeof err)) {
+    printf("warm: %s\n", err);
+    return 3;
+  }
+  if (atexit(stop_compiling)) return 4;
+  for (int i = 0; i < 3; i++)
+    if (pthread_create(&compiling[i], NULL, compile_until_stopped, NULL)) return 5;
+  usleep(300 * 1000);
+  exit(0);
+}
+
+static void exit_while_compiling_is_clean(void) {
+  char out[1024], self[1024];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_TRUE(n > 0);
+  self[n] = 0;
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(t_sh(out, sizeof out, "'%s' --exit-while-compiling 1 2>&1", self), 0);
+    ASSERT_STR_EQ(out, "the compiling threads stopped\n");
+  }
+}
+
 /* The kernels that compare outputs on the device compile for sm_90, one
 ** per dtype, and the process keeps their cubin. */
 static void comparison_kernels_compile(void) {
@@ -456,6 +517,7 @@ static void comparison_kernels_compile(void) {
 
 const kt_test t_compile_tests[] = {
     {"compile: the device comparison kernels compile", comparison_kernels_compile},
+    {"compile: a process that exits while threads compile here exits cleanly", exit_while_compiling_is_clean},
     {"compile: variants build in groups; a bad one fails alone", variants_build_in_groups},
     {"compile: a background build gives back what skip refuses, built later on demand",
      background_build_gives_back_what_skip_refuses},

@@ -153,8 +153,9 @@ static void log_into(void *user, kt_log_level level, const char *msg) {
 }
 
 /* Modes and the async calls where nothing can tune: KTUNE_MODE is read
-** (an unknown value named), a mode out of range refused, waiting returns
-** at once, and a caller built against the first kt_stats gets its fields. */
+** (an unknown value named), a mode out of range refused, waiting and
+** stopping return at once, and a caller built against the first kt_stats
+** gets its fields. */
 static void modes_and_async_calls_without_a_device(void) {
   kt_options o;
   kt_options_init(&o);
@@ -184,6 +185,7 @@ static void modes_and_async_calls_without_a_device(void) {
   ASSERT_STATUS(kt_runtime_wait_tuning(rt, 0), KT_OK);
   ASSERT_STATUS(kt_runtime_wait_tuning(rt, -1), KT_OK);
   ASSERT_STATUS(kt_runtime_wait_tuning(NULL, 0), KT_ERR_INVALID);
+  ASSERT_STATUS(kt_runtime_stop_tuning(NULL), KT_ERR_INVALID);
   kt_stats s;
   memset(&s, 0xAB, sizeof s);
   s.size = offsetof(kt_stats, standins);
@@ -193,6 +195,11 @@ static void modes_and_async_calls_without_a_device(void) {
   ASSERT_EQ(s.async_pending, 0xABABABABABABABABull); /* past its size: untouched */
   s.size = offsetof(kt_stats, standins) - 1;
   ASSERT_STATUS(kt_runtime_stats(rt, &s), KT_ERR_INVALID);
+  /* No tuner was started: stopping is still allowed, twice, and the
+  ** runtime then closes as usual. */
+  ASSERT_STATUS(kt_runtime_stop_tuning(rt), KT_OK);
+  ASSERT_STATUS(kt_runtime_stop_tuning(rt), KT_OK);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 0), KT_OK);
   kt_runtime_close(rt);
   o.mode = (kt_mode)9;
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);

@@ -182,3 +182,23 @@ done:
   nv.nvrtcDestroyProgram(&p);
   return st;
 }
+
+kt_status kt__nvrtc_warm(const char *arch, char *err, size_t errlen) {
+  static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+  static int done;
+  pthread_mutex_lock(&once);
+  kt_status st = KT_OK;
+  if (!done) {
+    char opt[64];
+    const char *opts[] = {opt};
+    void *cubin = NULL;
+    size_t size = 0;
+    snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
+    st = kt__nvrtc_compile_many("extern \"C\" __global__ void kt_warm(int *x) { *x = 1; }", "kt_warm.cu", NULL, 0, opts,
+                                1, &cubin, &size, NULL, err, errlen);
+    kt__free(cubin);
+    done = !st;
+  }
+  pthread_mutex_unlock(&once);
+  return st;
+}

@@ -32,4 +32,12 @@ kt_status kt__nvrtc_compile_many(const char *src, const char *prog_name, const c
                                  const char *const *opts, int nopts, void **cubin, size_t *size, char **lowered,
                                  char *err, size_t errlen);
 
+/* One tiny compile in this process, until one succeeds (later calls do
+** nothing). NVRTC registers its exit-time teardown with the C
+** library at its first compile; a thread still compiling when that
+** teardown runs crashes the exit. An exit hook registered after this call
+** runs before the teardown (handlers run last registered first), so it
+** can stop such threads in time. arch: the device's, as "sm_90". */
+kt_status kt__nvrtc_warm(const char *arch, char *err, size_t errlen);
+
 #endif

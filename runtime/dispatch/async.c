@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "cache/store.h"
+#include "device/nvrtc.h"
 #include "dispatch/handles.h"
 #include "tune/tuneat.h"
 
@@ -329,7 +330,10 @@ static void *worker(void *arg) {
 }
 
 /* Background tuners alive in the process, stopped at exit: a thread still
-** inside a CUDA call while the driver tears down would crash the exit. */
+** inside a CUDA or NVRTC call while the driver or NVRTC tears down would
+** crash the exit. NVRTC registers its teardown at its first compile in the
+** process, so the hook is registered after one (device/nvrtc.h): it then
+** runs first. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static kt__async *live[64];
 static int nlive, exit_hooked;
@@ -376,9 +380,16 @@ static kt__async *tuner_of(kt_runtime *rt) {
 kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, const kt__tuned *entry, kt_stream stream,
                            const kt_arg *args, kt__job_role role) {
   kt_runtime *rt = k->rt;
+  char err[KT_ERRMAX];
+  if (kt__nvrtc_warm(rt->env.arch, err, sizeof err)) /* once a process; before the exit hook */
+    kt__log(&rt->env.log, KT_LOG_DEBUG, "async: NVRTC does not compile in this process: %s", err);
   pthread_mutex_lock(&rt->lock);
-  kt__async *a = tuner_of(rt);
+  int stopped = rt->tuning_stopped;
+  kt__async *a = stopped ? NULL : tuner_of(rt);
   pthread_mutex_unlock(&rt->lock);
+  if (stopped)
+    return kt__err(rt->env.id, KT_ERR_CANCELLED, "%s %s: background tuning was stopped (kt_runtime_stop_tuning)",
+                   k->p.spec->name, json);
   if (!a) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s %s: cannot start the background tuner", k->p.spec->name, json);
   pthread_mutex_lock(&a->lock);
   int full = a->pending >= QUEUE_MAX, queued = 0;
@@ -394,7 +405,7 @@ kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, co
   if (a->stop) {
     pthread_mutex_unlock(&a->lock);
     job_free(j);
-    return kt__err(rt->env.id, KT_ERR_CANCELLED, "%s %s: the runtime is closing", k->p.spec->name, json);
+    return kt__err(rt->env.id, KT_ERR_CANCELLED, "%s %s: the background tuner has stopped", k->p.spec->name, json);
   }
   push(a, j);
   a->pending++;
@@ -434,16 +445,34 @@ kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s) {
                  left, timeout_s);
 }
 
-void kt__async_stop(kt_runtime *rt) {
-  kt__async *a = rt->async;
-  if (!a) return;
+/* Take a off the exit hook's list: 1 when it was there (its thread still
+** to be stopped), 0 when the hook or kt_runtime_stop_tuning stopped it. */
+static int unlist(kt__async *a) {
   pthread_mutex_lock(&live_lock);
   int found = 0;
   for (int i = 0; i < nlive; i++)
     if (live[i] == a) live[i] = live[--nlive], found = 1;
   pthread_mutex_unlock(&live_lock);
-  /* The exit hook may have stopped it already. */
-  if (found) stop_thread(a);
+  return found;
+}
+
+kt_status kt_runtime_stop_tuning(kt_runtime *rt) {
+  if (!rt) return KT_ERR_INVALID;
+  atomic_store(&rt->closing, 1);
+  pthread_mutex_lock(&rt->lock);
+  rt->tuning_stopped = 1;
+  kt__async *a = rt->async;
+  pthread_mutex_unlock(&rt->lock);
+  /* a stays allocated until kt_runtime_close: a thread that read it under
+  ** rt->lock may still queue on it, and finds it stopped. */
+  if (a && unlist(a)) stop_thread(a);
+  return KT_OK;
+}
+
+void kt__async_stop(kt_runtime *rt) {
+  kt__async *a = rt->async;
+  if (!a) return;
+  if (unlist(a)) stop_thread(a);
   pthread_cond_destroy(&a->work);
   pthread_cond_destroy(&a->idle);
   pthread_mutex_destroy(&a->lock);
