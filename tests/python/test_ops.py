@@ -2,6 +2,7 @@
 `make gpu-test` when torch imports. Prints "N passed, N failed, N skipped"."""
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -762,6 +763,33 @@ def torch_norms_fallback_and_errors():
             assert torch.equal(a, b), "the captured layer norm's %s differs from the eager one" % name
     finally:
         torch_norms.uninstall()
+
+
+@test
+def exit_while_tuning():
+    """A process that exits while its background tunings compile and time,
+    on every visible device, exits with status 0: ktune stops them when the
+    interpreter exits. (On two GPUs the exit crashed before.)"""
+    code = ("import sys, torch\n"
+            "sys.path.insert(0, %r)\n"
+            "from ktune import ops\n"
+            "for d in range(torch.cuda.device_count()):\n"
+            "    with torch.cuda.device(d):\n"
+            "        x = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16)\n"
+            "        w = torch.rand(4096, device='cuda', dtype=torch.bfloat16)\n"
+            "        ops.layer_norm(x, w, None, 1e-5)\n"
+            "        ops.rms_norm(x[:3000, :1000].contiguous(), w[:1000], 1e-5)\n"
+            "torch.cuda.synchronize()\n"
+            "print('launched')\n") % os.path.dirname(ktune.__path__[0])
+    d = tempfile.mkdtemp()
+    try:
+        env = dict(os.environ, KTUNE_CACHE=os.path.join(d, "exit.db"))
+        env.pop("KTUNE_MODE", None)  # async, the package's default
+        for _ in range(2):
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+            assert (r.returncode, r.stdout) == (0, "launched\n"), (r.returncode, r.stdout, r.stderr[-2000:])
+    finally:
+        shutil.rmtree(d)
 
 
 @test

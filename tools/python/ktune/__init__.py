@@ -11,6 +11,7 @@ A launch never synchronizes: it queues the kernel on the stream given (by
 default torch.cuda.current_stream()) and returns. Errors raise KtuneError
 with the runtime's message.
 """
+import atexit
 import ctypes
 import os
 import sys
@@ -364,6 +365,7 @@ class Runtime:
                 L.kt_runtime_close(h)
             raise KtuneError(L.kt_status_name(st).decode(), msg)
         self._h = h
+        _open_handles.add(h.value)
         self.device = device
         # The mode in effect, as the runtime settled it (from $KTUNE_MODE
         # where none was asked for).
@@ -424,14 +426,39 @@ class Runtime:
         if st:
             self._raise(st)
 
+    def stop_tuning(self):
+        """Stop tuning in this runtime for good (kt_runtime_stop_tuning):
+        what the background tuner has queued is dropped, a running tuning
+        stops, and launches go on with stand-ins. Called for every open
+        runtime when the interpreter exits."""
+        if self._h:
+            st = lib().kt_runtime_stop_tuning(self._h)
+            if st:
+                self._raise(st)
+
     def close(self):
         if self._h:
+            _open_handles.discard(self._h.value)
             lib().kt_runtime_close(self._h)
             self._h = None
 
 
 _runtimes = {}
 _rt_lock = threading.Lock()
+# Every runtime opened and not closed (handles, not Runtime objects: one
+# dropped without close() still tunes), for the exit hook.
+_open_handles = set()
+
+
+@atexit.register
+def _stop_tuning_at_exit():
+    """The interpreter is exiting: background tunings stop now, while
+    everything they use is alive. A compile or trial still running when the
+    interpreter and the libraries it loaded tear down can crash the exit.
+    Exit handlers registered after ktune's import run before this one and
+    may still tune."""
+    for h in list(_open_handles):
+        lib().kt_runtime_stop_tuning(ctypes.c_void_p(h))
 _coordinator = None  # set by ktune.distributed before the first runtime
 
 

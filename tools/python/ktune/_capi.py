@@ -160,6 +160,7 @@ def load():
         "kt_runtime_stats": (I, [P, ctypes.POINTER(Stats)]),
         "kt_device_count": (I, [ctypes.POINTER(I)]),
         "kt_runtime_wait_tuning": (I, [P, ctypes.c_double]),
+        "kt_runtime_stop_tuning": (I, [P]),
         "kt_libversion": (S, []),
         "kt_runtime_get_info": (I, [P, ctypes.POINTER(RuntimeInfo)]),
         "kt_runtime_mode": (I, [P]),
