@@ -6,6 +6,7 @@ partial sums that never mix examples, row-map entries moved to their
 example's rows and those outside kept outside, the fallback to one call an
 example, nested maps. Run by make test (t_coord.c's runner) where jax
 imports; ends with "N passed, N failed, N skipped"."""
+import contextlib
 import os
 import re
 import sys
@@ -158,6 +159,23 @@ def fake_call(name, params, outs, aliases=None):
 
 kj._call = fake_call
 kj._num_sms = lambda: SMS
+
+
+@contextlib.contextmanager
+def calls_of(*names):
+    """A list of (kernel, params) of each call to one of names made inside
+    the block (the calls still run the emulation)."""
+    seen = []
+
+    def spy(name, params, outs, aliases=None):
+        if name in names:
+            seen.append((name, params))
+        return fake_call(name, params, outs, aliases)
+    kj._call = spy
+    try:
+        yield seen
+    finally:
+        kj._call = fake_call
 kj._DT[jnp.dtype(jnp.float64)] = "f64"  # the emulation computes in float64
 
 
@@ -283,14 +301,7 @@ def grads_without_sums():
     folded batch's rows are split as one example's (a quarter of them, at
     most 16 programs an SM) whatever the batch, where the rows' split into
     examples once left no count of programs and the call failed."""
-    seen = []
-
-    def spy(name, params, outs, aliases=None):
-        if name == "layernorm_bwd":
-            seen.append(params[12])
-        return fake_call(name, params, outs, aliases)
-    kj._call = spy
-    try:
+    with calls_of("layernorm_bwd") as seen:
         for B, T, rms in ((2, 4096, 1), (3, 4097, 0), (5, 20, 1)):
             k = jax.random.split(jax.random.PRNGKey(B * T), 2)
             x = jax.random.normal(k[0], (B, T, 4), jnp.float64)
@@ -303,9 +314,7 @@ def grads_without_sums():
             close(got, want, 1e-5)
             assert c == ["layernorm_fwd", "layernorm_bwd"], c
             # (an example's call is traced first, then the batch's)
-            assert seen[-1] == ktune.norm_programs(B * T, SMS, 4, sums=False), (B, T, seen)
-    finally:
-        kj._call = fake_call
+            assert seen[-1][1][12] == ktune.norm_programs(B * T, SMS, 4, sums=False), (B, T, seen[-1][1][12])
 
 
 def frozen_inputs():
@@ -314,18 +323,10 @@ def frozen_inputs():
     partial-row pointer null, no reduce without a sum); a residual output
     whose cotangent is a symbolic zero is not read (dres null), and a y
     whose cotangent is one launches no backward."""
-    seen = []
-
-    def spy(name, params, outs, aliases=None):
-        if name in ("layernorm_bwd", "layernorm_bwd_row"):
-            seen.append((name, params))
-        return fake_call(name, params, outs, aliases)
-
     def nulls(params):  # which of dx, dw(_part), db(_part), ..., dres are null
         return "".join("n" if isinstance(p, tuple) and p[0] == "n" else "p" for p in params[:9])
     fwd, bwd, red, row = "layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce", "layernorm_bwd_row"
-    kj._call = spy
-    try:
+    with calls_of(bwd, row) as seen:
         for T, D, rms in ((4096, 8, 0), (4096, 8, 1), (3, 16, 0)):
             k = jax.random.split(jax.random.PRNGKey(T + D + rms), 5)
             x = jax.random.normal(k[0], (T, D), jnp.float64)
@@ -386,8 +387,6 @@ def frozen_inputs():
         db = jax.jit(jax.grad(lambda b: jnp.sum(kj.layer_norm(x, None, b) * r)))(b32)
         assert db.dtype == jnp.float32, db.dtype
         close(db, r.sum(0), 1e-5)
-    finally:
-        kj._call = fake_call
 
 
 def parts():
