@@ -504,9 +504,11 @@ KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 /* Stop tuning in this runtime for good, and return once the background
 ** tuner's thread has ended: what it has queued is dropped, a running
 ** tuning stops before its next trial or compile, and nothing of either is
-** stored. Launches go on: a key without a config keeps its stand-in (a
-** miss from now on gets one, with KT_ERR_CANCELLED logged, not queued),
-** and a tuning asked for later is cancelled. For a process about to exit:
+** stored. Launches go on: a key without a config keeps its stand-in, a
+** miss from now on runs untuned (async mode: a stand-in, not queued, with
+** KT_ERR_CANCELLED logged; tune mode: the cached config or the default,
+** as in cache-only mode), and kt_kernel_tune returns KT_ERR_CANCELLED.
+** For a process about to exit:
 ** a compile or trial still running while the C library and the libraries
 ** loaded tear down can crash the exit (the Python package calls it when
 ** the interpreter exits). Thread-safe. Returns KT_OK, or KT_ERR_INVALID

@@ -80,6 +80,42 @@ static int on_row(void *user, const kt_cache_row *r) {
   return 0;
 }
 
+/* In tune mode after kt_runtime_stop_tuning: a miss runs the default
+** config, untuned and correct, and nothing is stored. */
+static void stopped_runtime_runs_misses_untuned(void) {
+  static logbuf lb;
+  kt_options o;
+  log_options(&o, fresh_cache(), &lb, KT_LOG_INFO);
+  o.mode = KT_MODE_TUNE;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/add_one.json", &k), KT_OK);
+  ASSERT_STATUS(kt_runtime_stop_tuning(rt), KT_OK);
+  enum { N = 1000 };
+  float h[N];
+  for (int i = 0; i < N; i++) h[i] = (float)i;
+  uint64_t x;
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof h, &x), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, x, h, sizeof h), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i64(N)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, h, x, sizeof h), KT_OK);
+  kt_device_free(rt, x);
+  long bad = 0;
+  for (int i = 0; i < N; i++) bad += h[i] != (float)i + 1.0f;
+  ASSERT_EQ(bad, 0);
+  kt_stats s = {.size = sizeof s};
+  ASSERT_STATUS(kt_runtime_stats(rt, &s), KT_OK);
+  ASSERT_EQ(s.tunings * 10 + s.fallbacks, 1);
+  ASSERT_EQ(lb.tunings, 0);
+  lister l = {rt, {0}};
+  ASSERT_STATUS(kt_cache_list(rt, "add_one", on_row, &l), KT_OK);
+  ASSERT_EQ(l.c.rows, 0);
+  kt_runtime_close(rt);
+}
+
 /* An in-place call (output is input): after tuning, the caller's buffer
 ** holds exactly one application of the kernel. (The upstream bug: an
 ** autotuner ran every candidate on the caller's buffer; x + 1 came back as
@@ -939,6 +975,7 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
+    {"gpu tune: after kt_runtime_stop_tuning a miss runs untuned", stopped_runtime_runs_misses_untuned},
     {"gpu tune: a key met at one row is timed at its tune_at", a_key_met_at_one_row_is_timed_at_tune_at},
     {"gpu tune: a permutation met at three rows is timed at its tune_at",
      a_permutation_met_at_few_rows_is_timed_at_tune_at},

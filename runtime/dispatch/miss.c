@@ -258,7 +258,10 @@ static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt_
   int async = rt->mode == KT_MODE_ASYNC && !m->rep;
   if (async && !m->have_stored && rt->env.have_device) return async_miss(m, stream, args, out, cfg);
   int tunes = rt->mode == KT_MODE_TUNE || (rt->mode == KT_MODE_ASYNC && m->rep);
-  if (!tunes || async || m->capturing || !rt->env.have_device) return without_tuning(m, out, cfg);
+  /* After kt_runtime_stop_tuning a launch's miss runs untuned, as in
+  ** cache-only mode; an asked-for tuning (a report) is cancelled. */
+  int stopped = atomic_load(&rt->closing) && !m->rep;
+  if (!tunes || async || stopped || m->capturing || !rt->env.have_device) return without_tuning(m, out, cfg);
   kt__tuner *t;
   kt__tuneopts o = rt->tune;
   o.own_inputs = m->rep && m->rep->own_inputs;
