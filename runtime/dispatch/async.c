@@ -49,6 +49,7 @@ typedef struct kt__async {
   pthread_cond_t work, idle;
   pthread_t thread;
   int started, stop, pending;   /* pending: queued or running */
+  int ended;                    /* its thread joined (stop_thread) */
   job *head, *tail;
 } kt__async;
 
@@ -345,6 +346,10 @@ static void stop_thread(kt__async *a) {
   pthread_cond_broadcast(&a->work);
   pthread_mutex_unlock(&a->lock);
   pthread_join(a->thread, NULL);
+  pthread_mutex_lock(&a->lock);
+  a->ended = 1;
+  pthread_cond_broadcast(&a->idle);
+  pthread_mutex_unlock(&a->lock);
 }
 
 static void stop_all_at_exit(void) {
@@ -445,15 +450,21 @@ kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s) {
                  left, timeout_s);
 }
 
-/* Take a off the exit hook's list: 1 when it was there (its thread still
-** to be stopped), 0 when the hook or kt_runtime_stop_tuning stopped it. */
-static int unlist(kt__async *a) {
+/* Stop a's thread, or, where the exit hook or another caller is stopping
+** it, wait until they have: either way its thread has ended on return. */
+static void stop_once(kt__async *a) {
   pthread_mutex_lock(&live_lock);
   int found = 0;
   for (int i = 0; i < nlive; i++)
     if (live[i] == a) live[i] = live[--nlive], found = 1;
   pthread_mutex_unlock(&live_lock);
-  return found;
+  if (found) {
+    stop_thread(a);
+    return;
+  }
+  pthread_mutex_lock(&a->lock);
+  while (!a->ended) pthread_cond_wait(&a->idle, &a->lock);
+  pthread_mutex_unlock(&a->lock);
 }
 
 kt_status kt_runtime_stop_tuning(kt_runtime *rt) {
@@ -465,14 +476,14 @@ kt_status kt_runtime_stop_tuning(kt_runtime *rt) {
   pthread_mutex_unlock(&rt->lock);
   /* a stays allocated until kt_runtime_close: a thread that read it under
   ** rt->lock may still queue on it, and finds it stopped. */
-  if (a && unlist(a)) stop_thread(a);
+  if (a) stop_once(a);
   return KT_OK;
 }
 
 void kt__async_stop(kt_runtime *rt) {
   kt__async *a = rt->async;
   if (!a) return;
-  if (unlist(a)) stop_thread(a);
+  stop_once(a);
   pthread_cond_destroy(&a->work);
   pthread_cond_destroy(&a->idle);
   pthread_mutex_destroy(&a->lock);
