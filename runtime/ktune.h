@@ -508,11 +508,10 @@ KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 ** miss from now on runs untuned (async mode: a stand-in, not queued, with
 ** KT_ERR_CANCELLED logged; tune mode: the cached config or the default,
 ** as in cache-only mode), and kt_kernel_tune returns KT_ERR_CANCELLED.
-** For a process about to exit:
-** a compile or trial still running while the C library and the libraries
-** loaded tear down can crash the exit (the Python package calls it when
-** the interpreter exits). Thread-safe. Returns KT_OK, or KT_ERR_INVALID
-** (NULL). */
+** For a process about to exit: a compile or trial still running while
+** the C library and the libraries loaded tear down can crash the exit
+** (the Python package calls it when the interpreter exits). Thread-safe.
+** Returns KT_OK, or KT_ERR_INVALID (NULL). */
 KT_API kt_status kt_runtime_stop_tuning(kt_runtime *rt);
 
 /* Load a kernel spec and prepare it for launching. The spec file and its

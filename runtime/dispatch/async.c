@@ -389,7 +389,7 @@ kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, co
   if (kt__nvrtc_warm(rt->env.arch, err, sizeof err)) /* once a process; before the exit hook */
     kt__log(&rt->env.log, KT_LOG_DEBUG, "async: NVRTC does not compile in this process: %s", err);
   pthread_mutex_lock(&rt->lock);
-  int stopped = rt->tuning_stopped;
+  int stopped = atomic_load(&rt->closing);
   kt__async *a = stopped ? NULL : tuner_of(rt);
   pthread_mutex_unlock(&rt->lock);
   if (stopped)
@@ -469,9 +469,10 @@ static void stop_once(kt__async *a) {
 
 kt_status kt_runtime_stop_tuning(kt_runtime *rt) {
   if (!rt) return KT_ERR_INVALID;
+  /* Set before rt->lock is taken: a submitter that takes the lock later
+  ** starts no tuner; one that started it before, this call finds. */
   atomic_store(&rt->closing, 1);
   pthread_mutex_lock(&rt->lock);
-  rt->tuning_stopped = 1;
   kt__async *a = rt->async;
   pthread_mutex_unlock(&rt->lock);
   /* a stays allocated until kt_runtime_close: a thread that read it under

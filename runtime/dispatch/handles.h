@@ -25,8 +25,7 @@ struct kt_runtime {
   kt_kernel **kernels;
   int nkernels, capkernels;
   atomic_int closing;     /* kt_runtime_close or kt_runtime_stop_tuning has
-                             begun: tunings stop */
-  int tuning_stopped;     /* kt_runtime_stop_tuning: no tuner starts (lock) */
+                             begun: tunings stop, no tuner starts */
   size_t async_copy_limit;
   struct kt__async *async; /* async mode's background tuner, once started */
   kt_coordinator coord;   /* size > 1: ranks agree on tunings (coord.c) */

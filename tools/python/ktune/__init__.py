@@ -459,6 +459,8 @@ def _stop_tuning_at_exit():
     may still tune."""
     for h in list(_open_handles):
         lib().kt_runtime_stop_tuning(ctypes.c_void_p(h))
+
+
 _coordinator = None  # set by ktune.distributed before the first runtime
 
 
