@@ -511,6 +511,9 @@ KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 ** For a process about to exit: a compile or trial still running while
 ** the C library and the libraries loaded tear down can crash the exit
 ** (the Python package calls it when the interpreter exits). Thread-safe.
+** In a child forked after the tuner started, the tuner is the parent's:
+** this call and kt_runtime_wait_tuning return at once there, a miss
+** queues nothing, and the child's exit does not wait for the tuner.
 ** Returns KT_OK, or KT_ERR_INVALID (NULL). */
 KT_API kt_status kt_runtime_stop_tuning(kt_runtime *rt);
 

@@ -3,17 +3,21 @@
 ** the winner replaces the stand-in; many threads missing one key queue it
 ** once; closing while a tuning runs stops it and stores nothing, and so
 ** do kt_runtime_stop_tuning (launches go on) and a process's exit while
-** the tuner compiles (cleanly); a graph
+** the tuner compiles (cleanly), and a child forked while it tunes exits at
+** once; a graph
 ** captured while the tuner works is not disturbed and queues nothing; the
 ** background winner is the blocking mode's; a key timed at its tune_at
 ** sizes copies nothing of the call's and makes no inputs of the call's
 ** sizes; past the copy limit a miss is tuned on inputs made at the call's
 ** sizes, the caller's buffer untouched. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "device/driver.h"
 #include "gpu_util.h"
@@ -345,6 +349,45 @@ static void exit_while_tuning(void) {
   }
 }
 
+/* A child forked while the parent's tuner runs has no tuner thread: in the
+** child, stop and wait return at once, and its exit (through exit(), which
+** runs the exit hooks) does not wait for a thread it does not have. The
+** parent's tuning goes on and stores its winner. */
+static void fork_while_tuning(void) {
+  const char *cache = cache_named("fork.db");
+  kt_kernel *k;
+  uint64_t buf[3] = {0};
+  kt_arg a[13];
+  kt_runtime *rt = long_tuning(cache, &k, buf, a);
+  if (!rt) return;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int ok = kt_runtime_stop_tuning(rt) == KT_OK && kt_runtime_wait_tuning(rt, -1) == KT_OK &&
+             stats(rt).async_pending == 0;
+    exit(ok ? 0 : 2);
+  }
+  ASSERT_TRUE(pid > 0);
+  int status = -1;
+  double t0 = now_ms();
+  while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0 && now_ms() - t0 < 30000) {
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  if (pid > 0 && now_ms() - t0 >= 30000) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    t_fail(__FILE__, __LINE__, "the forked child did not exit in 30 s");
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 300), KT_OK);
+  ASSERT_EQ(stats(rt).async_done, 1);
+  for (int i = 0; i < 3; i++) kt_device_free(rt, buf[i]);
+  kt_runtime_close(rt);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 1);
+}
+
 /* While the background tuner works on one key, a graph is captured (global
 ** capture mode, as PyTorch's default) on a stream of its own, launching a
 ** tuned key and an unseen one: the capture is not disturbed, the unseen
@@ -490,6 +533,7 @@ const kt_test gpu_async_tests[] = {
     {"gpu async: closing while a tuning runs stops it and stores nothing", close_while_tuning},
     {"gpu async: kt_runtime_stop_tuning stops a running tuning; launches go on with stand-ins", stop_while_tuning},
     {"gpu async: a process that exits while its tuner compiles exits cleanly, storing nothing", exit_while_tuning},
+    {"gpu async: a child forked while the tuner runs stops, waits and exits at once", fork_while_tuning},
     {"gpu async: a graph captured while the tuner works is not disturbed and queues nothing", capture_during_async},
     {"gpu async: the background winner is the blocking mode's", winner_equality},
     {"gpu async: a key timed at its tune_at sizes copies none of the call's inputs", tune_at_key_copies_nothing},

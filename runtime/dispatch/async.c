@@ -50,8 +50,14 @@ typedef struct kt__async {
   pthread_t thread;
   int started, stop, pending;   /* pending: queued or running */
   int ended;                    /* its thread joined (stop_thread) */
+  pid_t pid;                    /* the process its thread runs in */
   job *head, *tail;
 } kt__async;
+
+/* A child forked after the tuner started has the tuner's memory but not its
+** thread, and its locks as the fork found them: nothing in the child may
+** wait for that thread or take those locks. */
+static int here(const kt__async *a) { return a->pid == getpid(); }
 
 static void job_free(job *j) {
   if (!j) return;
@@ -337,7 +343,16 @@ static void *worker(void *arg) {
 ** runs first. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static kt__async *live[64];
-static int nlive, exit_hooked;
+static int nlive, exit_hooked, fork_hooked;
+
+/* live_lock held across a fork, so that the child's copy is consistent;
+** the child drops the parent's tuners, whose threads it does not have. */
+static void fork_prepare(void) { pthread_mutex_lock(&live_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&live_lock); }
+static void fork_child(void) {
+  nlive = 0;
+  pthread_mutex_unlock(&live_lock);
+}
 
 static void stop_thread(kt__async *a) {
   atomic_store(&a->rt->closing, 1);
@@ -365,6 +380,7 @@ static kt__async *tuner_of(kt_runtime *rt) {
   kt__async *a = kt__calloc(1, sizeof *a);
   if (!a) return NULL;
   a->rt = rt;
+  a->pid = getpid();
   int ok = !pthread_mutex_init(&a->lock, NULL);
   ok = ok && !pthread_cond_init(&a->work, NULL) && !pthread_cond_init(&a->idle, NULL);
   pthread_mutex_lock(&live_lock);
@@ -372,6 +388,7 @@ static kt__async *tuner_of(kt_runtime *rt) {
   if (ok) {
     live[nlive++] = a;
     if (!exit_hooked) exit_hooked = !atexit(stop_all_at_exit);
+    if (!fork_hooked) fork_hooked = !pthread_atfork(fork_prepare, fork_parent, fork_child);
   }
   pthread_mutex_unlock(&live_lock);
   if (!ok) {
@@ -396,6 +413,9 @@ kt_status kt__async_submit(kt_kernel *k, const kt__call *c, const char *json, co
     return kt__err(rt->env.id, KT_ERR_CANCELLED, "%s %s: background tuning was stopped (kt_runtime_stop_tuning)",
                    k->p.spec->name, json);
   if (!a) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s %s: cannot start the background tuner", k->p.spec->name, json);
+  if (!here(a))
+    return kt__err(rt->env.id, KT_ERR_CANCELLED, "%s %s: the background tuner runs in pid %ld, which this process was forked from",
+                   k->p.spec->name, json, (long)a->pid);
   pthread_mutex_lock(&a->lock);
   int full = a->pending >= QUEUE_MAX, queued = 0;
   for (job *q = a->head; q && !queued; q = q->next) queued = q->entry == entry;
@@ -424,7 +444,7 @@ uint64_t kt__async_pending(kt_runtime *rt) {
   pthread_mutex_lock(&rt->lock);
   kt__async *a = rt->async;
   pthread_mutex_unlock(&rt->lock);
-  if (!a) return 0;
+  if (!a || !here(a)) return 0;
   pthread_mutex_lock(&a->lock);
   uint64_t n = (uint64_t)a->pending;
   pthread_mutex_unlock(&a->lock);
@@ -436,7 +456,7 @@ kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s) {
   pthread_mutex_lock(&rt->lock);
   kt__async *a = rt->async;
   pthread_mutex_unlock(&rt->lock);
-  if (!a) return KT_OK;
+  if (!a || !here(a)) return KT_OK;
   double deadline = kt__now_ms() + timeout_s * 1e3;
   pthread_mutex_lock(&a->lock);
   while (a->pending > 0 && (timeout_s < 0 || kt__now_ms() < deadline)) {
@@ -453,6 +473,7 @@ kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s) {
 /* Stop a's thread, or, where the exit hook or another caller is stopping
 ** it, wait until they have: either way its thread has ended on return. */
 static void stop_once(kt__async *a) {
+  if (!here(a)) return;
   pthread_mutex_lock(&live_lock);
   int found = 0;
   for (int i = 0; i < nlive; i++)
@@ -484,10 +505,12 @@ kt_status kt_runtime_stop_tuning(kt_runtime *rt) {
 void kt__async_stop(kt_runtime *rt) {
   kt__async *a = rt->async;
   if (!a) return;
-  stop_once(a);
-  pthread_cond_destroy(&a->work);
-  pthread_cond_destroy(&a->idle);
-  pthread_mutex_destroy(&a->lock);
-  kt__free(a);
+  if (here(a)) {
+    stop_once(a);
+    pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->idle);
+    pthread_mutex_destroy(&a->lock);
+  }
+  kt__free(a); /* a forked child's copy: its jobs' copies are the parent's */
   rt->async = NULL;
 }
