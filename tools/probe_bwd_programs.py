@@ -10,7 +10,8 @@ quarter, a half, one and two programs an SM. Each P is a key of its own
 (P is in the key as its power-of-two bucket). Graph times of the backward
 alone and with its reduce, % of the copy bandwidth measured at the start,
 and dx, dw and db against float64 (probe_norm_bwd.reference). The
-thirty-first run in docs/kernels.md is an example."""
+thirty-first run in docs/kernels.md is an example. PROBE_P=32,... : the
+shipped spec at those P instead of the wide spec's runs."""
 import os
 import shutil
 import sys
@@ -33,10 +34,16 @@ def main():
     wide = rt.kernel(pb.wide_spec(ktune.kernels_dir(), tmp))
     out = []
 
+    only = [int(p) for p in os.environ.get("PROBE_P", "").split(",") if p]
+
     def runs_of(c):
         P = pb.shipped_programs(c)
         name = pb.case_name(c)
         pb.run(out, copy_gbs, name, "base P=%d" % P, bwd, red, c, P)
+        if only:
+            for p in only:
+                pb.run(out, copy_gbs, name, "base P=%d" % p, bwd, red, c, p)
+            return
         for p in sorted({P, nsm, nsm // 2, 2 * nsm, nsm // 4}):
             pb.run(out, copy_gbs, name, "mg8 P=%d" % p, wide, red, c, p)
 
