@@ -210,20 +210,31 @@ static void queue_dedupe_across_threads(void) {
   kt_runtime_close(rt);
 }
 
+/* An async runtime in a long tuning: layernorm_fwd missed at 4096x4096,
+** the tuner two trials in. buf: x, y and w; a: the call. */
+typedef struct long_run {
+  kt_runtime *rt;
+  kt_kernel *k;
+  uint64_t buf[3];
+  kt_arg a[13];
+} long_run;
+
 /* long_tuning's miss: 0, or -1 after a failure. */
-static int start_long_tuning(kt_runtime *rt, kt_kernel **k, uint64_t buf[3], kt_arg a[13]) {
+static int start_long_tuning(long_run *t) {
   enum { N = 4096, D = 4096 };
-  if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", k, NULL)) return -1;
+  kt_runtime *rt = t->rt;
+  if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", &t->k, NULL)) return -1;
   for (int i = 0; i < 2; i++)
-    if (kt_device_alloc(rt, (size_t)N * D * 2, &buf[i]) || kt_device_fill(rt, buf[i], 0x3c, (size_t)N * D * 2))
+    if (kt_device_alloc(rt, (size_t)N * D * 2, &t->buf[i]) || kt_device_fill(rt, t->buf[i], 0x3c, (size_t)N * D * 2))
       return t_fail(__FILE__, __LINE__, "device memory: %s", kt_errmsg(rt)), -1;
-  if (kt_device_alloc(rt, D * 2, &buf[2]) || kt_device_fill(rt, buf[2], 0x3c, D * 2))
+  if (kt_device_alloc(rt, D * 2, &t->buf[2]) || kt_device_fill(rt, t->buf[2], 0x3c, D * 2))
     return t_fail(__FILE__, __LINE__, "device memory: %s", kt_errmsg(rt)), -1;
-  kt_arg c[] = {kt_arg_ptr(buf[1], KT_BF16), kt_arg_ptr(buf[0], KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(buf[2], KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
-                kt_arg_i32(N), kt_arg_i32(D), kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
-  memcpy(a, c, sizeof c);
-  if (kt_launch(*k, NULL, a, 13) || kt_stream_sync(rt, NULL))
+  kt_arg c[] = {kt_arg_ptr(t->buf[1], KT_BF16), kt_arg_ptr(t->buf[0], KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0, KT_BF16), kt_arg_ptr(t->buf[2], KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_i32(N), kt_arg_i32(D),
+                kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
+  memcpy(t->a, c, sizeof c);
+  if (kt_launch(t->k, NULL, t->a, 13) || kt_stream_sync(rt, NULL))
     return t_fail(__FILE__, __LINE__, "the miss: %s", kt_errmsg(rt)), -1;
   /* Let the tuner get into its trials. */
   for (int i = 0; i < 1500 && stats(rt).trials < 2; i++) {
@@ -234,28 +245,30 @@ static int start_long_tuning(kt_runtime *rt, kt_kernel **k, uint64_t buf[3], kt_
   return 0;
 }
 
-/* An async runtime on cache, after a miss of layernorm_fwd at 4096x4096
-** (a long tuning) once the tuner has timed two trials; NULL after a
-** failure or a skip. buf: x, y and w, for the caller to free; a: the call. */
-static kt_runtime *long_tuning(const char *cache, kt_kernel **k, uint64_t buf[3], kt_arg a[13]) {
-  kt_runtime *rt = open_mode(cache, KT_MODE_ASYNC);
-  if (rt && start_long_tuning(rt, k, buf, a)) {
-    kt_runtime_close(rt);
-    return NULL;
+/* *t in a long tuning on cache: 0, or -1 after a failure or a skip. */
+static int long_tuning(const char *cache, long_run *t) {
+  memset(t, 0, sizeof *t);
+  t->rt = open_mode(cache, KT_MODE_ASYNC);
+  if (t->rt && start_long_tuning(t)) {
+    kt_runtime_close(t->rt);
+    t->rt = NULL;
   }
-  return rt;
+  return t->rt ? 0 : -1;
+}
+
+/* Frees t's buffers. */
+static void long_run_free(long_run *t) {
+  for (int i = 0; i < 3; i++) kt_device_free(t->rt, t->buf[i]);
 }
 
 /* Closing while a long tuning runs: it stops before its next trial, the
 ** close returns, and nothing of it is stored, leased or quarantined. */
 static void close_while_tuning(void) {
   const char *cache = cache_named("close.db");
-  kt_kernel *k;
-  uint64_t buf[3] = {0};
-  kt_arg a[13];
-  kt_runtime *rt = long_tuning(cache, &k, buf, a);
-  if (!rt) return;
-  for (int i = 0; i < 3; i++) kt_device_free(rt, buf[i]);
+  long_run t;
+  if (long_tuning(cache, &t)) return;
+  kt_runtime *rt = t.rt;
+  long_run_free(&t);
   double t0 = now_ms();
   kt_runtime_close(rt);
   double ms = now_ms() - t0;
@@ -272,20 +285,18 @@ static void close_while_tuning(void) {
 ** new key is not queued. */
 static void stop_while_tuning(void) {
   const char *cache = cache_named("stop.db");
-  kt_kernel *k;
-  uint64_t buf[3] = {0};
-  kt_arg a[13];
-  kt_runtime *rt = long_tuning(cache, &k, buf, a);
-  if (!rt) return;
+  long_run t;
+  if (long_tuning(cache, &t)) return;
+  kt_runtime *rt = t.rt;
   ASSERT_STATUS(kt_runtime_stop_tuning(rt), KT_OK);
   kt_stats s0 = stats(rt);
   ASSERT_EQ(s0.async_pending, 0);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 0);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM leases"), 0);
-  ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK); /* the stopped key */
-  a[8] = kt_arg_i32(2048);                          /* a new key: 2048x2048 */
-  a[9] = kt_arg_i32(2048);
-  ASSERT_STATUS(kt_launch(k, NULL, a, 13), KT_OK);
+  ASSERT_STATUS(kt_launch(t.k, NULL, t.a, 13), KT_OK); /* the stopped key */
+  t.a[8] = kt_arg_i32(2048);                            /* a new key: 2048x2048 */
+  t.a[9] = kt_arg_i32(2048);
+  ASSERT_STATUS(kt_launch(t.k, NULL, t.a, 13), KT_OK);
   ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
   ASSERT_STATUS(kt_runtime_wait_tuning(rt, 0), KT_OK);
   kt_stats s1 = stats(rt);
@@ -294,7 +305,7 @@ static void stop_while_tuning(void) {
   ASSERT_EQ(s1.async_failed - s0.async_failed, 1);
   ASSERT_CONTAINS(lb.text, "background tuning was stopped (kt_runtime_stop_tuning)");
   ASSERT_STATUS(kt_runtime_stop_tuning(rt), KT_OK);
-  for (int i = 0; i < 3; i++) kt_device_free(rt, buf[i]);
+  long_run_free(&t);
   kt_runtime_close(rt);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 0);
 }
@@ -355,11 +366,9 @@ static void exit_while_tuning(void) {
 ** parent's tuning goes on and stores its winner. */
 static void fork_while_tuning(void) {
   const char *cache = cache_named("fork.db");
-  kt_kernel *k;
-  uint64_t buf[3] = {0};
-  kt_arg a[13];
-  kt_runtime *rt = long_tuning(cache, &k, buf, a);
-  if (!rt) return;
+  long_run t;
+  if (long_tuning(cache, &t)) return;
+  kt_runtime *rt = t.rt;
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
@@ -383,7 +392,7 @@ static void fork_while_tuning(void) {
   ASSERT_EQ(WEXITSTATUS(status), 0);
   ASSERT_STATUS(kt_runtime_wait_tuning(rt, 300), KT_OK);
   ASSERT_EQ(stats(rt).async_done, 1);
-  for (int i = 0; i < 3; i++) kt_device_free(rt, buf[i]);
+  long_run_free(&t);
   kt_runtime_close(rt);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs"), 1);
 }
