@@ -47,6 +47,33 @@ static void keys_ignore_what_the_spec_says(void) {
   kt_runtime_close(rt);
 }
 
+/* chunk_state_fwd's grid is tiles x BH, and the best tile follows BH (a
+** winner tuned at BH = 1 ran 3.5x slower at BH = 512 than that key's own):
+** BH is in the key as its power-of-two bucket. N, the chunks each block
+** walks in turn, is not. */
+static void chunk_state_keys_hold_the_bh_bucket(void) {
+  kt_runtime *rt;
+  kt_kernel *k = t_offline_kernel("kernels_src/chunk_state_fwd.json", &rt);
+  if (!k) return;
+  static const struct {
+    int bh, n, bucket;
+  } cases[] = {{1, 32, 1}, {3, 32, 4}, {33, 1, 64}, {64, 500, 64}, {65, 32, 128}, {512, 8, 512}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kt_arg a[] = {kt_arg_ptr(0x100000, KT_F32),  kt_arg_ptr(0x200000, KT_BF16), kt_arg_ptr(0x300000, KT_BF16),
+                  kt_arg_ptr(0x400000, KT_F32),  kt_arg_ptr(0, KT_F32),         kt_arg_i32(cases[i].bh),
+                  kt_arg_i32(cases[i].n),        kt_arg_i32(64),                kt_arg_i32(64),
+                  kt_arg_i32(64)};
+    char key[512], want[512];
+    ASSERT_STATUS(kt_kernel_key(k, a, 10, key, sizeof key), KT_OK);
+    snprintf(want, sizeof want,
+             "{\"BH\":%d,\"C\":64,\"CC\":64,\"DK\":64,\"DV\":64,\"KD\":64,\"NS\":0,\"T\":\"bf16\",\"VD\":64,"
+             "\"decay\":16,\"h\":16,\"h0\":0,\"k\":16,\"v\":16}",
+             cases[i].bucket);
+    ASSERT_STR_EQ(key, want);
+  }
+  kt_runtime_close(rt);
+}
+
 static void alignment_classes(void) {
   kt_runtime *rt;
   kt_kernel *k = t_offline_kernel("kernels_src/rmsnorm.json", &rt);
@@ -978,6 +1005,7 @@ static void fallback_is_the_valid_config_nearest_the_default(void) {
 const kt_test t_tune_tests[] = {
     {"tune: keys leave out ignored params (T, eps)", keys_ignore_what_the_spec_says},
     {"tune: pointer alignment classes in the key", alignment_classes},
+    {"tune: chunk_state_fwd's key holds BH's bucket, not N", chunk_state_keys_hold_the_bh_bucket},
     {"tune: pow2 buckets in the key", pow2_buckets},
     {"tune: tune_at moves the timed call, never the key", tune_at_moves_the_timed_call},
     {"tune: the fallback is the valid config nearest the default", fallback_is_the_valid_config_nearest_the_default},
