@@ -425,7 +425,9 @@ def bench_permute(rt, copy_gbs):
 
 def bench_softmax(rt, copy_gbs):
     sm = rt.kernel("masked_softmax")
-    for N, L in ((16384, 4096), (65536, 1024), (4096, 8192), (450, 256), (8192, 1000)):
+    # A key is timed at 16M elements (tune_at); few long rows (1x32768,
+    # 16x8192) show what its config does where the rows do not fill the GPU.
+    for N, L in ((16384, 4096), (65536, 1024), (4096, 8192), (450, 256), (8192, 1000), (1, 32768), (16, 8192)):
         x = torch.randn(N, L, device=dev, dtype=torch.bfloat16)
         mask = torch.rand(N, L, device=dev) < 0.9
         y = torch.empty_like(x)
@@ -433,16 +435,17 @@ def bench_softmax(rt, copy_gbs):
         args = [y, x, None, nb, N, L, 1.0]
         t_kt = gpu_time_us(lambda: sm.launch(args))
         t_th = gpu_time_us(lambda: torch.softmax(x, -1))
-        report("softmax", "%dx%d bf16" % (N, L), 2 * N * L * 2, t_kt, t_th, copy_gbs)
+        report("softmax", "%dx%d bf16" % (N, L), 2 * N * L * 2, t_kt, t_th, copy_gbs, sm.config_for(args))
         margs = [y, x, mask.view(torch.uint8), nb, N, L, 0.125]
         t_kt = gpu_time_us(lambda: sm.launch(margs))
         t_th = gpu_time_us(lambda: torch.softmax((x * 0.125).masked_fill(~mask, float("-inf")), -1))
-        report("masked softmax", "%dx%d bf16" % (N, L), N * L * 5, t_kt, t_th, copy_gbs)
+        report("masked softmax", "%dx%d bf16" % (N, L), N * L * 5, t_kt, t_th, copy_gbs, sm.config_for(margs))
 
 
 def bench_chunk(rt, copy_gbs):
     cf = rt.kernel("chunk_state_fwd")
-    for BH, N, C, DK in ((64, 32, 64, 64), (32, 16, 128, 128)):
+    # BH is in the key as its power-of-two bucket: the grid is tiles x BH.
+    for BH, N, C, DK in ((64, 32, 64, 64), (32, 16, 128, 128), (1, 32, 64, 64), (512, 32, 64, 64)):
         k = torch.randn(BH, N * C, DK, device=dev, dtype=torch.bfloat16) * 0.1
         v = torch.randn(BH, N * C, DK, device=dev, dtype=torch.bfloat16) * 0.1
         decay = torch.rand(BH, N, device=dev) * 0.5 + 0.5
@@ -459,7 +462,8 @@ def bench_chunk(rt, copy_gbs):
 
         t_th = gpu_time_us(th_chunk)
         nbytes = 2 * BH * N * C * DK * 2 + BH * (N + 1) * DK * DK * 4
-        report("chunk_state fwd", "BH=%d N=%d C=%d D=%d bf16" % (BH, N, C, DK), nbytes, t_kt, t_th, copy_gbs)
+        report("chunk_state fwd", "BH=%d N=%d C=%d D=%d bf16" % (BH, N, C, DK), nbytes, t_kt, t_th, copy_gbs,
+               cf.config_for(args))
 
 
 def print_tables(rt):
