@@ -721,15 +721,18 @@ KT_API kt_status kt_json_canonical(const char *json, char *buf, size_t bufsize);
 ** KT_ERR_INVALID or KT_ERR_CONSTRAINT (the message names the field). */
 KT_API kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, size_t bufsize);
 
-/* Called by kt_kernel_lint() once per problem; msg borrowed until it
-** returns. */
+/* Called by kt_kernel_lint() once per problem and once per note (a msg
+** that starts with "note: "); msg borrowed until it returns. */
 typedef void (*kt_lint_fn)(void *user, const char *msg);
 
 /* Check a spec for problems beyond its syntax: "phantom" key fields (a
 ** scalar in the key that neither the kernel source nor any expression of
 ** the spec reads, which would split tunings for nothing), and variants that
 ** do not compile (every variant is compiled for the runtime's arch).
-** *problems counts them. Returns KT_OK (even with problems) or an error. */
+** *problems counts them. Notes, not counted: a scalar the key ignores,
+** without tune_at, that sets the grid beside a config field of several
+** values (one tuning then serves every value of it). Returns KT_OK (even
+** with problems) or an error. */
 KT_API kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user,
                                 int *problems /* OUT */);
 

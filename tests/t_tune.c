@@ -754,8 +754,57 @@ static void cli_key_and_lint(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s lint tests/specs/phantom.json", bin), 1);
   ASSERT_CONTAINS(out, "phantom key field: NB is in the tuning key (\"key\": \"exact\")");
   ASSERT_CONTAINS(out, "1 problem in 1 spec\n");
+  ASSERT_TRUE(strstr(out, "note:") == NULL); /* its N sets the grid beside ROWS, which has one value */
   ASSERT_EQ(t_sh(out, sizeof out, "%s lint tests/specs/small.json tests/specs/add_one.json", bin), 0);
-  ASSERT_STR_EQ(out, "0 problems in 2 specs\n");
+  ASSERT_STR_EQ(out, "tests/specs/small.json: note: N is left out of the tuning key (\"key\": \"ignore\", no "
+                     "\"tune_at\") but sets the grid, as the config field ROWS does: a key tuned at its first call's "
+                     "N serves every other N; give N a \"tune_at\" (the size to time the key at) or \"key\": \"pow2\" "
+                     "where the best config follows it\n"
+                     "0 problems in 2 specs, 1 note\n");
+}
+
+/* A size the key leaves out that sets the grid beside a config field is
+** noted (advice: exit status 0), unless it has a tune_at or the grid's
+** config field has one value; --json lists notes apart from problems. The
+** bug: chunk_state_fwd left batch x heads (its grid's second dimension) out
+** of its key, and a tile tuned at one value ran 3.9x slower at another. */
+static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
+  const char *bin = getenv("KTUNE_BIN") ? getenv("KTUNE_BIN") : "build/ktune";
+  const char *dir = t_tmpdir();
+  char out[8192], path[800];
+  ASSERT_EQ(t_write_file(dir, "g.cu",
+                         "template <int TILE>\n__global__ void g(float *h, int BH, int N) {\n"
+                         "  if (threadIdx.x == 0) h[blockIdx.y * TILE + blockIdx.x] = N;\n}\n",
+                         path, sizeof path),
+            0);
+  static const char *const bh[] = {"\"key\": \"ignore\"", "\"key\": \"ignore\", \"tune_at\": \"64\"",
+                                   "\"key\": \"pow2\""};
+  for (int i = 0; i < 3; i++) {
+    char spec[1200], name[32];
+    snprintf(spec, sizeof spec,
+             "{\"name\": \"g\", \"source\": \"g.cu\", \"entry\": \"g\", \"template\": [\"TILE\"],\n"
+             " \"params\": [{\"name\": \"h\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\","
+             " \"extent\": \"BH * 64\"}, {\"name\": \"BH\", \"type\": \"i32\", %s},"
+             " {\"name\": \"N\", \"type\": \"i32\", \"key\": \"ignore\"}],\n"
+             " \"config\": {\"TILE\": [16, 32]}, \"default\": {\"TILE\": 16},"
+             " \"grid\": [\"64 / TILE\", \"BH\"], \"block\": 32}\n",
+             bh[i]);
+    snprintf(name, sizeof name, "g%d.json", i);
+    ASSERT_EQ(t_write_file(dir, name, spec, path, sizeof path), 0);
+    ASSERT_EQ(t_sh(out, sizeof out, "%s lint %s", bin, path), 0);
+    if (i == 0) {
+      ASSERT_CONTAINS(out, ": note: BH is left out of the tuning key (\"key\": \"ignore\", no \"tune_at\") but sets "
+                           "the grid, as the config field TILE does: ");
+      ASSERT_CONTAINS(out, "0 problems in 1 spec, 1 note\n");
+    } else {
+      ASSERT_STR_EQ(out, "0 problems in 1 spec\n");
+    }
+  }
+  snprintf(path, sizeof path, "%s/g0.json", dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s lint --json %s", bin, path), 0);
+  ASSERT_CONTAINS(out, "\"problems\":[],\"notes\":[\"BH is left out of the tuning key");
+  ASSERT_CONTAINS(out, "\"problems\":0,\"notes\":1,\"not_loaded\":0}");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
 /* cfg from "BLOCK=256,ROWS=1,...", parsed as a forced config is. */
@@ -1022,6 +1071,7 @@ const kt_test t_tune_tests[] = {
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},
+    {"tune: lint notes a size the key leaves out that sets the grid", lint_notes_sizes_the_key_leaves_out_of_the_grid},
     {"tune: pruning judges a field value beside each of the candidate's others", pruning_judges_values_beside_each_other},
     {"tune: the random search tries other keys' configs first", random_search_tries_other_keys_configs_first},
     {"tune: the local search leaves a stall through a batch", local_search_leaves_a_stall_through_a_batch},

@@ -21,7 +21,9 @@ static const char lint_help[] =
     "Report phantom key fields (scalars in the tuning key that neither the\n"
     "kernel nor the spec reads), variants that do not compile, and spaces that\n"
     "mostly do not compile. Every variant is compiled for the arch (sm_90 by\n"
-    "default); a terminal shows the progress.\n"
+    "default); a terminal shows the progress. Notes (advice, not problems)\n"
+    "name sizes the key leaves out, without tune_at, that set the grid beside\n"
+    "a config field.\n"
     "exit codes: 0 no problem, 1 problems found or a spec did not load, 2 usage\n";
 
 static kt_runtime *offline(const char *cmd, const char *arch) {
@@ -77,29 +79,37 @@ int cmd_key(int argc, char **argv) {
 
 typedef struct lint_out {
   const char *spec;
-  cJSON *problems;  /* --json */
+  cJSON *problems, *notes; /* --json */
+  int nnotes;
 } lint_out;
+
+#define NOTE "note: "
 
 static void on_problem(void *user, const char *msg) {
   lint_out *l = user;
-  if (l->problems) cJSON_AddItemToArray(l->problems, cJSON_CreateString(msg));
+  int note = !strncmp(msg, NOTE, strlen(NOTE));
+  l->nnotes += note;
+  if (l->problems) cJSON_AddItemToArray(note ? l->notes : l->problems, cJSON_CreateString(note ? msg + strlen(NOTE) : msg));
   else printf("%s: %s\n", l->spec, msg);
 }
 
-/* One spec: its problems, or why it did not load (-1). */
-static int lint_one(kt_runtime *rt, const char *spec, cJSON *out) {
+/* One spec: its problems, or why it did not load (-1); *notes counts its
+** advice. */
+static int lint_one(kt_runtime *rt, const char *spec, cJSON *out, int *notes) {
   kt_kernel *k;
   int problems = 0;
   cJSON *o = out ? cJSON_CreateObject() : NULL;
-  lint_out l = {spec, o ? cJSON_CreateArray() : NULL};
+  lint_out l = {spec, o ? cJSON_CreateArray() : NULL, o ? cJSON_CreateArray() : NULL, 0};
   int bad = kt_kernel_load(rt, spec, &k) || kt_kernel_lint(k, on_problem, &l, &problems);
   if (bad && !o) cli_fail("lint", "%s", cli_errmsg(rt));
   if (o) {
     cJSON_AddStringToObject(o, "spec", spec);
     cJSON_AddItemToObject(o, "problems", l.problems);
+    cJSON_AddItemToObject(o, "notes", l.notes);
     cJSON_AddItemToObject(o, "error", bad ? cJSON_CreateString(cli_errmsg(rt)) : cJSON_CreateNull());
     cJSON_AddItemToArray(out, o);
   }
+  *notes += l.nnotes;
   return bad ? -1 : problems;
 }
 
@@ -113,22 +123,24 @@ int cmd_lint(int argc, char **argv) {
   if (rc) return rc < 0 ? EXIT_OK : rc;
   kt_runtime *rt = offline("lint", arch);
   if (!rt) return EXIT_FAIL;
-  int total = 0, failed = 0;
+  int total = 0, failed = 0, notes = 0;
   cJSON *out = json ? cJSON_CreateObject() : NULL, *list = out ? cJSON_AddArrayToObject(out, "specs") : NULL;
   for (int i = 0; i < specs.n; i++) {
-    int n = lint_one(rt, specs.v[i], list);
+    int n = lint_one(rt, specs.v[i], list, &notes);
     if (n < 0) failed++;
     else total += n;
   }
   if (out) {
     cJSON_AddNumberToObject(out, "problems", total);
+    cJSON_AddNumberToObject(out, "notes", notes);
     cJSON_AddNumberToObject(out, "not_loaded", failed);
     cli_print_json(out);
-  } else if (failed) {
-    printf("%d problem%s in %d spec%s; %d spec%s did not load\n", total, total == 1 ? "" : "s", specs.n - failed,
-           specs.n - failed == 1 ? "" : "s", failed, failed == 1 ? "" : "s");
   } else {
-    printf("%d problem%s in %d spec%s\n", total, total == 1 ? "" : "s", specs.n, specs.n == 1 ? "" : "s");
+    printf("%d problem%s in %d spec%s", total, total == 1 ? "" : "s", specs.n - failed,
+           specs.n - failed == 1 ? "" : "s");
+    if (notes) printf(", %d note%s", notes, notes == 1 ? "" : "s");
+    if (failed) printf("; %d spec%s did not load", failed, failed == 1 ? "" : "s");
+    printf("\n");
   }
   kt_runtime_close(rt);
   return failed || total ? EXIT_FAIL : EXIT_OK;
