@@ -37,7 +37,11 @@ static int domain(const kt__derived *d, int64_t *vals) {
 }
 
 /* Whether an expression reads only slots that an offline variant fixes:
-** config values, derived constants computed from them, esize, cc. */
+** config values, derived constants (each computed from what is fixed
+** before it, or taken over its domain: either way fixed once the walk
+** reaches it, and derived constants read only earlier ones), esize, cc.
+** So a constraint on derived constants and config fields (BK <= KD) drops
+** the variants no call can use. */
 static int offline_known(const kt__spec *s, const kt__expr *e) {
   for (int sl = 0; sl < s->nslots; sl++) {
     if (!kt__expr_uses(e, sl)) continue;
@@ -50,8 +54,6 @@ static int offline_known(const kt__spec *s, const kt__expr *e) {
     }
     if (sl < s->builtin_slot + KT__NBUILTINS && sl != s->builtin_slot + KT__BUILTIN_CC) return 0;
     if (sl == s->smem_slot && !offline_known(s, &s->smem)) return 0;
-    for (int d = 0; d < s->nderived; d++)
-      if (sl == s->derived[d].slot && !offline_known(s, &s->derived[d].e)) return 0;
   }
   return 1;
 }
@@ -99,6 +101,9 @@ static kt_status walk_derived(walk *w, int d) {
   if (offline_known(s, &dv->e)) {
     int64_t v;
     if (kt__expr_eval(&dv->e, w->c.slots, &v)) return KT_OK;
+    int listed = !dv->n;
+    for (int i = 0; i < dv->n && !listed; i++) listed = dv->values[i] == v;
+    if (!listed) return KT_OK; /* no call passes a value outside the list */
     w->c.slots[dv->slot] = v;
     return walk_derived(w, d + 1);
   }
