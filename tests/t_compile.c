@@ -98,29 +98,42 @@ static void cubins_are_written(void) {
   kt_runtime_close(rt);
 }
 
+/* NAME.cu and NAME.json written in a fresh directory, loaded in a runtime
+** without a device, and every variant compiled into s (zeroed first):
+** kt_kernel_compile_all's status, or KT_ERR_IO / the load's status. The
+** runtime (*rt, NULL where none opened) and the directory (dir) are the
+** caller's to close and remove. */
+static kt_status compile_written(const char *name, const char *cu, const char *json, char *dir, size_t dirlen,
+                                 kt_runtime **rt, seen *s) {
+  char path[1024], file[64];
+  const char *tmp = t_tmpdir();
+  *rt = NULL;
+  if (!tmp) return KT_ERR_IO;
+  snprintf(dir, dirlen, "%s", tmp);
+  snprintf(file, sizeof file, "%s.cu", name);
+  if (t_write_file(dir, file, cu, path, sizeof path)) return KT_ERR_IO;
+  snprintf(file, sizeof file, "%s.json", name);
+  if (t_write_file(dir, file, json, path, sizeof path)) return KT_ERR_IO;
+  if (!(*rt = t_offline(0))) return KT_ERR_IO;
+  kt_kernel *k;
+  kt_status st = kt_kernel_load(*rt, path, &k);
+  memset(s, 0, sizeof *s);
+  return st ? st : kt_kernel_compile_all(k, NULL, on_variant, s);
+}
+
 /* A compile error names the kernel and its constants and carries the log. */
 static void compile_errors_carry_the_log(void) {
-  const char *dir = t_tmpdir();
-  ASSERT_TRUE(dir);
-  char path[1024], out[256];
-  ASSERT_EQ(t_write_file(dir, "broken.cu",
-                         "template <int BLOCK>\n__global__ void broken(float *y) {\n  y[0] = undefined_thing;\n}\n", path,
-                         sizeof path),
-            0);
-  ASSERT_EQ(t_write_file(dir, "broken.json",
-                         "{\"name\": \"broken\", \"source\": \"broken.cu\", \"entry\": \"broken\",\n"
-                         " \"template\": [\"BLOCK\"], \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\",\n"
-                         " \"access\": \"out\", \"extent\": \"1\"}], \"config\": {\"BLOCK\": [128]},\n"
-                         " \"default\": {\"BLOCK\": 128}, \"grid\": 1, \"block\": \"BLOCK\"}\n",
-                         path, sizeof path),
-            0);
-  kt_runtime *rt = t_offline(0);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  char dir[700], out[800];
+  kt_runtime *rt;
   static seen s;
-  memset(&s, 0, sizeof s);
-  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &s), KT_ERR_COMPILE);
+  kt_status st = compile_written(
+      "broken", "template <int BLOCK>\n__global__ void broken(float *y) {\n  y[0] = undefined_thing;\n}\n",
+      "{\"name\": \"broken\", \"source\": \"broken.cu\", \"entry\": \"broken\",\n"
+      " \"template\": [\"BLOCK\"], \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\",\n"
+      " \"access\": \"out\", \"extent\": \"1\"}], \"config\": {\"BLOCK\": [128]},\n"
+      " \"default\": {\"BLOCK\": 128}, \"grid\": 1, \"block\": \"BLOCK\"}\n",
+      dir, sizeof dir, &rt, &s);
+  ASSERT_STATUS(st, KT_ERR_COMPILE);
   ASSERT_EQ(s.failed, 1);
   ASSERT_CONTAINS(kt_errmsg(rt), "broken BLOCK=128: NVRTC: broken.cu(3): error: identifier \"undefined_thing\" is undefined");
   kt_runtime_close(rt);
@@ -134,37 +147,28 @@ static void compile_errors_carry_the_log(void) {
 ** space was 10176 variants, 5820 of them failing the kernel's
 ** static_assert that the tiles divide the state; it is now 4356.) */
 static void compile_all_keeps_what_calls_can_use(void) {
-  const char *dir = t_tmpdir();
-  char path[1024];
-  ASSERT_EQ(t_write_file(dir, "t.cu",
-                         "template <int KD, int BK, int HALF>\n__global__ void t(float *y) {\n"
-                         "  static_assert(BK <= KD && HALF * 2 == KD, \"tiles\");\n  y[0] = KD + BK;\n}\n",
-                         path, sizeof path),
-            0);
-  ASSERT_EQ(t_write_file(dir, "t.json",
-                         "{\"name\": \"t\", \"source\": \"t.cu\", \"entry\": \"t\", \"template\": [\"KD\", \"BK\", "
-                         "\"HALF\"],\n \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", "
-                         "\"access\": \"out\", \"extent\": \"1\"}, {\"name\": \"DK\", \"type\": \"i32\"}],\n"
-                         " \"derived\": {\"KD\": {\"expr\": \"DK\", \"values\": [16, 32, 64]},"
-                         " \"HALF\": {\"expr\": \"KD / 2\", \"values\": [8, 16]}},\n"
-                         " \"config\": {\"BK\": [16, 32, 64]}, \"default\": {\"BK\": 16},"
-                         " \"constraints\": [\"BK <= KD\"], \"grid\": 1, \"block\": 32}\n",
-                         path, sizeof path),
-            0);
-  kt_runtime *rt = t_offline(0);
-  ASSERT_TRUE(rt);
-  kt_kernel *k;
-  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  char dir[700], out[800];
+  kt_runtime *rt;
   static seen s;
-  memset(&s, 0, sizeof s);
-  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &s), KT_OK);
+  kt_status st = compile_written(
+      "t", "template <int KD, int BK, int HALF>\n__global__ void t(float *y) {\n"
+      "  static_assert(BK <= KD && HALF * 2 == KD, \"tiles\");\n  y[0] = KD + BK;\n}\n",
+      "{\"name\": \"t\", \"source\": \"t.cu\", \"entry\": \"t\", \"template\": [\"KD\", \"BK\", \"HALF\"],\n"
+      " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", \"extent\": \"1\"},"
+      " {\"name\": \"DK\", \"type\": \"i32\"}],\n"
+      " \"derived\": {\"KD\": {\"expr\": \"DK\", \"values\": [16, 32, 64]},"
+      " \"HALF\": {\"expr\": \"KD / 2\", \"values\": [8, 16]}},\n"
+      " \"config\": {\"BK\": [16, 32, 64]}, \"default\": {\"BK\": 16},"
+      " \"constraints\": [\"BK <= KD\"], \"grid\": 1, \"block\": 32}\n",
+      dir, sizeof dir, &rt, &s);
+  if (st) t_fail(__FILE__, __LINE__, "%s", s.first_err);
+  ASSERT_STATUS(st, KT_OK);
   ASSERT_EQ(s.failed, 0);
   ASSERT_EQ(s.ok, 3); /* KD = 16 with BK = 16; KD = 32 with BK = 16 and 32 (KD = 64 has no HALF) */
   qsort(s.names, (size_t)s.ok, sizeof s.names[0], cmp_names);
   ASSERT_STR_EQ(s.names[0], "t.KD=16.BK=16.HALF=8");
   ASSERT_STR_EQ(s.names[2], "t.KD=32.BK=32.HALF=16");
   kt_runtime_close(rt);
-  char out[256];
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
