@@ -105,9 +105,7 @@ static kt_status derived_eval(kt__prog *p, const kt__derived *d, const int64_t *
   if (rc)
     return kt__err(p->env->id, KT_ERR_EVAL, "%s: derived.%s: %s in \"%s\"", p->spec->name, d->name,
                    kt__eval_strerror(rc), d->e.text);
-  if (!d->n) return KT_OK;
-  for (int q = 0; q < d->n; q++)
-    if (d->values[q] == *v) return KT_OK;
+  if (kt__derived_allows(d, *v)) return KT_OK;
   char list[256];
   size_t u = 0;
   for (int q = 0; q < d->n && u < sizeof list; q++)

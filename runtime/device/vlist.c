@@ -101,9 +101,7 @@ static kt_status walk_derived(walk *w, int d) {
   if (offline_known(s, &dv->e)) {
     int64_t v;
     if (kt__expr_eval(&dv->e, w->c.slots, &v)) return KT_OK;
-    int listed = !dv->n;
-    for (int i = 0; i < dv->n && !listed; i++) listed = dv->values[i] == v;
-    if (!listed) return KT_OK; /* no call passes a value outside the list */
+    if (!kt__derived_allows(dv, v)) return KT_OK; /* no call passes a value outside the list */
     w->c.slots[dv->slot] = v;
     return walk_derived(w, d + 1);
   }

@@ -104,6 +104,12 @@ int kt__cfield_value(const kt__cfield *f, int64_t v) {
   return -1;
 }
 
+int kt__derived_allows(const kt__derived *d, int64_t v) {
+  for (int i = 0; i < d->n; i++)
+    if (d->values[i] == v) return 1;
+  return !d->n;
+}
+
 /* A new name for the slot namespace: an identifier, unique, not reserved. */
 static kt_status new_name(ctx *c, const char *field, const char *name) {
   if (!is_ident(name))

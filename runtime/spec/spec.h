@@ -140,6 +140,9 @@ int kt__spec_param(const kt__spec *s, const char *name);
 int kt__spec_cfield(const kt__spec *s, const char *name, size_t len);
 /* The index of v in config field f's values, or -1 when f has no such value. */
 int kt__cfield_value(const kt__cfield *f, int64_t v);
+/* Whether a derived constant may take v: one of its declared values, or
+** any value where it declares none (a boolean). */
+int kt__derived_allows(const kt__derived *d, int64_t v);
 
 /* The config space in order, the last field fastest and each field's values
 ** as the spec lists them. idx holds one index per field, all 0 for the first
