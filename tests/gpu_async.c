@@ -219,9 +219,22 @@ typedef struct long_run {
   kt_arg a[13];
 } long_run;
 
+enum { LONG_N = 4096, LONG_D = 4096 };
+
+/* layernorm_fwd's call at LONG_N x LONG_D, bf16, into a: y from x with the
+** weight w (0: none), no bias or residual, no statistics saved. */
+static void long_call(kt_arg a[13], uint64_t y, uint64_t x, uint64_t w) {
+  kt_arg c[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0, KT_BF16), kt_arg_ptr(w, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0, KT_F32),  kt_arg_ptr(0, KT_F32),  kt_arg_i32(LONG_N),
+                kt_arg_i32(LONG_D),     kt_arg_i32(1),          kt_arg_f32(1e-5f),
+                kt_arg_i32(1)};
+  memcpy(a, c, sizeof c);
+}
+
 /* long_tuning's miss: 0, or -1 after a failure. */
 static int start_long_tuning(long_run *t) {
-  enum { N = 4096, D = 4096 };
+  enum { N = LONG_N, D = LONG_D };
   kt_runtime *rt = t->rt;
   if (g_load_kernels(rt, "kernels_src/layernorm_fwd.json", &t->k, NULL)) return -1;
   for (int i = 0; i < 2; i++)
@@ -229,11 +242,7 @@ static int start_long_tuning(long_run *t) {
       return t_fail(__FILE__, __LINE__, "device memory: %s", kt_errmsg(rt)), -1;
   if (kt_device_alloc(rt, D * 2, &t->buf[2]) || kt_device_fill(rt, t->buf[2], 0x3c, D * 2))
     return t_fail(__FILE__, __LINE__, "device memory: %s", kt_errmsg(rt)), -1;
-  kt_arg c[] = {kt_arg_ptr(t->buf[1], KT_BF16), kt_arg_ptr(t->buf[0], KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(0, KT_BF16), kt_arg_ptr(t->buf[2], KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_i32(N), kt_arg_i32(D),
-                kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
-  memcpy(t->a, c, sizeof c);
+  long_call(t->a, t->buf[1], t->buf[0], t->buf[2]);
   if (kt_launch(t->k, NULL, t->a, 13) || kt_stream_sync(rt, NULL))
     return t_fail(__FILE__, __LINE__, "the miss: %s", kt_errmsg(rt)), -1;
   /* Let the tuner get into its trials. */
@@ -323,16 +332,15 @@ int exit_child(const char *cache) {
   kt_runtime *rt;
   kt_kernel *k;
   uint64_t x, y;
-  enum { N = 4096, D = 4096 };
+  enum { N = LONG_N, D = LONG_D };
   if (kt_runtime_open(&rt, &o) || kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k) ||
       kt_device_alloc(rt, (size_t)N * D * 2, &x) || kt_device_alloc(rt, (size_t)N * D * 2, &y) ||
       kt_device_fill(rt, x, 0x3c, (size_t)N * D * 2)) {
     printf("setup: %s\n", kt_errmsg(rt));
     return 1;
   }
-  kt_arg a[] = {kt_arg_ptr(y, KT_BF16), kt_arg_ptr(x, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16),
-                kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
-                kt_arg_i32(N), kt_arg_i32(D), kt_arg_i32(1), kt_arg_f32(1e-5f), kt_arg_i32(1)};
+  kt_arg a[13];
+  long_call(a, y, x, 0);
   kt_status st = kt_launch(k, NULL, a, 13);
   if (!st) st = kt_stream_sync(rt, NULL);
   printf("launched: %s\n", kt_status_name(st));

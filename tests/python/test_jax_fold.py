@@ -159,6 +159,7 @@ def fake_call(name, params, outs, aliases=None):
 
 kj._call = fake_call
 kj._num_sms = lambda: SMS
+kj._DT[jnp.dtype(jnp.float64)] = "f64"  # the emulation computes in float64
 
 
 @contextlib.contextmanager
@@ -176,7 +177,6 @@ def calls_of(*names):
         yield seen
     finally:
         kj._call = fake_call
-kj._DT[jnp.dtype(jnp.float64)] = "f64"  # the emulation computes in float64
 
 
 def counted(f, *a):
