@@ -602,12 +602,21 @@ typedef void (*kt_variant_fn)(void *user, const char *name, kt_status status,
                               size_t cubin_bytes, double ms,
                               const char *errmsg);
 
+/* The most variants one compile call takes on: a larger list is refused
+** before anything compiles (at a second or more of NVRTC each, it would
+** run for days). */
+#define KT_COMPILE_MAX_VARIANTS 65536
+
 /* Compile every variant the spec's space allows (every type, config and
 ** derived-constant value, less those a constraint on these alone excludes)
 ** for the runtime's arch, without a GPU. Each cubin is written to
 ** out_dir/<name>.cubin when out_dir is not NULL. fn may be NULL.
 ** Returns KT_OK when every variant compiled, else KT_ERR_COMPILE (the
-** message names the first failure) or KT_ERR_IO. Not thread-safe for k. */
+** message names the first failure), KT_ERR_IO, or KT_ERR_INVALID before
+** compiling anything: a specialized param, a space of more than
+** KT_COMPILE_MAX_VARIANTS variants, or one too large to walk in seconds
+** (2^27 values set while its constraints keep few); compile those of given
+** calls with kt_kernel_compile_for. Not thread-safe for k. */
 KT_API kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
                                        kt_variant_fn fn, void *user);
 
@@ -617,8 +626,9 @@ KT_API kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
 ** without a GPU may pass made-up addresses). Needed for specs with
 ** specialized params, whose variants follow the values calls pass, and
 ** cheaper than kt_kernel_compile_all when the shapes are known. Other
-** arguments and the result as for kt_kernel_compile_all, plus KT_ERR_ARGS
-** and KT_ERR_NO_CONFIG. */
+** arguments and the result as for kt_kernel_compile_all (KT_ERR_INVALID
+** when the call's configs make more than KT_COMPILE_MAX_VARIANTS variants),
+** plus KT_ERR_ARGS and KT_ERR_NO_CONFIG. */
 KT_API kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs,
                                        const char *out_dir, kt_variant_fn fn,
                                        void *user);
@@ -731,8 +741,10 @@ typedef void (*kt_lint_fn)(void *user, const char *msg);
 ** do not compile (every variant is compiled for the runtime's arch).
 ** *problems counts them. Notes, not counted: a scalar the key ignores,
 ** without tune_at, that sets the grid beside a config field of several
-** values (one tuning then serves every value of it). Returns KT_OK (even
-** with problems) or an error. */
+** values (one tuning then serves every value of it); and a space that
+** kt_kernel_compile_all refuses (a specialized param, more than
+** KT_COMPILE_MAX_VARIANTS variants), whose variants lint does not compile.
+** Returns KT_OK (even with problems) or an error. */
 KT_API kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user,
                                 int *problems /* OUT */);
 

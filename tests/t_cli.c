@@ -159,6 +159,18 @@ static void compile_for_shapes(void) {
                  dir, bin()),
             1);
   ASSERT_CONTAINS(out, "param N is specialized");
+  ASSERT_CONTAINS(out, "\n0 variants compiled for sm_90, 0 failed, 1 not started (the error above)\n");
+  /* The norms' spaces hold millions of variants: refused at once. */
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json kernels_src/layernorm_fwd.json",
+                 dir, bin()),
+            1);
+  ASSERT_STR_EQ(out,
+                "ktune compile: layernorm_bwd: the space holds more than 65536 variants (every type, config and "
+                "constant value); compile those of given shapes\n"
+                "ktune compile: layernorm_fwd: the space holds more than 65536 variants (every type, config and "
+                "constant value); compile those of given shapes\n"
+                "0 variants compiled for sm_90, 0 failed, 2 not started (the errors above)\n");
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/chunk_state_fwd.json "
                  "--shape 'BH=2,N=3,C=48,DK=64,DV=64,T=bf16'",

@@ -172,6 +172,118 @@ static void compile_all_keeps_what_calls_can_use(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* A space too large to compile (3 fields of 41 values: 68921 variants) is
+** refused at once, naming the kernel and the way out, before any NVRTC
+** work; the variants of one call are capped alike. (The norm specs walk
+** millions of variants: listing them all had run out of memory.) */
+static void compile_refuses_a_space_too_large(void) {
+  char dir[700], out[800], vals[200];
+  kt_runtime *rt;
+  static seen s;
+  size_t n = 0;
+  for (int v = 0; v < 41; v++) n += (size_t)snprintf(vals + n, sizeof vals - n, "%s%d", v ? ", " : "", v);
+  char json[1200];
+  snprintf(json, sizeof json,
+           "{\"name\": \"big\", \"source\": \"big.cu\", \"entry\": \"big\", \"template\": [\"A\", \"B\", \"C\"],\n"
+           " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\","
+           " \"extent\": \"1\"}],\n"
+           " \"config\": {\"A\": [%s], \"B\": [%s], \"C\": [%s]}, \"default\": {\"A\": 0, \"B\": 0, \"C\": 0},"
+           " \"grid\": 1, \"block\": 32}\n",
+           vals, vals, vals);
+  kt_status st = compile_written(
+      "big", "template <int A, int B, int C>\n__global__ void big(float *y) { y[0] = A + B + C; }\n", json, dir,
+      sizeof dir, &rt, &s);
+  ASSERT_STATUS(st, KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt),
+                "big: the space holds more than 65536 variants (every type, config and constant value); "
+                "compile those of given shapes");
+  ASSERT_EQ(s.ok + s.failed, 0);
+  kt_kernel *k;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/big.json", dir);
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  kt_arg y = kt_arg_ptr(0x10000, KT_F32);
+  ASSERT_STATUS(kt_kernel_compile_for(k, &y, 1, NULL, on_variant, &s), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "big: more than 65536 variants to compile");
+  ASSERT_EQ(s.ok + s.failed, 0);
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* Listing a space (rmsnorm's 330 variants, the list and its index grown
+** several times) with each allocation failing in turn: KT_ERR_NOMEM, or
+** the whole list; nothing leaks (ASan). */
+static void listing_survives_every_allocation_failure(void) {
+  kt_runtime *rt = t_offline(0);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  long failed = 0;
+  for (long n = 1;; n++) {
+    kt__alloc_fail_after(n);
+    kt__vlist *l = kt__vlist_new();
+    kt_status st = l ? kt__vlist_add_all(&k->p, l) : KT_ERR_NOMEM;
+    long used = kt__alloc_fail_after(0);
+    if (st) {
+      ASSERT_STATUS(st, KT_ERR_NOMEM);
+      failed++;
+    } else {
+      ASSERT_EQ(kt__vlist_count(l), 330);
+    }
+    kt__vlist_free(l);
+    if (used < n) break;
+  }
+  ASSERT_TRUE(failed >= 6); /* the list, and the calls and index grown from 64 to 512 */
+  kt_runtime_close(rt);
+}
+
+/* A spec of three config fields of 64 values each and two constants over
+** 64 values that a param sets: 2^30 variants before constraints. */
+static kt_status five_slots(const char *constraints, char *dir, size_t dirlen, kt_runtime **rt, seen *s) {
+  char vals[400], json[3000];
+  size_t n = 0;
+  for (int v = 1; v <= 64; v++) n += (size_t)snprintf(vals + n, sizeof vals - n, "%s%d", v > 1 ? ", " : "", v);
+  snprintf(json, sizeof json,
+           "{\"name\": \"five\", \"source\": \"five.cu\", \"entry\": \"five\",\n"
+           " \"template\": [\"A\", \"B\", \"C\", \"X\", \"Y\"],\n"
+           " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\","
+           " \"extent\": \"1\"}, {\"name\": \"n\", \"type\": \"i32\"}],\n"
+           " \"derived\": {\"X\": {\"expr\": \"n\", \"values\": [%s]}, \"Y\": {\"expr\": \"n\", \"values\": [%s]}},\n"
+           " \"config\": {\"A\": [%s], \"B\": [%s], \"C\": [%s]},\n"
+           " \"default\": {\"A\": 1, \"B\": 1, \"C\": 1},\n"
+           " \"constraints\": [%s], \"grid\": 1, \"block\": 32}\n",
+           vals, vals, vals, vals, vals, constraints);
+  return compile_written("five",
+                         "template <int A, int B, int C, int X, int Y>\n"
+                         "__global__ void five(float *y) { y[0] = A + B + C + X + Y; }\n",
+                         json, dir, dirlen, rt, s);
+}
+
+/* The walk over a space checks each constraint once the fields and
+** constants it reads are set, so constraints on each cut 2^30 variants to
+** a few; one that only the last constant settles, keeping few of them all,
+** is refused after 2^27 values set (seconds), not walked for hours. */
+static void compile_walk_is_pruned_and_bounded(void) {
+  char dir[700], out[800];
+  kt_runtime *rt;
+  static seen s;
+  kt_status st = five_slots("\"A <= 2\", \"B <= A\", \"C == 1\", \"X == 1\", \"Y <= A\"", dir, sizeof dir, &rt, &s);
+  if (st) t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_EQ(s.ok, 5); /* A = 1: B = Y = 1; A = 2: B and Y in 1..2 */
+  ASSERT_EQ(s.failed, 0);
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+  st = five_slots("\"A + B + C + X + Y == 7\"", dir, sizeof dir, &rt, &s);
+  ASSERT_STATUS(st, KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt),
+                "five: the space is too large to walk (more than 134217728 values of config fields and constants "
+                "set, across every type); compile those of given shapes");
+  ASSERT_EQ(s.ok + s.failed, 0);
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 /* The spec g (A in 1..4, B in 1..2; A=3 fails a static_assert) in a
 ** fresh directory, a runtime without a device with its cache in db, and
 ** g loaded; dir gets the directory. */
@@ -572,6 +684,9 @@ const kt_test t_compile_tests[] = {
     {"compile: the same with SIGCHLD ignored (children reaped by the kernel)", idle_helpers_end_sigchld_ignored},
     {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
     {"compile: every variant of a space is one some call can use", compile_all_keeps_what_calls_can_use},
+    {"compile: a space of more than KT_COMPILE_MAX_VARIANTS is refused before compiling", compile_refuses_a_space_too_large},
+    {"compile: the walk over a space checks constraints early and is bounded", compile_walk_is_pruned_and_bounded},
+    {"compile: listing a space survives each allocation failing in turn", listing_survives_every_allocation_failure},
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},
     {NULL, NULL},

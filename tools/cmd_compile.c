@@ -115,8 +115,11 @@ int cmd_compile(int argc, char **argv) {
       compile_spec(rt, k, a.specs.v[i], &a, &t, &bad);
     }
   }
-  printf("%d variants compiled for %s, %d failed%s\n", t.ok, kt_runtime_arch(rt), t.failed,
-         bad ? ", and a spec did not load" : "");
+  /* bad counts specs that did not load and (spec, shape) pairs refused
+  ** before compiling: each has its error above. */
+  printf("%d variants compiled for %s, %d failed", t.ok, kt_runtime_arch(rt), t.failed);
+  if (bad) printf(", %d not started (the error%s above)", bad, bad == 1 ? "" : "s");
+  putchar('\n');
   kt_runtime_close(rt);
   return t.failed || bad ? EXIT_FAIL : EXIT_OK;
 }

@@ -105,11 +105,14 @@ kt_status kt__variant_adopt(kt__prog *p, const kt__call *c, const void *cubin, s
 typedef struct kt__vlist kt__vlist;
 kt__vlist *kt__vlist_new(void);
 void kt__vlist_free(kt__vlist *l);
+/* The number of variants listed. */
+int kt__vlist_count(const kt__vlist *l);
 /* c's variant, unless a constraint that depends on config and constants
-** alone excludes it, or the list has it. KT_OK or KT_ERR_NOMEM. */
+** alone excludes it, or the list has it. KT_OK, KT_ERR_NOMEM, or
+** KT_ERR_INVALID when the list holds KT_COMPILE_MAX_VARIANTS already. */
 kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c);
 /* Every variant the spec's space allows (every type, config and
-** derived-constant value). */
+** derived-constant value); KT_ERR_INVALID past KT_COMPILE_MAX_VARIANTS. */
 kt_status kt__vlist_add_all(kt__prog *p, kt__vlist *l);
 /* Compile the listed variants in parallel, write each cubin to out_dir
 ** when given, report each to fn; frees l. progress (or NULL) hears

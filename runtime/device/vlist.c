@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "base/alloc.h"
 #include "base/fileio.h"
@@ -15,6 +17,8 @@
 struct kt__vlist {
   kt__call *calls;  /* one call per distinct variant */
   int n, cap;
+  int *index;       /* open addressing over calls by template values: i + 1, 0 empty */
+  int nindex;       /* a power of two, at least twice cap */
 };
 
 kt__vlist *kt__vlist_new(void) { return kt__calloc(1, sizeof(kt__vlist)); }
@@ -22,8 +26,11 @@ kt__vlist *kt__vlist_new(void) { return kt__calloc(1, sizeof(kt__vlist)); }
 void kt__vlist_free(kt__vlist *l) {
   if (!l) return;
   kt__free(l->calls);
+  kt__free(l->index);
   kt__free(l);
 }
+
+int kt__vlist_count(const kt__vlist *l) { return l->n; }
 
 /* The values a derived constant may take at compile time. */
 static int domain(const kt__derived *d, int64_t *vals) {
@@ -58,6 +65,40 @@ static int offline_known(const kt__spec *s, const kt__expr *e) {
   return 1;
 }
 
+static uint64_t vals_hash(const int64_t *vals) { return XXH3_64bits(vals, KT_MAX_TARGS * sizeof *vals); }
+
+/* The index slot of vals: where it is, or the empty slot it would take. */
+static int *slot_of(const kt__prog *p, const kt__vlist *l, const int64_t *vals) {
+  int64_t seen[KT_MAX_TARGS];
+  size_t mask = (size_t)l->nindex - 1;
+  for (size_t i = vals_hash(vals) & mask;; i = (i + 1) & mask) {
+    if (!l->index[i]) return &l->index[i];
+    kt__variant_vals(p, &l->calls[l->index[i] - 1], seen);
+    if (!memcmp(seen, vals, sizeof seen)) return &l->index[i];
+  }
+}
+
+/* Room for one more call, the index rebuilt at twice the size. A list of
+** hundreds of thousands of variants stays linear to build. */
+static int grow(const kt__prog *p, kt__vlist *l) {
+  int cap = l->cap ? l->cap * 2 : 64;
+  void *q = kt__realloc(l->calls, (size_t)cap * sizeof *l->calls);
+  if (!q) return -1;
+  l->calls = q;
+  int *index = kt__calloc((size_t)cap * 2, sizeof *index);
+  if (!index) return -1;
+  kt__free(l->index);
+  l->index = index;
+  l->nindex = cap * 2;
+  l->cap = cap;
+  for (int i = 0; i < l->n; i++) {
+    int64_t vals[KT_MAX_TARGS];
+    kt__variant_vals(p, &l->calls[i], vals);
+    *slot_of(p, l, vals) = i + 1;
+  }
+  return 0;
+}
+
 kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c) {
   const kt__spec *s = p->spec;
   for (int i = 0; i < s->nconstraints; i++) {
@@ -65,51 +106,69 @@ kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c) {
     int64_t v;
     if (kt__expr_eval(&s->constraints[i].e, c->slots, &v) || !v) return KT_OK;
   }
-  int64_t vals[KT_MAX_TARGS], seen[KT_MAX_TARGS];
+  int64_t vals[KT_MAX_TARGS];
   kt__variant_vals(p, c, vals);
-  for (int i = 0; i < l->n; i++) {
-    kt__variant_vals(p, &l->calls[i], seen);
-    if (!memcmp(seen, vals, sizeof vals)) return KT_OK;
-  }
-  if (l->n == l->cap) {
-    int cap = l->cap ? l->cap * 2 : 64;
-    void *q = kt__realloc(l->calls, (size_t)cap * sizeof *l->calls);
-    if (!q) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
-    l->calls = q;
-    l->cap = cap;
-  }
+  if (l->n && *slot_of(p, l, vals)) return KT_OK;
+  if (l->n == KT_COMPILE_MAX_VARIANTS)
+    return kt__err(p->env->id, KT_ERR_INVALID, "%s: more than %d variants to compile", s->name, KT_COMPILE_MAX_VARIANTS);
+  if (l->n == l->cap && grow(p, l)) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
   l->calls[l->n++] = *c;
+  *slot_of(p, l, vals) = l->n;
   return KT_OK;
 }
 
+/* The walk sets config fields 0..ncfields-1, then derived constants, in
+** that order: position f is config field f, ncfields + d derived constant d. */
 typedef struct walk {
   kt__prog *p;
   kt__vlist *l;
-  kt__call c;  /* the variant being enumerated */
+  kt__call c;     /* the variant being enumerated */
+  int *last;      /* per constraint: the position after which it can be
+                  ** checked, -1 where it waits for the whole variant */
+  int64_t steps;  /* values set so far */
 } walk;
+
+/* The most values a walk sets (tens of nanoseconds each): a space whose
+** constraints keep few of very many variants is refused in seconds rather
+** than walked for hours. */
+#define WALK_MAX_STEPS ((int64_t)1 << 27)
+
+/* Whether the constraints that position pos settles allow the values set
+** so far: a branch they refuse is cut before the positions after it. */
+static int allowed_at(walk *w, int pos) {
+  const kt__spec *s = w->p->spec;
+  if (++w->steps > WALK_MAX_STEPS) return 0;
+  for (int i = 0; i < s->nconstraints; i++) {
+    int64_t v;
+    if (w->last[i] == pos && (kt__expr_eval(&s->constraints[i].e, w->c.slots, &v) || !v)) return 0;
+  }
+  return 1;
+}
 
 /* Walk derived constants d.. in order, each computed when the values it
 ** depends on are known offline, else taken over its domain. */
 static kt_status walk_derived(walk *w, int d) {
   const kt__spec *s = w->p->spec;
+  if (w->steps > WALK_MAX_STEPS) return KT_ERR_INVALID;
   if (d == s->nderived) {
     int64_t v = 0;
     if (offline_known(s, &s->smem) && !kt__expr_eval(&s->smem, w->c.slots, &v)) w->c.slots[s->smem_slot] = v;
     return kt__vlist_add(w->p, w->l, &w->c);
   }
   const kt__derived *dv = &s->derived[d];
+  int pos = s->ncfields + d;
   if (offline_known(s, &dv->e)) {
     int64_t v;
     if (kt__expr_eval(&dv->e, w->c.slots, &v)) return KT_OK;
     if (!kt__derived_allows(dv, v)) return KT_OK; /* no call passes a value outside the list */
     w->c.slots[dv->slot] = v;
-    return walk_derived(w, d + 1);
+    return allowed_at(w, pos) ? walk_derived(w, d + 1) : KT_OK;
   }
   int64_t vals[64];
   int n = domain(dv, vals);
   for (int i = 0; i < n; i++) {
     w->c.slots[dv->slot] = vals[i];
-    kt_status st = walk_derived(w, d + 1);
+    kt_status st = allowed_at(w, pos) ? walk_derived(w, d + 1) : KT_OK;
     if (st) return st;
   }
   return KT_OK;
@@ -117,13 +176,30 @@ static kt_status walk_derived(walk *w, int d) {
 
 static kt_status walk_config(walk *w, int f) {
   const kt__spec *s = w->p->spec;
+  if (w->steps > WALK_MAX_STEPS) return KT_ERR_INVALID;
   if (f == s->ncfields) return walk_derived(w, 0);
   for (int i = 0; i < s->cfields[f].n; i++) {
     w->c.slots[s->cfields[f].slot] = s->cfields[f].values[i];
-    kt_status st = walk_config(w, f + 1);
+    kt_status st = allowed_at(w, f) ? walk_config(w, f + 1) : KT_OK;
     if (st) return st;
   }
   return KT_OK;
+}
+
+/* For each offline constraint, the last position it reads (what every
+** variant fixes, dtypes' sizes and cc, is set before position 0); -1 for
+** one that reads smem (checked per variant) or reads params (not checked
+** offline at all). */
+static void constraint_positions(const kt__spec *s, int *last) {
+  for (int i = 0; i < s->nconstraints; i++) {
+    const kt__expr *e = &s->constraints[i].e;
+    last[i] = -1;
+    if (!offline_known(s, e) || kt__expr_uses(e, s->smem_slot)) continue;
+    for (int f = 0; f < s->ncfields; f++)
+      if (kt__expr_uses(e, s->cfields[f].slot)) last[i] = f;
+    for (int d = 0; d < s->nderived; d++)
+      if (kt__expr_uses(e, s->derived[d].slot)) last[i] = s->ncfields + d;
+  }
 }
 
 static kt_status walk_types(walk *w, int t) {
@@ -149,12 +225,33 @@ kt_status kt__vlist_add_all(kt__prog *p, kt__vlist *l) {
                      "compile them for given shapes",
                      p->spec->name, p->spec->params[q].name);
   walk *w = kt__calloc(1, sizeof *w);
-  if (!w) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
+  int *last = kt__calloc((size_t)p->spec->nconstraints + 1, sizeof *last);
+  if (!w || !last) {
+    kt__free(w);
+    kt__free(last);
+    return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
+  }
   w->p = p;
   w->l = l;
+  w->last = last;
+  constraint_positions(p->spec, last);
   memcpy(&w->c.slots[p->spec->builtin_slot], p->builtins, sizeof p->builtins);
   kt_status st = walk_types(w, 0);
+  int too_long = w->steps > WALK_MAX_STEPS;
   kt__free(w);
+  kt__free(last);
+  if (st == KT_ERR_NOMEM) return st;
+  /* Past the bound the walk skips every branch: what it listed is partial. */
+  if (too_long)
+    return kt__err(p->env->id, KT_ERR_INVALID,
+                   "%s: the space is too large to walk (more than %lld values of config fields and constants "
+                   "set, across every type); compile those of given shapes",
+                   p->spec->name, (long long)WALK_MAX_STEPS);
+  if (st == KT_ERR_INVALID)
+    return kt__err(p->env->id, st,
+                   "%s: the space holds more than %d variants (every type, config and constant value); "
+                   "compile those of given shapes",
+                   p->spec->name, KT_COMPILE_MAX_VARIANTS);
   return st;
 }
 
