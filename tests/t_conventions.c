@@ -105,7 +105,8 @@ static void environment(void) {
 }
 
 /* Long offline work says what it is up against: compile gives the count
-** up front; lint reports a space that mostly does not compile. */
+** up front; lint reports a space that mostly does not compile, and notes
+** one it cannot compile whole. */
 static void progress_and_large_spaces(void) {
   char out[16384], path[800];
   const char *dir = t_tmpdir();
@@ -127,6 +128,16 @@ static void progress_and_large_spaces(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s lint %s", bin(), path), 1);
   ASSERT_CONTAINS(out, ": most of the space does not compile: 3 of 4 variants fail;");
   ASSERT_CONTAINS(out, "4 problems in 1 spec\n");
+  /* A space compile refuses (millions of variants; a specialized param):
+  ** lint compiles none, says so in a note, and its other checks stand. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s lint kernels_src/layernorm_bwd.json tests/specs/chunk_state_fwd_n.json", bin()),
+            0);
+  ASSERT_STR_EQ(out,
+                "kernels_src/layernorm_bwd.json: note: no variant was compiled: layernorm_bwd: the space holds more "
+                "than 65536 variants (every type, config and constant value); compile those of given shapes\n"
+                "tests/specs/chunk_state_fwd_n.json: note: no variant was compiled: chunk_state_fwd_n: param N is "
+                "specialized: its variants follow the values calls pass; compile them for given shapes\n"
+                "0 problems in 2 specs, 2 notes\n");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 

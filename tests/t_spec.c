@@ -405,6 +405,14 @@ static void malformed_config(void) {
       "bad.json: default: \"VEC\" is not a config field");
   BAD(edit("\"config\": {\"BLOCK\"", "\"config\": {\"D\": [1], \"BLOCK\""), KT_ERR_SPEC,
       "bad.json: config.D: 'D' is defined twice");
+  /* A tuning lists every config: 2^24 of them (four fields of 64) is too
+  ** many to list on a miss; 2^22 is the most. */
+  char vals[400], cfg[2000];
+  size_t n = 0;
+  for (int v = 1; v <= 64; v++) n += (size_t)snprintf(vals + n, sizeof vals - n, "%s%d", v > 1 ? ", " : "", v);
+  snprintf(cfg, sizeof cfg, "\"config\": {\"A\": [%s], \"B\": [%s], \"C\": [%s], \"BLOCK\": [%s]}", vals, vals, vals, vals);
+  BAD(edit("\"config\": {\"BLOCK\": [128, 256]}", cfg), KT_ERR_SPEC,
+      "bad.json: config: the space holds more than 4194304 configs (the product of the fields' value counts)");
 }
 
 static void malformed_expressions(void) {

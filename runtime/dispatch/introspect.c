@@ -179,6 +179,13 @@ kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems)
   phantom_fields(s, &l);
   grid_blind_fields(s, &l);
   kt_status st = kt_kernel_compile_all(k, NULL, on_variant, &l);
+  if (st == KT_ERR_INVALID) {
+    /* A specialized param, or a space too large: the other checks stand. */
+    char msg[KT_ERRMAX + 100];
+    snprintf(msg, sizeof msg, "note: no variant was compiled: %s", kt__errmsg(k->rt->env.id));
+    if (fn) fn(user, msg);
+    st = KT_OK;
+  }
   if (l.failed * 2 > l.variants) {
     char msg[300];
     snprintf(msg, sizeof msg,

@@ -453,6 +453,12 @@ static kt_status parse_config(ctx *c, const cJSON *cfg, const cJSON *dflt) {
       cf->values[cf->n++] = x;
     }
   }
+  /* A tuning lists every config to keep those valid for its call. */
+  int64_t configs = 1;
+  for (int i = 0; i < s->ncfields && configs <= KT_MAX_CONFIGS; i++) configs *= s->cfields[i].n;
+  if (configs > KT_MAX_CONFIGS)
+    return bad(c, "config", "the space holds more than %d configs (the product of the fields' value counts)",
+               KT_MAX_CONFIGS);
   if (!cJSON_IsObject(dflt))
     return bad(c, "default", "missing: give the default config, one value per config field");
   for (const cJSON *j = dflt->child; j; j = j->next)
