@@ -742,8 +742,8 @@ typedef void (*kt_lint_fn)(void *user, const char *msg);
 ** *problems counts them. Notes, not counted: a scalar the key ignores,
 ** without tune_at, that sets the grid beside a config field of several
 ** values (one tuning then serves every value of it); and a space that
-** kt_kernel_compile_all refuses (a specialized param, more than
-** KT_COMPILE_MAX_VARIANTS variants), whose variants lint does not compile.
+** kt_kernel_compile_all refuses before compiling (a specialized param, a
+** space too large: see there), whose variants lint does not compile.
 ** Returns KT_OK (even with problems) or an error. */
 KT_API kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user,
                                 int *problems /* OUT */);
