@@ -107,12 +107,14 @@ kt__vlist *kt__vlist_new(void);
 void kt__vlist_free(kt__vlist *l);
 /* The number of variants listed. */
 int kt__vlist_count(const kt__vlist *l);
-/* c's variant, unless a constraint that depends on config and constants
-** alone excludes it, or the list has it. KT_OK, KT_ERR_NOMEM, or
-** KT_ERR_INVALID when the list holds KT_COMPILE_MAX_VARIANTS already. */
+/* c's variant, unless the list has it; the caller has checked c against
+** the constraints. KT_OK, KT_ERR_NOMEM, or KT_ERR_INVALID when the list
+** holds KT_COMPILE_MAX_VARIANTS already. */
 kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c);
 /* Every variant the spec's space allows (every type, config and
-** derived-constant value); KT_ERR_INVALID past KT_COMPILE_MAX_VARIANTS. */
+** derived-constant value, less those a constraint on these alone
+** excludes); KT_ERR_INVALID past KT_COMPILE_MAX_VARIANTS, or when the walk
+** is too long. */
 kt_status kt__vlist_add_all(kt__prog *p, kt__vlist *l);
 /* Compile the listed variants in parallel, write each cubin to out_dir
 ** when given, report each to fn; frees l. progress (or NULL) hears

@@ -101,11 +101,6 @@ static int grow(const kt__prog *p, kt__vlist *l) {
 
 kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c) {
   const kt__spec *s = p->spec;
-  for (int i = 0; i < s->nconstraints; i++) {
-    if (!offline_known(s, &s->constraints[i].e)) continue;
-    int64_t v;
-    if (kt__expr_eval(&s->constraints[i].e, c->slots, &v) || !v) return KT_OK;
-  }
   int64_t vals[KT_MAX_TARGS];
   kt__variant_vals(p, c, vals);
   if (l->n && *slot_of(p, l, vals)) return KT_OK;
@@ -118,13 +113,14 @@ kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c) {
 }
 
 /* The walk sets config fields 0..ncfields-1, then derived constants, in
-** that order: position f is config field f, ncfields + d derived constant d. */
+** that order: position f is config field f, ncfields + d derived constant d,
+** and ncfields + nderived the whole variant, its smem computed. */
 typedef struct walk {
   kt__prog *p;
   kt__vlist *l;
   kt__call c;     /* the variant being enumerated */
-  int *last;      /* per constraint: the position after which it can be
-                  ** checked, -1 where it waits for the whole variant */
+  int *last;      /* per constraint: the position after which it is
+                  ** checked, -1 where it is not checked offline */
   int64_t steps;  /* values set so far */
 } walk;
 
@@ -135,9 +131,8 @@ typedef struct walk {
 
 /* Whether the constraints that position pos settles allow the values set
 ** so far: a branch they refuse is cut before the positions after it. */
-static int allowed_at(walk *w, int pos) {
+static int constraints_allow(const walk *w, int pos) {
   const kt__spec *s = w->p->spec;
-  if (++w->steps > WALK_MAX_STEPS) return 0;
   for (int i = 0; i < s->nconstraints; i++) {
     int64_t v;
     if (w->last[i] == pos && (kt__expr_eval(&s->constraints[i].e, w->c.slots, &v) || !v)) return 0;
@@ -145,15 +140,18 @@ static int allowed_at(walk *w, int pos) {
   return 1;
 }
 
+/* The same for a value just set at pos, counted against the bound: past
+** it every branch is cut, so the walk unwinds at once. */
+static int allowed_at(walk *w, int pos) { return ++w->steps <= WALK_MAX_STEPS && constraints_allow(w, pos); }
+
 /* Walk derived constants d.. in order, each computed when the values it
 ** depends on are known offline, else taken over its domain. */
 static kt_status walk_derived(walk *w, int d) {
   const kt__spec *s = w->p->spec;
-  if (w->steps > WALK_MAX_STEPS) return KT_ERR_INVALID;
   if (d == s->nderived) {
     int64_t v = 0;
     if (offline_known(s, &s->smem) && !kt__expr_eval(&s->smem, w->c.slots, &v)) w->c.slots[s->smem_slot] = v;
-    return kt__vlist_add(w->p, w->l, &w->c);
+    return constraints_allow(w, s->ncfields + s->nderived) ? kt__vlist_add(w->p, w->l, &w->c) : KT_OK;
   }
   const kt__derived *dv = &s->derived[d];
   int pos = s->ncfields + d;
@@ -176,7 +174,6 @@ static kt_status walk_derived(walk *w, int d) {
 
 static kt_status walk_config(walk *w, int f) {
   const kt__spec *s = w->p->spec;
-  if (w->steps > WALK_MAX_STEPS) return KT_ERR_INVALID;
   if (f == s->ncfields) return walk_derived(w, 0);
   for (int i = 0; i < s->cfields[f].n; i++) {
     w->c.slots[s->cfields[f].slot] = s->cfields[f].values[i];
@@ -186,19 +183,20 @@ static kt_status walk_config(walk *w, int f) {
   return KT_OK;
 }
 
-/* For each offline constraint, the last position it reads (what every
-** variant fixes, dtypes' sizes and cc, is set before position 0); -1 for
-** one that reads smem (checked per variant) or reads params (not checked
-** offline at all). */
+/* For each constraint, the last position it reads: the whole variant for
+** one that reads smem or only what every variant fixes (dtypes' sizes, cc);
+** -1 for one that reads params, which no offline variant fixes. */
 static void constraint_positions(const kt__spec *s, int *last) {
+  const int whole = s->ncfields + s->nderived;
   for (int i = 0; i < s->nconstraints; i++) {
     const kt__expr *e = &s->constraints[i].e;
     last[i] = -1;
-    if (!offline_known(s, e) || kt__expr_uses(e, s->smem_slot)) continue;
+    if (!offline_known(s, e)) continue;
     for (int f = 0; f < s->ncfields; f++)
       if (kt__expr_uses(e, s->cfields[f].slot)) last[i] = f;
     for (int d = 0; d < s->nderived; d++)
       if (kt__expr_uses(e, s->derived[d].slot)) last[i] = s->ncfields + d;
+    if (last[i] < 0 || kt__expr_uses(e, s->smem_slot)) last[i] = whole;
   }
 }
 
@@ -241,7 +239,7 @@ kt_status kt__vlist_add_all(kt__prog *p, kt__vlist *l) {
   kt__free(w);
   kt__free(last);
   if (st == KT_ERR_NOMEM) return st;
-  /* Past the bound the walk skips every branch: what it listed is partial. */
+  /* Past the bound the walk cut every branch: what it listed is partial. */
   if (too_long)
     return kt__err(p->env->id, KT_ERR_INVALID,
                    "%s: the space is too large to walk (more than %lld values of config fields and constants "
