@@ -98,6 +98,11 @@ static void report(lint_ctx *l, const char *msg) {
   if (l->fn) l->fn(l->user, msg);
 }
 
+/* Advice, not counted: msg starts with "note: ". */
+static void note(const lint_ctx *l, const char *msg) {
+  if (l->fn) l->fn(l->user, msg);
+}
+
 static void on_variant(void *user, const char *name, kt_status st, size_t bytes, double ms, const char *err) {
   lint_ctx *l = user;
   (void)bytes;
@@ -168,7 +173,7 @@ static void grid_blind_fields(const kt__spec *s, lint_ctx *l) {
              "the config field %s does: a key tuned at its first call's %s serves every other %s; give %s a "
              "\"tune_at\" (the size to time the key at) or \"key\": \"pow2\" where the best config follows it",
              p->name, field, p->name, p->name, p->name);
-    if (l->fn) l->fn(l->user, msg);
+    note(l, msg);
   }
 }
 
@@ -183,7 +188,7 @@ kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems)
     /* A specialized param, or a space too large: the other checks stand. */
     char msg[KT_ERRMAX + 100];
     snprintf(msg, sizeof msg, "note: no variant was compiled: %s", kt__errmsg(k->rt->env.id));
-    if (fn) fn(user, msg);
+    note(&l, msg);
     st = KT_OK;
   }
   if (l.failed * 2 > l.variants) {
