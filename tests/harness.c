@@ -96,6 +96,14 @@ const char *t_tmpdir(void) {
   return mkdtemp(path) ? path : NULL;
 }
 
+const char *t_ints(char *buf, size_t n, int first, int count) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (int v = first; v < first + count && used < n; v++)
+    used += (size_t)snprintf(buf + used, n - used, "%s%d", v > first ? ", " : "", v);
+  return buf;
+}
+
 int t_write_file(const char *dir, const char *name, const char *text, char *path, size_t n) {
   snprintf(path, n, "%s/%s", dir, name);
   FILE *f = fopen(path, "w");

@@ -27,6 +27,9 @@ const char *t_tmpdir(void);
 /* text written to the file dir/name, whose path goes to path (n bytes).
 ** Returns 0, or -1 when the file could not be written. */
 int t_write_file(const char *dir, const char *name, const char *text, char *path, size_t n);
+/* "first, first + 1, ..." (count integers) into buf (n bytes), which is
+** returned: a config list for a spec written by a test. */
+const char *t_ints(char *buf, size_t n, int first, int count);
 /* One integer from an SQLite query on the file at path (-999 when none),
 ** and every row's first column, one per line ("(none)" when it fails). */
 long long t_db_int(const char *path, const char *sql);

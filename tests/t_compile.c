@@ -180,8 +180,7 @@ static void compile_refuses_a_space_too_large(void) {
   char dir[700], out[800], vals[200];
   kt_runtime *rt;
   static seen s;
-  size_t n = 0;
-  for (int v = 0; v < 41; v++) n += (size_t)snprintf(vals + n, sizeof vals - n, "%s%d", v ? ", " : "", v);
+  t_ints(vals, sizeof vals, 0, 41);
   char json[1200];
   snprintf(json, sizeof json,
            "{\"name\": \"big\", \"source\": \"big.cu\", \"entry\": \"big\", \"template\": [\"A\", \"B\", \"C\"],\n"
@@ -241,8 +240,7 @@ static void listing_survives_every_allocation_failure(void) {
 ** 64 values that a param sets: 2^30 variants before constraints. */
 static kt_status five_slots(const char *constraints, char *dir, size_t dirlen, kt_runtime **rt, seen *s) {
   char vals[400], json[3000];
-  size_t n = 0;
-  for (int v = 1; v <= 64; v++) n += (size_t)snprintf(vals + n, sizeof vals - n, "%s%d", v > 1 ? ", " : "", v);
+  t_ints(vals, sizeof vals, 1, 64);
   snprintf(json, sizeof json,
            "{\"name\": \"five\", \"source\": \"five.cu\", \"entry\": \"five\",\n"
            " \"template\": [\"A\", \"B\", \"C\", \"X\", \"Y\"],\n"

@@ -408,8 +408,7 @@ static void malformed_config(void) {
   /* A tuning lists every config: 2^24 of them (four fields of 64) is too
   ** many to list on a miss; 2^22 is the most. */
   char vals[400], cfg[2000];
-  size_t n = 0;
-  for (int v = 1; v <= 64; v++) n += (size_t)snprintf(vals + n, sizeof vals - n, "%s%d", v > 1 ? ", " : "", v);
+  t_ints(vals, sizeof vals, 1, 64);
   snprintf(cfg, sizeof cfg, "\"config\": {\"A\": [%s], \"B\": [%s], \"C\": [%s], \"BLOCK\": [%s]}", vals, vals, vals, vals);
   BAD(edit("\"config\": {\"BLOCK\": [128, 256]}", cfg), KT_ERR_SPEC,
       "bad.json: config: the space holds more than 4194304 configs (the product of the fields' value counts)");
