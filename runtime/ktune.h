@@ -11,6 +11,10 @@
 ** Conventions used throughout this header:
 ** - Every call returns a kt_status; KT_OK is zero. Details of the last failure
 **   are in kt_errmsg(rt).
+** - A NULL handle, a NULL pointer a call needs or an index out of range is
+**   KT_ERR_INVALID, said as "kt_fn: what is wrong" ("kt_kernel_key: buf is
+**   NULL or bufsize is 0") on the handle's runtime, or on kt_errmsg(NULL)
+**   where the call was given no runtime or kernel.
 ** - Ownership is stated with three phrases: "borrowed; valid until X",
 **   "caller owns; free with kt_free()", "copied; the caller may free it at once".
 ** - Destructors accept NULL and do nothing then.
@@ -422,7 +426,8 @@ KT_API kt_status kt_runtime_close(kt_runtime *rt);
 
 /* The last error message of this runtime in the calling thread: "" when
 ** none. Borrowed; valid until the next call on rt from this thread. Never
-** NULL; kt_errmsg(NULL) explains why a runtime could not be made. */
+** NULL; kt_errmsg(NULL) explains why a runtime could not be made, or why a
+** call given a NULL runtime or kernel failed. */
 KT_API const char *kt_errmsg(const kt_runtime *rt);
 
 /* The device this runtime targets, as "sm_90", and its name ("NVIDIA H100

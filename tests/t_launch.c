@@ -1,5 +1,6 @@
 /* Argument binding and config choice, which happen before anything touches
 ** a device: checked with a runtime opened without one. */
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -35,6 +36,78 @@ static void bad_arguments_are_named(void) {
   a[0] = kt_arg_ptr(0x10000, KT_BF16);
   ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_NO_DEVICE);
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: this runtime was opened without a device");
+  kt_runtime_close(rt);
+}
+
+/* A call given a NULL handle or pointer, or an index out of range: its
+** status, and the message naming the argument, on the runtime (on) or on
+** kt_errmsg(NULL) (on is NULL). */
+#define MISUSE(call, on, text)                   \
+  do {                                           \
+    ASSERT_STATUS(call, KT_ERR_INVALID);         \
+    ASSERT_STR_EQ(kt_errmsg(on), text);          \
+  } while (0)
+
+static void misuse_is_named(void) {
+  kt_runtime *rt = t_offline(0);
+  ASSERT_TRUE(rt);
+  kt_kernel *k, *none[2] = {NULL, NULL};
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_arg a[7] = {0};
+  char buf[64];
+  long n[4], gone;
+  double us;
+  int64_t elems[7];
+  kt_tune_report *rep;
+  kt_stats st = {.size = 8};
+  MISUSE(kt_options_init(NULL), NULL, "kt_options_init: o is NULL");
+  MISUSE(kt_runtime_open(NULL, NULL), NULL, "kt_runtime_open: out is NULL");
+  MISUSE(kt_runtime_get_info(rt, NULL), rt, "kt_runtime_get_info: out is NULL");
+  MISUSE(kt_runtime_stats(rt, &st), rt, "kt_runtime_stats: out->size is smaller than kt_stats' first version");
+  MISUSE(kt_runtime_wait_tuning(rt, NAN), rt, "kt_runtime_wait_tuning: timeout_s is NaN");
+  MISUSE(kt_runtime_stop_tuning(NULL), NULL, "kt_runtime_stop_tuning: rt is NULL");
+  MISUSE(kt_device_count(NULL), NULL, "kt_device_count: out is NULL");
+  MISUSE(kt_kernel_load(rt, NULL, &k), rt, "kt_kernel_load: spec_path is NULL");
+  MISUSE(kt_kernel_load(NULL, "kernels_src/rmsnorm.json", &k), NULL, "kt_kernel_load: rt is NULL");
+  MISUSE(kt_launch(NULL, NULL, a, 7), NULL, "kt_launch: k is NULL");
+  MISUSE(kt_launch_config(NULL, NULL, a, 7, NULL), NULL, "kt_launch_config: k is NULL");
+  MISUSE(kt_kernel_key(k, a, 7, buf, 0), rt, "kt_kernel_key: buf is NULL or bufsize is 0");
+  MISUSE(kt_kernel_config_for(k, a, 7, NULL, 8), rt, "kt_kernel_config_for: buf is NULL or bufsize is 0");
+  MISUSE(kt_kernel_default_for(NULL, a, 7, buf, 8), NULL, "kt_kernel_default_for: k is NULL");
+  MISUSE(kt_kernel_tune(k, a, 7, NULL), rt, "kt_kernel_tune: out is NULL");
+  MISUSE(kt_kernel_tune_shape(NULL, a, 7, &rep), NULL, "kt_kernel_tune_shape: k is NULL");
+  MISUSE(kt_kernel_lookup(k, a, 7, NULL), rt, "kt_kernel_lookup: out is NULL");
+  MISUSE(kt_kernel_compile_all(NULL, NULL, NULL, NULL), NULL, "kt_kernel_compile_all: k is NULL");
+  MISUSE(kt_kernel_compile_for(k, NULL, 7, NULL, NULL, NULL), rt, "kt_kernel_compile_for: args is NULL");
+  MISUSE(kt_kernel_time(k, a, 7, NULL, &us, NULL), rt, "kt_kernel_time: median_us or spread_us is NULL");
+  MISUSE(kt_inputs_make(k, a, 7, 1, NULL), rt, "kt_inputs_make: out is NULL");
+  MISUSE(kt_kernel_param(k, 7, NULL), rt, "kt_kernel_param: out is NULL");
+  kt_param_info pi;
+  MISUSE(kt_kernel_param(k, 7, &pi), rt, "kt_kernel_param: i is not a param's index");
+  MISUSE(kt_kernel_param(k, -1, &pi), rt, "kt_kernel_param: i is not a param's index");
+  MISUSE(kt_kernel_extents(k, a, 7, NULL), rt, "kt_kernel_extents: elems is NULL");
+  MISUSE(kt_kernel_extents(k, NULL, 7, elems), rt, "kt_kernel_extents: args is NULL");
+  MISUSE(kt_json_canonical(NULL, buf, sizeof buf), NULL, "kt_json_canonical: json is NULL");
+  MISUSE(kt_kernel_config_json(k, NULL, buf, sizeof buf), rt, "kt_kernel_config_json: config is NULL");
+  MISUSE(kt_kernel_lint(k, NULL, NULL, NULL), rt, "kt_kernel_lint: problems is NULL");
+  MISUSE(kt_device_alloc(rt, 16, NULL), rt, "kt_device_alloc: out is NULL");
+  MISUSE(kt_device_upload(rt, 0x1000, NULL, 16), rt, "kt_device_upload: src is NULL");
+  MISUSE(kt_device_download(rt, NULL, 0x1000, 16), rt, "kt_device_download: dst is NULL");
+  MISUSE(kt_device_fill(NULL, 0x1000, 0, 16), NULL, "kt_device_fill: rt is NULL");
+  MISUSE(kt_stream_create(rt, NULL), rt, "kt_stream_create: out is NULL");
+  MISUSE(kt_cache_list(rt, NULL, NULL, NULL), rt, "kt_cache_list: fn is NULL");
+  MISUSE(kt_cache_trials(rt, NULL, NULL, NULL), rt, "kt_cache_trials: of is NULL");
+  MISUSE(kt_cache_counts(NULL, n), NULL, "kt_cache_counts: rt is NULL");
+  MISUSE(kt_cache_quarantine_claim(rt, 1, NULL, NULL, NULL), rt, "kt_cache_quarantine_claim: reason is NULL");
+  MISUSE(kt_cache_export(rt, NULL, 0), rt, "kt_cache_export: path is NULL");
+  MISUSE(kt_cache_import(rt, "-", NULL), rt, "kt_cache_import: counts is NULL");
+  MISUSE(kt_cache_gc(rt, NULL, -1, &gone, &gone), rt, "kt_cache_gc: n is negative");
+  MISUSE(kt_cache_gc(rt, NULL, 1, &gone, &gone), rt, "kt_cache_gc: kernels is NULL");
+  /* An entry of the list NULL was read as a kernel before. */
+  none[0] = k;
+  MISUSE(kt_cache_gc(rt, none, 2, &gone, &gone), rt, "kt_cache_gc: an entry of kernels is NULL");
+  MISUSE(kt_cache_gc(rt, none, 1, &gone, NULL), rt, "kt_cache_gc: configs_removed or binaries_removed is NULL");
+  ASSERT_STATUS(kt_cache_gc(rt, none, 1, &gone, &gone), KT_OK);
   kt_runtime_close(rt);
 }
 
@@ -210,6 +283,7 @@ static void modes_and_async_calls_without_a_device(void) {
 const kt_test t_launch_tests[] = {
     {"launch: modes, and async calls without a device", modes_and_async_calls_without_a_device},
     {"launch: bad arguments are named", bad_arguments_are_named},
+    {"launch: a NULL handle or pointer, or an index out of range, is named", misuse_is_named},
     {"launch: vector width needs alignment", vector_width_needs_alignment},
     {"launch: forced configs are checked", forced_configs_are_checked},
     {"launch: blocks that cover a row exactly", blocks_that_cover_a_row_exactly},

@@ -8,9 +8,11 @@
 #include "dispatch/handles.h"
 #include "cache/store.h"
 
-/* The cache calls need a cache; without one they say why there is none. */
-static kt_status need_store(kt_runtime *rt) {
-  if (!rt) return KT_ERR_INVALID;
+/* The cache calls need a runtime and a cache; without a cache they say why
+** there is none. why: the first pointer argument missing, or NULL. */
+static kt_status need_store(kt_runtime *rt, const char *fn, const char *why) {
+  if (!rt) return kt__misuse(NULL, fn, "rt is NULL");
+  if (why) return kt__misuse(rt, fn, why);
   if (!rt->env.store) return kt__err(rt->env.id, KT_ERR_CACHE, "no cache: %s", rt->cache_error);
   return KT_OK;
 }
@@ -35,8 +37,8 @@ static int on_row(void *user, const kt__cfgrow *r, int from_system) {
 }
 
 kt_status kt_cache_list(kt_runtime *rt, const char *kernel, kt_cache_row_fn fn, void *user) {
-  kt_status st = need_store(rt);
-  if (st || !fn) return st ? st : KT_ERR_INVALID;
+  kt_status st = need_store(rt, "kt_cache_list", !fn ? "fn is NULL" : NULL);
+  if (st) return st;
   list_ctx c = {fn, user};
   char err[KT_ERRMAX];
   if ((st = kt__store_list(rt->env.store, kernel, on_row, &c, err, sizeof err)))
@@ -58,8 +60,8 @@ static int on_trial(void *user, const kt__trialrow *r) {
 }
 
 kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_fn fn, void *user) {
-  kt_status st = need_store(rt);
-  if (st || !fn || !of) return st ? st : KT_ERR_INVALID;
+  kt_status st = need_store(rt, "kt_cache_trials", !of ? "of is NULL" : !fn ? "fn is NULL" : NULL);
+  if (st) return st;
   trial_ctx c = {fn, user};
   char err[KT_ERRMAX];
   if ((st = kt__store_trials(rt->env.store, of->kernel, of->spec_hash, of->device, of->key, on_trial, &c,
@@ -69,8 +71,8 @@ kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_f
 }
 
 kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
-  kt_status st = need_store(rt);
-  if (st || !counts) return st ? st : KT_ERR_INVALID;
+  kt_status st = need_store(rt, "kt_cache_counts", !counts ? "counts is NULL" : NULL);
+  if (st) return st;
   char err[KT_ERRMAX];
   if ((st = kt__store_counts(rt->env.store, counts, err, sizeof err))) return kt__err(rt->env.id, st, "%s", err);
   return KT_OK;
@@ -78,8 +80,8 @@ kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
 
 kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason, kt_quarantine_fn fn,
                                     void *user) {
-  kt_status st = need_store(rt);
-  if (st || !reason) return st ? st : KT_ERR_INVALID;
+  kt_status st = need_store(rt, "kt_cache_quarantine_claim", !reason ? "reason is NULL" : NULL);
+  if (st) return st;
   char err[KT_ERRMAX];
   if ((st = kt__store_quarantine_claim(rt->env.store, pid, reason, fn, user, err, sizeof err)))
     return kt__err(rt->env.id, st, "%s", err);
@@ -87,8 +89,8 @@ kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason
 }
 
 kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
-  kt_status st = need_store(rt);
-  if (st || !path) return st ? st : KT_ERR_INVALID;
+  kt_status st = need_store(rt, "kt_cache_export", !path ? "path is NULL" : NULL);
+  if (st) return st;
   int to_stdout = !strcmp(path, "-");
   FILE *f = to_stdout ? stdout : fopen(path, "w");
   if (!f) return kt__err(rt->env.id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
@@ -102,8 +104,8 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
 }
 
 kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
-  kt_status st = need_store(rt);
-  if (st || !path || !counts) return st ? st : KT_ERR_INVALID;
+  kt_status st = need_store(rt, "kt_cache_import", !path ? "path is NULL" : !counts ? "counts is NULL" : NULL);
+  if (st) return st;
   char *text, buf[64];
   int in = !strcmp(path, "-");
   const char *name = in ? "standard input" : path;
@@ -117,11 +119,20 @@ kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
   return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }
 
+/* What is wrong with kt_cache_gc's arguments, or NULL. */
+static const char *gc_misuse(kt_kernel *const *kernels, int n, const long *configs_removed,
+                             const long *binaries_removed) {
+  if (n < 0) return "n is negative";
+  if (n && !kernels) return "kernels is NULL";
+  for (int i = 0; i < n; i++)
+    if (!kernels[i]) return "an entry of kernels is NULL";
+  return !configs_removed || !binaries_removed ? "configs_removed or binaries_removed is NULL" : NULL;
+}
+
 kt_status kt_cache_gc(kt_runtime *rt, kt_kernel *const *kernels, int n, long *configs_removed,
                       long *binaries_removed) {
-  kt_status st = need_store(rt);
-  if (st || n < 0 || (n && !kernels) || !configs_removed || !binaries_removed)
-    return st ? st : KT_ERR_INVALID;
+  kt_status st = need_store(rt, "kt_cache_gc", gc_misuse(kernels, n, configs_removed, binaries_removed));
+  if (st) return st;
   const char **names = kt__calloc((size_t)n + 1, sizeof *names);
   const char **hashes = kt__calloc((size_t)n + 1, sizeof *hashes);
   char err[KT_ERRMAX];

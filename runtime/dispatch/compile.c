@@ -2,7 +2,7 @@
 #include "dispatch/handles.h"
 
 kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir, kt_variant_fn fn, void *user) {
-  if (!k) return KT_ERR_INVALID;
+  if (!k) return kt__misuse(NULL, "kt_kernel_compile_all", "k is NULL");
   kt__vlist *l = kt__vlist_new();
   if (!l) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
   kt_status st = kt__vlist_add_all(&k->p, l);
@@ -38,7 +38,8 @@ static kt_status add_configs(kt_kernel *k, const kt__call *base, kt__vlist *l) {
 
 kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs, const char *out_dir, kt_variant_fn fn,
                                 void *user) {
-  if (!k || (!args && nargs)) return KT_ERR_INVALID;
+  if (!k || (!args && nargs))
+    return kt__misuse(kt__rt_of(k), "kt_kernel_compile_for", !k ? "k is NULL" : "args is NULL");
   kt__vlist *l = kt__vlist_new();
   if (!l) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
   kt__call c;

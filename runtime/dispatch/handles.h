@@ -13,6 +13,13 @@
 #include "call/alias.h"
 #include "tune/tuner.h"
 
+struct kt_runtime;
+
+/* KT_ERR_INVALID for a public call given a NULL handle, a NULL pointer it
+** needs or a value out of range, said as "fn: why" where kt_errmsg() finds
+** it: on rt, or (rt NULL) on kt_errmsg(NULL). */
+kt_status kt__misuse(const struct kt_runtime *rt, const char *fn, const char *why);
+
 struct kt_runtime {
   kt__env env;            /* first: what the layers below see */
   kt_mode mode;
@@ -71,6 +78,9 @@ typedef struct kt__tuned {
 
 /* kernel.c: free a kernel and everything made for it. Accepts NULL. */
 void kt__kernel_free(kt_kernel *k);
+
+/* The runtime a kernel's misuse is said on (NULL for a NULL kernel). */
+static inline const kt_runtime *kt__rt_of(const kt_kernel *k) { return k ? k->rt : NULL; }
 
 /* table.c: the hash of a key vector, as the table files it. */
 static inline uint64_t kt__key_hash(const kt_kernel *k, const int64_t *key) {

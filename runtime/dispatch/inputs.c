@@ -10,9 +10,9 @@ struct kt_inputs {
 };
 
 kt_status kt_inputs_make(kt_kernel *k, const kt_arg *args, int nargs, uint64_t seed, kt_inputs **out) {
-  if (!out) return KT_ERR_INVALID;
+  if (!k || !out || (!args && nargs))
+    return kt__misuse(kt__rt_of(k), "kt_inputs_make", !k ? "k is NULL" : !out ? "out is NULL" : "args is NULL");
   *out = NULL;
-  if (!k || (!args && nargs)) return KT_ERR_INVALID;
   if (!k->rt->env.have_device)
     return kt__err(k->rt->env.id, KT_ERR_NO_DEVICE, "kt_inputs_make: this runtime was opened without a device");
   kt__call c;

@@ -9,7 +9,9 @@
 int kt_kernel_nparams(const kt_kernel *k) { return k ? k->p.spec->nparams : 0; }
 
 kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
-  if (!k || !out || i < 0 || i >= k->p.spec->nparams) return KT_ERR_INVALID;
+  if (!k || !out || i < 0 || i >= k->p.spec->nparams)
+    return kt__misuse(kt__rt_of(k), "kt_kernel_param",
+                      !k ? "k is NULL" : !out ? "out is NULL" : "i is not a param's index");
   static const char *access[] = {"", "in", "out", "inout", "consumed"};
   static const char *keys[] = {"exact", "pow2", "ignore"};
   static const kt_arg_kind kinds[] = {0, KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32};
@@ -27,7 +29,8 @@ kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
 }
 
 kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs, int64_t *elems) {
-  if (!k || !elems || (!args && nargs)) return KT_ERR_INVALID;
+  if (!k || !elems || (!args && nargs))
+    return kt__misuse(kt__rt_of(k), "kt_kernel_extents", !k ? "k is NULL" : !elems ? "elems is NULL" : "args is NULL");
   const kt__spec *s = k->p.spec;
   if (nargs != s->nparams)
     return kt__err(k->rt->env.id, KT_ERR_ARGS, "%s: %d args given, the spec has %d params", s->name, nargs, s->nparams);
@@ -49,7 +52,8 @@ kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs, int64_t
 }
 
 kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs, char *buf, size_t n) {
-  if (!k || !buf || !n) return KT_ERR_INVALID;
+  if (!k || !buf || !n)
+    return kt__misuse(kt__rt_of(k), "kt_kernel_key", !k ? "k is NULL" : "buf is NULL or bufsize is 0");
   kt__call c;
   int64_t key[KT_MAX_KEY];
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
@@ -59,7 +63,8 @@ kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs, char *buf, 
 }
 
 kt_status kt_json_canonical(const char *json, char *buf, size_t n) {
-  if (!json || !buf || !n) return KT_ERR_INVALID;
+  if (!json || !buf || !n)
+    return kt__misuse(NULL, "kt_json_canonical", !json ? "json is NULL" : "buf is NULL or bufsize is 0");
   char why[256];
   if (!kt__codec_canon(json, 0, buf, n, why, sizeof why)) return KT_OK;
   snprintf(buf, n, "%s", why);
@@ -67,7 +72,9 @@ kt_status kt_json_canonical(const char *json, char *buf, size_t n) {
 }
 
 kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, size_t n) {
-  if (!k || !config || !buf || !n) return KT_ERR_INVALID;
+  if (!k || !config || !buf || !n)
+    return kt__misuse(kt__rt_of(k), "kt_kernel_config_json",
+                      !k ? "k is NULL" : !config ? "config is NULL" : "buf is NULL or bufsize is 0");
   int64_t cfg[KT_MAX_CFIELDS];
   buf[0] = 0;
   kt_status st = kt__config_parse(&k->p, config, cfg);
@@ -178,7 +185,7 @@ static void grid_blind_fields(const kt__spec *s, lint_ctx *l) {
 }
 
 kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems) {
-  if (!k || !problems) return KT_ERR_INVALID;
+  if (!k || !problems) return kt__misuse(kt__rt_of(k), "kt_kernel_lint", !k ? "k is NULL" : "problems is NULL");
   const kt__spec *s = k->p.spec;
   lint_ctx l = {fn, user, 0, 0, 0};
   phantom_fields(s, &l);

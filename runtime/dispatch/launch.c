@@ -165,7 +165,7 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
 }
 
 kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {
-  if (!k) return KT_ERR_INVALID;
+  if (!k) return kt__misuse(NULL, "kt_launch", "k is NULL");
   int64_t sig[2 * KT_MAX_PARAMS];
   /* Table hits make plans, and fallbacks where the mode is off. */
   int planned = args && nargs == k->p.spec->nparams && k->rt->env.have_device, hit = 0;
@@ -192,7 +192,7 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
 }
 
 kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs, const char *config) {
-  if (!k) return KT_ERR_INVALID;
+  if (!k) return kt__misuse(NULL, "kt_launch_config", "k is NULL");
   kt__call c;
   kt_status st;
   if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_forced(&k->p, &c, config)) ||
@@ -203,7 +203,8 @@ kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, i
 }
 
 kt_status kt_kernel_default_for(kt_kernel *k, const kt_arg *args, int nargs, char *buf, size_t bufsize) {
-  if (!k || !buf || !bufsize) return KT_ERR_INVALID;
+  if (!k || !buf || !bufsize)
+    return kt__misuse(kt__rt_of(k), "kt_kernel_default_for", !k ? "k is NULL" : "buf is NULL or bufsize is 0");
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   kt_status st;
@@ -213,7 +214,8 @@ kt_status kt_kernel_default_for(kt_kernel *k, const kt_arg *args, int nargs, cha
 }
 
 kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char *buf, size_t bufsize) {
-  if (!k || !buf || !bufsize) return KT_ERR_INVALID;
+  if (!k || !buf || !bufsize)
+    return kt__misuse(kt__rt_of(k), "kt_kernel_config_for", !k ? "k is NULL" : "buf is NULL or bufsize is 0");
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__choice *hit;

@@ -1,7 +1,7 @@
 #include "dispatch/handles.h"
 
 static kt_status need_device(kt_runtime *rt, const char *call, char *err, size_t errlen) {
-  if (!rt) return KT_ERR_INVALID;
+  if (!rt) return kt__misuse(NULL, call, "rt is NULL");
   if (!rt->env.have_device)
     return kt__err(rt->env.id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", call);
   kt_status st = kt__dev_use(rt->env.ctx, err, errlen);
@@ -19,7 +19,7 @@ static kt_status need_device(kt_runtime *rt, const char *call, char *err, size_t
   } while (0)
 
 kt_status kt_device_alloc(kt_runtime *rt, size_t bytes, uint64_t *out) {
-  if (!out) return KT_ERR_INVALID;
+  if (!out) return kt__misuse(rt, "kt_device_alloc", "out is NULL");
   WITH_DEVICE("kt_device_alloc", kt__dev_malloc(out, bytes, err, sizeof err));
 }
 
@@ -29,10 +29,12 @@ kt_status kt_device_free(kt_runtime *rt, uint64_t p) {
 }
 
 kt_status kt_device_upload(kt_runtime *rt, uint64_t dst, const void *src, size_t bytes) {
+  if (!src && bytes) return kt__misuse(rt, "kt_device_upload", "src is NULL");
   WITH_DEVICE("kt_device_upload", kt__dev_htod(dst, src, bytes, err, sizeof err));
 }
 
 kt_status kt_device_download(kt_runtime *rt, void *dst, uint64_t src, size_t bytes) {
+  if (!dst && bytes) return kt__misuse(rt, "kt_device_download", "dst is NULL");
   WITH_DEVICE("kt_device_download", kt__dev_dtoh(dst, src, bytes, err, sizeof err));
 }
 
@@ -50,7 +52,7 @@ kt_status kt_stream_sync(kt_runtime *rt, kt_stream s) {
 }
 
 kt_status kt_stream_create(kt_runtime *rt, kt_stream *out) {
-  if (!out) return KT_ERR_INVALID;
+  if (!out) return kt__misuse(rt, "kt_stream_create", "out is NULL");
   WITH_DEVICE("kt_stream_create", kt__dev_stream_create(out, err, sizeof err));
 }
 

@@ -14,7 +14,7 @@
 static atomic_int open_runtimes;
 
 kt_status kt_options_init(kt_options *o) {
-  if (!o) return KT_ERR_INVALID;
+  if (!o) return kt__misuse(NULL, "kt_options_init", "o is NULL");
   memset(o, 0, sizeof *o);
   o->size = sizeof *o;
   o->log_level = -1;
@@ -134,8 +134,12 @@ static kt_status open_device(kt_runtime *rt, const kt_options *o) {
   return KT_OK;
 }
 
+kt_status kt__misuse(const kt_runtime *rt, const char *fn, const char *why) {
+  return kt__err(rt ? rt->env.id : 0, KT_ERR_INVALID, "%s: %s", fn, why);
+}
+
 kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
-  if (!out) return KT_ERR_INVALID;
+  if (!out) return kt__misuse(NULL, "kt_runtime_open", "out is NULL");
   *out = NULL;
   kt_options o;
   kt_status st = read_options(opts, &o);
@@ -226,7 +230,9 @@ static void fill_stats(kt_runtime *rt, kt_stats *out) {
 }
 
 kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
-  if (!rt || !out || out->size < STATS_V1) return KT_ERR_INVALID;
+  if (!rt || !out || out->size < STATS_V1)
+    return kt__misuse(rt, "kt_runtime_stats",
+                      !rt ? "rt is NULL" : !out ? "out is NULL" : "out->size is smaller than kt_stats' first version");
   size_t n = out->size < sizeof *out ? out->size : sizeof *out;
   kt_stats all;
   fill_stats(rt, &all);
@@ -236,7 +242,7 @@ kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
 }
 
 kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
-  if (!rt || !out) return KT_ERR_INVALID;
+  if (!rt || !out) return kt__misuse(rt, "kt_runtime_get_info", !rt ? "rt is NULL" : "out is NULL");
   char err[KT_ERRMAX];
   const kt__env *env = &rt->env;
   out->device_name = env->have_device ? env->dev.name : "";
@@ -253,7 +259,7 @@ kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
 }
 
 kt_status kt_device_count(int *out) {
-  if (!out) return KT_ERR_INVALID;
+  if (!out) return kt__misuse(NULL, "kt_device_count", "out is NULL");
   char err[KT_ERRMAX];
   kt_status st = kt__dev_count(out, err, sizeof err);
   return st ? kt__err(0, st, "%s", err) : KT_OK;

@@ -4,7 +4,8 @@
 
 kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char *config, double *median_us,
                          double *spread_us) {
-  if (!k || !median_us || !spread_us) return KT_ERR_INVALID;
+  if (!k || !median_us || !spread_us)
+    return kt__misuse(kt__rt_of(k), "kt_kernel_time", !k ? "k is NULL" : "median_us or spread_us is NULL");
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__choice *hit;

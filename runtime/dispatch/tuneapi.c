@@ -45,11 +45,10 @@ static void known_config(kt_kernel *k, kt__call *c, kt__report *r) {
 
 /* The report a call of kt_kernel_lookup or kt_kernel_tune fills, once its
 ** arguments are checked (*r stays NULL on failure). */
-static kt_status report_begin(kt_kernel *k, kt_tune_report **out, kt__report **r) {
+static kt_status report_begin(kt_kernel *k, const char *fn, kt_tune_report **out, kt__report **r) {
   *r = NULL;
-  if (!out) return KT_ERR_INVALID;
+  if (!k || !out) return kt__misuse(kt__rt_of(k), fn, !k ? "k is NULL" : "out is NULL");
   *out = NULL;
-  if (!k) return KT_ERR_INVALID;
   if (!(*r = kt__report_new(k))) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
   return KT_OK;
 }
@@ -57,7 +56,7 @@ static kt_status report_begin(kt_kernel *k, kt_tune_report **out, kt__report **r
 kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_report **out) {
   double t0 = kt__now_ms();
   kt__report *r;
-  kt_status st = report_begin(k, out, &r);
+  kt_status st = report_begin(k, "kt_kernel_lookup", out, &r);
   if (st) return st;
   kt__call c;
   int known = 0;
@@ -77,7 +76,7 @@ kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs, kt_tune_
 static kt_status tune_call(kt_kernel *k, const kt_arg *args, int nargs, int own_inputs, kt_tune_report **out) {
   double t0 = kt__now_ms();
   kt__report *r;
-  kt_status st = report_begin(k, out, &r);
+  kt_status st = report_begin(k, own_inputs ? "kt_kernel_tune_shape" : "kt_kernel_tune", out, &r);
   if (st) return st;
   r->own_inputs = own_inputs;
   kt__call c;
