@@ -219,7 +219,7 @@ int kt__codec_read(const char *json, kt__kv *v, int max, char *buf, size_t bufsi
 
 int kt__codec_canon(const char *json, int ints_only, char *out, size_t size, char *why, size_t wl) {
   kt__kv v[KT__KV_MAX];
-  char buf[4096];
+  char buf[KT__JSON_MAX(KT__KV_MAX)];
   int n = kt__codec_read(json, v, KT__KV_MAX, buf, sizeof buf, why, wl);
   if (n < 0) return -1;
   for (int i = 0; i < n; i++) {

@@ -31,6 +31,13 @@ typedef struct kt__kv {
 /* The most fields a key or a config may have. */
 #define KT__KV_MAX 128
 
+/* The longest name a spec gives a field (an identifier): with a value of at
+** most 20 characters (an int64, an f32 as %.9g or an integer, a dtype name
+** in quotes), the canonical JSON of n fields fits in KT__JSON_MAX(n) bytes,
+** its NUL included, so a key or config of a loaded spec is never cut. */
+#define KT__NAME_MAX 64
+#define KT__JSON_MAX(n) (3 + (n) * (KT__NAME_MAX + 24))
+
 /* Write n fields (any order; v is sorted in place) as canonical JSON.
 ** Returns 0, or -1 when out is too small or a name is repeated or not
 ** printable ASCII (out is then ""). */

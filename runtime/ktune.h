@@ -584,8 +584,16 @@ KT_API kt_status kt_kernel_lookup(kt_kernel *k, const kt_arg *args, int nargs,
 /* Accepts NULL. */
 KT_API void kt_tune_report_free(kt_tune_report *r);
 
+/* Bytes that hold any tuning key (kt_kernel_key) and any config
+** (kt_kernel_config_for, kt_kernel_default_for, kt_kernel_config_json),
+** NUL included. A buf too small for the text gets "" and KT_ERR_INVALID
+** ("kt_kernel_key: the key needs 46 bytes, bufsize is 16"): never a cut
+** key or config. */
+#define KT_KEY_MAX 8451
+#define KT_CONFIG_MAX 2115
+
 /* The config kt_launch would use for these args, written as
-** "BLOCK=256,VEC=4" into buf (bufsize bytes, always NUL-terminated). Like
+** "BLOCK=256,VEC=4" into buf (bufsize bytes, KT_CONFIG_MAX hold any). Like
 ** kt_launch it may tune first, as the runtime's mode says, but it launches
 ** nothing on the caller's buffers. Returns what kt_launch returns. */
 KT_API kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args,
@@ -721,7 +729,7 @@ KT_API kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs,
 ** by their key policy (exact value, or power-of-two bucket), pointers by
 ** alignment class (0 when null), type variables by dtype, and derived
 ** constants that do not depend on the config by value; "ignore" params never.
-** Written into buf (bufsize bytes, always NUL-terminated). Needs no device. */
+** Written into buf (bufsize bytes, KT_KEY_MAX hold any). Needs no device. */
 KT_API kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs,
                                char *buf, size_t bufsize);
 
@@ -729,10 +737,12 @@ KT_API kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs,
 ** them: one JSON object of integers and strings, its fields sorted by name,
 ** no spaces, integers exact (64-bit), floats as their f32 value. A key
 ** written by hand (or by another tool) becomes the string the cache holds.
-** Returns KT_OK, or KT_ERR_INVALID with the reason written into buf. */
+** Returns KT_OK, or KT_ERR_INVALID with the reason written into buf (as
+** far as it fits) and kt_errmsg(NULL). */
 KT_API kt_status kt_json_canonical(const char *json, char *buf, size_t bufsize);
 /* A config of k in either form, "BLOCK=128,VEC=8" or JSON, as canonical
-** JSON, once every field is in the spec's space. Returns KT_OK,
+** JSON into buf (KT_CONFIG_MAX bytes hold any), once every field is in the
+** spec's space. Returns KT_OK,
 ** KT_ERR_INVALID or KT_ERR_CONSTRAINT (the message names the field). */
 KT_API kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, size_t bufsize);
 

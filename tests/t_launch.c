@@ -111,6 +111,75 @@ static void misuse_is_named(void) {
   kt_runtime_close(rt);
 }
 
+/* A name of the longest kind a spec takes: PREFIX then '_' to 64 chars. */
+static const char *long_name(char *buf, char prefix, int i) {
+  snprintf(buf, 65, "%c%02d________________________________________________________________", prefix, i);
+  return buf;
+}
+
+/* A spec at the bounds: 32 scalar params in the key and 24 config fields,
+** each named with 64 characters. Its keys and configs are longer than the
+** buffers that once held them (1024 and 256 or 512 bytes, cut to ""
+** past them); they are whole now, and a caller's buffer too small for one
+** gets none of it. */
+static void keys_and_configs_at_the_bounds_are_whole(void) {
+  static char spec[32768];
+  char n[72], *p = spec, *end = spec + sizeof spec, path[512];
+  p += snprintf(p, (size_t)(end - p), "{\"name\": \"%s\", \"source\": \"e.cu\", \"entry\": \"e\", \"template\": [",
+                long_name(n, 'k', 0));
+  for (int i = 0; i < 24; i++) p += snprintf(p, (size_t)(end - p), "%s\"%s\"", i ? ", " : "", long_name(n, 'C', i));
+  p += snprintf(p, (size_t)(end - p), "], \"params\": [");
+  for (int i = 0; i < 32; i++)
+    p += snprintf(p, (size_t)(end - p), "%s{\"name\": \"%s\", \"type\": \"i64\"}", i ? ", " : "", long_name(n, 'P', i));
+  p += snprintf(p, (size_t)(end - p), "], \"config\": {");
+  for (int i = 0; i < 24; i++)
+    p += snprintf(p, (size_t)(end - p), "%s\"%s\": [-9007199254740991]", i ? ", " : "", long_name(n, 'C', i));
+  p += snprintf(p, (size_t)(end - p), "}, \"default\": {");
+  for (int i = 0; i < 24; i++)
+    p += snprintf(p, (size_t)(end - p), "%s\"%s\": -9007199254740991", i ? ", " : "", long_name(n, 'C', i));
+  p += snprintf(p, (size_t)(end - p), "}, \"grid\": \"1\", \"block\": \"32\"}");
+  const char *dir = t_tmpdir();
+  ASSERT_EQ(t_write_file(dir, "e.cu", "template <long long...> __global__ void e() {}\n", path, sizeof path), 0);
+  ASSERT_EQ(t_write_file(dir, "e.json", spec, path, sizeof path), 0);
+  kt_runtime *rt = t_offline(0);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  kt_arg a[32];
+  for (int i = 0; i < 32; i++) a[i] = kt_arg_i64(INT64_MIN);
+  static char key[KT_KEY_MAX], canon[KT_KEY_MAX], cfg[KT_CONFIG_MAX], json[KT_CONFIG_MAX];
+  ASSERT_STATUS(kt_kernel_key(k, a, 32, key, sizeof key), KT_OK);
+  /* {"P00___":-9223372036854775808,...}: 32 fields of 64 + 3 + 20 characters. */
+  ASSERT_EQ(strlen(key), 2 + 32 * (64 + 3 + 20) + 31);
+  ASSERT_STATUS(kt_json_canonical(key, canon, sizeof canon), KT_OK);
+  ASSERT_STR_EQ(canon, key);
+  ASSERT_STATUS(kt_kernel_default_for(k, a, 32, cfg, sizeof cfg), KT_OK);
+  ASSERT_EQ(strlen(cfg), 24 * (64 + 1 + 17) + 23);
+  ASSERT_STATUS(kt_kernel_config_json(k, cfg, json, sizeof json), KT_OK);
+  ASSERT_EQ(strlen(json), 2 + 24 * (64 + 3 + 17) + 23);
+  kt_tune_report *r;
+  ASSERT_STATUS(kt_kernel_lookup(k, a, 32, &r), KT_OK);
+  ASSERT_STR_EQ(r->key, key);
+  ASSERT_STR_EQ(r->default_config, json);
+  kt_tune_report_free(r);
+  /* A buffer one byte short: "" and the size needed. */
+  char want[128];
+  size_t klen = strlen(key) + 1;
+  snprintf(want, sizeof want, "kt_kernel_key: the key needs %zu bytes, bufsize is %zu", klen, klen - 1);
+  ASSERT_STATUS(kt_kernel_key(k, a, 32, key, klen - 1), KT_ERR_INVALID);
+  ASSERT_STR_EQ(key, "");
+  ASSERT_STR_EQ(kt_errmsg(rt), want);
+  ASSERT_STATUS(kt_kernel_default_for(k, a, 32, cfg, 16), KT_ERR_INVALID);
+  ASSERT_STR_EQ(cfg, "");
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_kernel_default_for: the config needs 1992 bytes, bufsize is 16");
+  ASSERT_STATUS(kt_kernel_config_json(k, json, cfg, 16), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_kernel_config_json: the config needs 2042 bytes, bufsize is 16");
+  ASSERT_STATUS(kt_json_canonical(json, cfg, 40), KT_ERR_INVALID);
+  ASSERT_STR_EQ(cfg, "kt_json_canonical: the canonical JSON n");
+  ASSERT_STR_EQ(kt_errmsg(NULL), "kt_json_canonical: the canonical JSON needs 2042 bytes, bufsize is 40");
+  kt_runtime_close(rt);
+}
+
 /* Vectorized loads on an unaligned pointer: a config whose vector width
 ** needs 16-byte alignment is never launched on a pointer that lacks it. */
 static void vector_width_needs_alignment(void) {
@@ -284,6 +353,7 @@ const kt_test t_launch_tests[] = {
     {"launch: modes, and async calls without a device", modes_and_async_calls_without_a_device},
     {"launch: bad arguments are named", bad_arguments_are_named},
     {"launch: a NULL handle or pointer, or an index out of range, is named", misuse_is_named},
+    {"launch: keys and configs at the bounds are whole, or not given at all", keys_and_configs_at_the_bounds_are_whole},
     {"launch: vector width needs alignment", vector_width_needs_alignment},
     {"launch: forced configs are checked", forced_configs_are_checked},
     {"launch: blocks that cover a row exactly", blocks_that_cover_a_row_exactly},

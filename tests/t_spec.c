@@ -252,6 +252,36 @@ static void malformed_params(void) {
       "bad.json: params[0] (y).extent: column 3: unknown name 'BLOCK' in \"N*BLOCK\"");
 }
 
+/* Names are at most 64 characters (keys and configs then fit their bounds,
+** KT_KEY_MAX and KT_CONFIG_MAX), entries 256. */
+static void names_are_bounded(void) {
+  char n64[65], n65[66], e256[257], e257[258], from[80], to[300];
+  memset(n64, 'a', 64), n64[64] = 0;
+  memset(n65, 'a', 65), n65[65] = 0;
+  memset(e256, 'e', 256), e256[256] = 0;
+  memset(e257, 'e', 257), e257[257] = 0;
+  kt__spec *s = NULL;
+  char err[2048];
+  snprintf(to, sizeof to, "\"name\": \"%s\"", n64);
+  ASSERT_STATUS(parse(edit("\"name\": \"eps\"", to), err, sizeof err, &s), KT_OK);
+  kt__spec_free(s);
+  snprintf(to, sizeof to, "\"name\": \"%s\"", n65);
+  BAD(edit("\"name\": \"eps\"", to), KT_ERR_SPEC, "bad.json: params[4]: 'aaaaaaaaaaaaaaaa...' is longer than 64 characters");
+  snprintf(from, sizeof from, "\"name\": \"k\"");
+  snprintf(to, sizeof to, "\"name\": \"%s\"", n65);
+  BAD(edit(from, to), KT_ERR_SPEC, "bad.json: name: 'aaaaaaaaaaaaaaaa...' is longer than 64 characters");
+  snprintf(to, sizeof to, "\"entry\": \"%s\"", e256);
+  ASSERT_STATUS(parse(edit("\"entry\": \"rmsnorm_fwd\"", to), err, sizeof err, &s), KT_OK);
+  kt__spec_free(s);
+  snprintf(to, sizeof to, "\"entry\": \"%s\"", e257);
+  BAD(edit("\"entry\": \"rmsnorm_fwd\"", to), KT_ERR_SPEC,
+      "bad.json: entry: \"eeeeeeeeeeeeeeee...\" is longer than 256 characters");
+  snprintf(to, sizeof to, "\"derived\": {\"%s\"", n65);
+  char want[200];
+  snprintf(want, sizeof want, "bad.json: derived.%s: 'aaaaaaaaaaaaaaaa...' is longer than 64 characters", n65);
+  BAD(edit("\"derived\": {\"HAS_RES\"", to), KT_ERR_SPEC, want);
+}
+
 /* "tune_at" gives a size the key leaves out the value a tuning times the
 ** key at: only such a size may have one, its expression may use params and
 ** builtins, and it is in the spec hash (tunings made without it are made
@@ -484,6 +514,7 @@ static void out_of_memory_everywhere(void) {
 }
 
 const kt_test t_spec_tests[] = {
+    {"spec: names are bounded", names_are_bounded},
     {"spec: a well-formed spec loads", base_spec_loads},
     {"spec: the bundled specs load", bundled_specs_load},
     {"spec: hash ignores the candidate list", spec_hash_ignores_candidates},

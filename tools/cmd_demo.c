@@ -61,7 +61,7 @@ static int setup(kt_runtime *rt, demo *d) {
 static int run(kt_runtime *rt, kt_kernel *k, demo *d) {
   kt_arg args[] = {kt_arg_ptr(d->y, KT_BF16), kt_arg_ptr(d->x, KT_BF16), kt_arg_ptr(0, KT_BF16),
                    kt_arg_ptr(d->w, KT_BF16), kt_arg_i32(T), kt_arg_i32(D), kt_arg_f32(1e-6f)};
-  char cfg[256];
+  char cfg[KT_CONFIG_MAX];
   double med, spread;
   if (kt_kernel_config_for(k, args, 7, cfg, sizeof cfg)) return fail(rt, "config");
   if (kt_kernel_time(k, args, 7, NULL, &med, &spread) || kt_stream_sync(rt, NULL) ||

@@ -59,7 +59,7 @@ int cmd_key(int argc, char **argv) {
   cJSON *out = json ? cJSON_CreateArray() : NULL;
   for (int i = 0; i < shapes.n && !rc; i++) {
     kt_arg args[64];
-    char err[1024], key[2048];
+    char err[1024], key[KT_KEY_MAX];
     if (shape_args(k, shapes.v[i], args, err, sizeof err)) rc = cli_usage("key", "--shape %s: %s", shapes.v[i], err);
     else if (kt_kernel_key(k, args, kt_kernel_nparams(k), key, sizeof key))
       rc = cli_usage("key", "--shape %s: %s", shapes.v[i], cli_errmsg(rt));

@@ -129,7 +129,7 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
     } else {
       tunejob_run(rt, ks[j->spec], j, o->force);
     }
-    char res[4096];
+    char res[TUNEJOB_LINE_MAX];
     int len = tunejob_encode(j, res, sizeof res);
     if (write(out, res, (size_t)len) != len) break;
     if (j->status == JOB_FAULT) {

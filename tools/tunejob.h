@@ -48,17 +48,17 @@ typedef enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state;
 typedef struct job {
   int spec;
   char shape[1024];
-  char key[1024];
+  char key[KT_KEY_MAX];
   int same_as;           /* an earlier job with this spec and key, or -1 */
   job_state state;       /* with workers */
   int restarts;
   double t_start;
   /* the result */
   job_status status;
-  char config[512], dflt[512]; /* canonical JSON */
+  char config[KT_CONFIG_MAX], dflt[KT_CONFIG_MAX]; /* canonical JSON */
   double time_us, default_us, secs; /* -1: not measured */
   int tried, rejected;
-  char fault[512];       /* the config that faulted, as JSON, or "" */
+  char fault[KT_CONFIG_MAX]; /* the config that faulted, as JSON, or "" */
   char timed_at[256];    /* the report's timed_at (tune_at), or "" */
   char message[1024];
 } job;
@@ -76,6 +76,9 @@ int tunejob_worker(const topts *o, int device, int in, int out);
 ** bytes; a line too long is cut, still ending in a newline); returns its
 ** length. tunejob_decode fills j's result from the fields after "R ", or
 ** marks it an error where they do not parse. */
+/* A result line holds every text field of a job whole (config, default,
+** fault, timed_at, message) and its numbers. */
+#define TUNEJOB_LINE_MAX (3 * KT_CONFIG_MAX + 256 + 1024 + 256)
 int tunejob_encode(const job *j, char *buf, size_t n);
 void tunejob_decode(job *j, const char *fields);
 

@@ -48,7 +48,7 @@ int tunejob_encode(const job *j, char *buf, size_t n) {
 static void take(char *dst, size_t n, const char *f) { snprintf(dst, n, "%s", strcmp(f, "-") ? f : ""); }
 
 void tunejob_decode(job *j, const char *fields) {
-  char buf[4096];
+  char buf[TUNEJOB_LINE_MAX];
   snprintf(buf, sizeof buf, "%s", fields);
   char *f[11] = {0};
   int n = 0;

@@ -65,7 +65,7 @@ typedef struct worker {
   int job;             /* running job, or -1 */
   int progressed;      /* a trial of the job finished */
   double last;         /* time of the last line */
-  char buf[8192];
+  char buf[TUNEJOB_LINE_MAX + 1024]; /* a result line, and progress lines */
   size_t len;
 } worker;
 

@@ -48,7 +48,7 @@ kt_status kt__call_launch(kt__prog *p, const kt__call *c, void *fn, kt_stream st
   for (int i = 0; i < p->spec->nparams; i++) params[i] = (void *)&args[i].v;
   int r = kt__dev_launch(fn, d.grid, d.block, d.smem, stream, params, p->pdl);
   if (r) {
-    char name[512];
+    char name[KT__VARIANT_NAME_MAX];
     kt__variant_name(p, c, ' ', name, sizeof name);
     st = kt__dev_error(r, p->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", err, sizeof err);
     return kt__err(env->id, st, "%s: %s", name, err);

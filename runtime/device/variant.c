@@ -112,7 +112,10 @@ static kt__variant *find(const kt__vtable *vt, uint64_t h, const int64_t *vals) 
   return kt__lfmap_find(&vt->map, h, same_vals, vals);
 }
 
-/* "rmsnorm_fwd<__nv_bfloat16, 256, 4>": the instance NVRTC compiles. */
+/* "rmsnorm_fwd<__nv_bfloat16, 256, 4>": the instance NVRTC compiles, in at
+** most KT__EXPR_NAME_MAX bytes (an entry of KT__ENTRY_MAX characters, each
+** argument ", " and a C type or an int64). */
+#define KT__EXPR_NAME_MAX (KT__ENTRY_MAX + 3 + KT_MAX_TARGS * 22)
 static void name_expr(const kt__prog *p, const kt__call *c, char *expr, size_t n) {
   const kt__spec *s = p->spec;
   size_t used = (size_t)snprintf(expr, n, "%s<", s->entry);
@@ -222,7 +225,7 @@ typedef struct pending {
   kt__variant *v;
   const kt__call *c;
   int at;                 /* its index in the calls given to build */
-  char expr[1024], vname[512], hash[17];
+  char expr[KT__EXPR_NAME_MAX], vname[KT__VARIANT_NAME_MAX], hash[17];
 } pending;
 
 static void describe(const kt__prog *p, const kt__call *c, kt__variant *v, pending *w) {
@@ -350,7 +353,7 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
     if (mine || wait_built(&p->vt, v) != V_UNBUILT) break;
   }
   if (v->status) {
-    char name[512];
+    char name[KT__VARIANT_NAME_MAX];
     kt__variant_name(p, c, ' ', name, sizeof name);
     return kt__err(p->env->id, v->status, "%s", v->errmsg ? v->errmsg : name);
   }

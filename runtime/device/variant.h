@@ -83,7 +83,10 @@ int kt__variant_settled(kt__prog *p, const kt__call *c);
 /* The template values of c, in the spec's order (KT_MAX_TARGS of them,
 ** zero past ntargs). */
 void kt__variant_vals(const kt__prog *p, const kt__call *c, int64_t *vals);
-/* "rmsnorm_fwd T=bf16 BLOCK=256 VEC=4" (sep ' ') or with '.' for files. */
+/* "rmsnorm_fwd T=bf16 BLOCK=256 VEC=4" (sep ' ') or with '.' for files;
+** KT__VARIANT_NAME_MAX bytes hold any (each template argument a separator,
+** a name, '=' and an int64 or a dtype name). */
+#define KT__VARIANT_NAME_MAX (KT__NAME_MAX + KT_MAX_TARGS * (KT__NAME_MAX + 22) + 1)
 void kt__variant_name(const kt__prog *p, const kt__call *c, char sep, char *out, size_t n);
 
 /* The cubin, its size and the compile time of c's variant once built; 0,

@@ -33,7 +33,7 @@ typedef struct job {
   kt_kernel *k;
   const kt__tuned *entry;       /* the stand-in's table entry */
   kt__call c;
-  char json[1024];
+  char json[KT_KEY_JSON_MAX];
   kt_arg args[KT_MAX_PARAMS];   /* the call on the copies (or as placed) */
   kt__dptr copy[KT_MAX_PARAMS]; /* what to free */
   kt__job_role role;

@@ -10,7 +10,7 @@ kt_status kt__cached_json(kt_kernel *k, const char *key, char *json, size_t n, c
 }
 
 int kt__cached_config(kt_kernel *k, const kt__call *c, const char *key, int64_t *cfg) {
-  char json[512], err[KT_ERRMAX];
+  char json[KT_CONFIG_JSON_MAX], err[KT_ERRMAX];
   return k->rt->env.store && !kt__cached_json(k, key, json, sizeof json, err, sizeof err) &&
          kt__call_config_valid(&k->p, c, json, cfg);
 }

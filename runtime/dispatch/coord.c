@@ -37,7 +37,7 @@ static void digest_hex(const void *bytes, size_t n, char out[33]) {
 /* The header of cfg's message, with its variant's cubin when this process
 ** has it (*cubin NULL otherwise). Caller frees with cJSON_free. */
 static char *config_header(kt_kernel *k, const kt__call *c, const int64_t *cfg, const void **cubin, size_t *size) {
-  char json[512], hex[33];
+  char json[KT_CONFIG_JSON_MAX], hex[33];
   const char *lowered = NULL;
   kt__call v = *c;
   kt__config_json(k->p.spec, cfg, json, sizeof json);

@@ -19,6 +19,10 @@ struct kt_runtime;
 ** needs or a value out of range, said as "fn: why" where kt_errmsg() finds
 ** it: on rt, or (rt NULL) on kt_errmsg(NULL). */
 kt_status kt__misuse(const struct kt_runtime *rt, const char *fn, const char *why);
+/* text into the caller's buf (n bytes), whole, or "" and KT_ERR_INVALID
+** saying how many bytes the what ("key", "config") needs: never a cut one. */
+kt_status kt__copy_out(const struct kt_runtime *rt, const char *fn, const char *what, const char *text, char *buf,
+                       size_t n);
 
 struct kt_runtime {
   kt__env env;            /* first: what the layers below see */

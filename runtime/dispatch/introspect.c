@@ -56,19 +56,25 @@ kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs, char *buf, 
     return kt__misuse(kt__rt_of(k), "kt_kernel_key", !k ? "k is NULL" : "buf is NULL or bufsize is 0");
   kt__call c;
   int64_t key[KT_MAX_KEY];
+  char json[KT_KEY_JSON_MAX];
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
   if (!st) st = kt__call_key(&k->p, &c, key);
-  if (!st) kt__key_json(&k->p.keydef, key, buf, n);
-  return st;
+  if (st) return st;
+  kt__key_json(&k->p.keydef, key, json, sizeof json);
+  return kt__copy_out(k->rt, "kt_kernel_key", "key", json, buf, n);
 }
 
 kt_status kt_json_canonical(const char *json, char *buf, size_t n) {
   if (!json || !buf || !n)
     return kt__misuse(NULL, "kt_json_canonical", !json ? "json is NULL" : "buf is NULL or bufsize is 0");
-  char why[256];
-  if (!kt__codec_canon(json, 0, buf, n, why, sizeof why)) return KT_OK;
-  snprintf(buf, n, "%s", why);
-  return KT_ERR_INVALID;
+  char why[256], canon[KT__JSON_MAX(KT__KV_MAX)];
+  if (kt__codec_canon(json, 0, canon, sizeof canon, why, sizeof why)) {
+    snprintf(buf, n, "%s", why);
+    return kt__err(0, KT_ERR_INVALID, "kt_json_canonical: %s", why);
+  }
+  kt_status st = kt__copy_out(NULL, "kt_json_canonical", "canonical JSON", canon, buf, n);
+  if (st) snprintf(buf, n, "%s", kt__errmsg(0)); /* the reason, as far as it fits */
+  return st;
 }
 
 kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, size_t n) {
@@ -76,11 +82,12 @@ kt_status kt_kernel_config_json(kt_kernel *k, const char *config, char *buf, siz
     return kt__misuse(kt__rt_of(k), "kt_kernel_config_json",
                       !k ? "k is NULL" : !config ? "config is NULL" : "buf is NULL or bufsize is 0");
   int64_t cfg[KT_MAX_CFIELDS];
+  char json[KT_CONFIG_JSON_MAX];
   buf[0] = 0;
   kt_status st = kt__config_parse(&k->p, config, cfg);
   if (st) return st;
-  kt__config_json(k->p.spec, cfg, buf, n);
-  return KT_OK;
+  kt__config_json(k->p.spec, cfg, json, sizeof json);
+  return kt__copy_out(k->rt, "kt_kernel_config_json", "config", json, buf, n);
 }
 
 /* Whether name appears in text as a whole identifier. */

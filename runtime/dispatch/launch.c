@@ -202,6 +202,13 @@ kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, i
   return KT_OK;
 }
 
+/* cfg as "BLOCK=256,VEC=4" into the caller's buf, whole or not at all. */
+static kt_status config_out(kt_kernel *k, const char *fn, const int64_t *cfg, char *buf, size_t bufsize) {
+  char text[KT_CONFIG_JSON_MAX];
+  kt__config_format(&k->p, cfg, text, sizeof text);
+  return kt__copy_out(k->rt, fn, "config", text, buf, bufsize);
+}
+
 kt_status kt_kernel_default_for(kt_kernel *k, const kt_arg *args, int nargs, char *buf, size_t bufsize) {
   if (!k || !buf || !bufsize)
     return kt__misuse(kt__rt_of(k), "kt_kernel_default_for", !k ? "k is NULL" : "buf is NULL or bufsize is 0");
@@ -209,8 +216,7 @@ kt_status kt_kernel_default_for(kt_kernel *k, const kt_arg *args, int nargs, cha
   int64_t cfg[KT_MAX_CFIELDS];
   kt_status st;
   if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_fallback(&k->p, &c, cfg))) return st;
-  kt__config_format(&k->p, cfg, buf, bufsize);
-  return KT_OK;
+  return config_out(k, "kt_kernel_default_for", cfg, buf, bufsize);
 }
 
 kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char *buf, size_t bufsize) {
@@ -225,6 +231,5 @@ kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char
   if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_alias(&k->p, &c, args, r, &nr)) ||
       (st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL)))
     return st;
-  kt__config_format(&k->p, cfg, buf, bufsize);
-  return KT_OK;
+  return config_out(k, "kt_kernel_config_for", cfg, buf, bufsize);
 }

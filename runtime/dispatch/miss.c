@@ -24,7 +24,7 @@ typedef struct miss {
   kt__call *c;
   const int64_t *key;
   uint64_t h;
-  char json[1024];             /* the key as the cache stores it */
+  char json[KT_KEY_JSON_MAX];  /* the key as the cache stores it */
   int64_t fallback[KT_MAX_CFIELDS];
   int64_t stored[KT_MAX_CFIELDS];
   int have_stored, capturing;
@@ -52,7 +52,7 @@ static int stored_buildable(miss *m, const char *json) {
 static void look_in_cache(miss *m) {
   kt_runtime *rt = m->rt;
   const char *name = m->k->p.spec->name;
-  char json[512], err[KT_ERRMAX];
+  char json[KT_CONFIG_JSON_MAX], err[KT_ERRMAX];
   if (!rt->env.store) return;
   kt_status st = kt__cached_json(m->k, m->json, json, sizeof json, err, sizeof err);
   if (!st && rt->tune.retune && rt->mode == KT_MODE_TUNE) {

@@ -85,7 +85,7 @@ static int count_trial(void *user, const kt__trialrow *t) {
 void kt__report_from_cache(kt_kernel *k, kt__report *r, int known) {
   const kt__env *env = &k->rt->env;
   const kt__prog *p = &k->p;
-  char json[512], err[KT_ERRMAX];
+  char json[KT_CONFIG_JSON_MAX], err[KT_ERRMAX];
   double time_us = -1;
   int n = 0;
   r->pub.outcome = known ? KT_TUNE_KNOWN : KT_TUNE_NOT_TUNED;

@@ -10,7 +10,7 @@ struct kt__report {
   int tuned;                 /* filled by a tuning of this call */
   int own_inputs;            /* kt_kernel_tune_shape: the call's pointers are
                                 made up; the tuning makes its inputs */
-  char key[1024], config[512], dflt[512];
+  char key[KT_KEY_JSON_MAX], config[KT_CONFIG_JSON_MAX], dflt[KT_CONFIG_JSON_MAX];
   char at[256];              /* pub.timed_at's text */
   kt_candidate *cand;
   int ncand, cap;

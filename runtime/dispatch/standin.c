@@ -45,7 +45,7 @@ static double field_distance(const kt__keyfield *f, int64_t mine, const kt__kv *
 /* The distance from the call's key to a stored key, or -1. */
 static double distance(const kt__keydef *kd, const int64_t *key, const char *json) {
   kt__kv v[KT__KV_MAX];
-  char buf[2048], why[128];
+  char buf[KT_KEY_JSON_MAX], why[128];
   int n = kt__codec_read(json, v, KT__KV_MAX, buf, sizeof buf, why, sizeof why);
   if (n != kd->n) return -1;
   double d = 0;

@@ -83,7 +83,7 @@ void kt__config_json(const kt__spec *s, const int64_t *cfg, char *out, size_t n)
 
 int kt__config_from_json(const kt__spec *s, const char *json, int64_t *cfg) {
   kt__kv v[KT_MAX_CFIELDS + 1];
-  char buf[2048], why[128];
+  char buf[KT_CONFIG_JSON_MAX], why[128];
   int seen[KT_MAX_CFIELDS] = {0};
   int n = kt__codec_read(json, v, KT_MAX_CFIELDS + 1, buf, sizeof buf, why, sizeof why);
   if (n != s->ncfields) return -1;

@@ -11,9 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/codec.h"
 #include "spec/spec.h"
 
 #define KT_MAX_KEY 96
+
+/* Bytes that hold any key's or config's canonical JSON (or a config's
+** NAME=VALUE form), NUL included. */
+#define KT_KEY_JSON_MAX KT__JSON_MAX(KT_MAX_KEY)
+#define KT_CONFIG_JSON_MAX KT__JSON_MAX(KT_MAX_CFIELDS)
+_Static_assert(KT_KEY_JSON_MAX == KT_KEY_MAX && KT_CONFIG_JSON_MAX == KT_CONFIG_MAX, "ktune.h states the bounds");
 
 enum { KT__KF_SCALAR, KT__KF_F32, KT__KF_POW2, KT__KF_PTR, KT__KF_TYPE, KT__KF_DERIVED };
 

@@ -12,9 +12,10 @@
 #include <xxhash.h>
 
 #include "base/alloc.h"
-#include "spec/source.h"
 #include "base/fileio.h"
+#include "cache/codec.h"
 #include "spec/jsoncheck.h"
+#include "spec/source.h"
 
 typedef struct ctx {
   const char *file;
@@ -52,14 +53,24 @@ static kt_status nomem(ctx *c) {
 
 static int by_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
+/* An identifier of at most KT__NAME_MAX characters (a key's and a config's
+** JSON then fit their bounds: cache/codec.h). */
 static int is_ident(const char *s) {
   if (!s || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
     return 0;
-  for (; *s; s++)
-    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-          (*s >= '0' && *s <= '9')))
+  const char *p = s;
+  for (; *p; p++)
+    if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9')))
       return 0;
-  return 1;
+  return p - s <= KT__NAME_MAX;
+}
+
+/* Why name is not an identifier: too long, or not one at all. */
+static kt_status not_ident(ctx *c, const char *field, const char *name) {
+  if (name && strlen(name) > KT__NAME_MAX)
+    return bad(c, field, "'%.*s...' is longer than %d characters", 16, name, KT__NAME_MAX);
+  return bad(c, field, "'%s' is not an identifier", name ? name : "");
 }
 
 static const char *builtin_names[KT__NBUILTINS] = {"num_sms", "cc", "max_smem",
@@ -112,8 +123,7 @@ int kt__derived_allows(const kt__derived *d, int64_t v) {
 
 /* A new name for the slot namespace: an identifier, unique, not reserved. */
 static kt_status new_name(ctx *c, const char *field, const char *name) {
-  if (!is_ident(name))
-    return bad(c, field, "'%s' is not an identifier", name ? name : "");
+  if (!is_ident(name)) return not_ident(c, field, name);
   for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
     if (!strcmp(reserved[i], name))
       return bad(c, field, "'%s' is reserved", name);
@@ -701,12 +711,14 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
   if (!cJSON_IsObject(root)) return bad(c, "(top level)", "expected a JSON object");
   if (check_fields(c, root, "(top level)", top_fields)) return c->st;
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
-  if (!cJSON_IsString(name) || !is_ident(name->valuestring))
-    return bad(c, "name", "missing or not an identifier");
+  if (cJSON_IsString(name) && strlen(name->valuestring) > KT__NAME_MAX) return not_ident(c, "name", name->valuestring);
+  if (!cJSON_IsString(name) || !is_ident(name->valuestring)) return bad(c, "name", "missing or not an identifier");
   if (!(s->name = kt__strdup(name->valuestring))) return nomem(c);
   const cJSON *entry = cJSON_GetObjectItemCaseSensitive(root, "entry");
   if (!cJSON_IsString(entry) || !entry->valuestring[0])
     return bad(c, "entry", "missing: the kernel function (a template) in the source");
+  if (strlen(entry->valuestring) > KT__ENTRY_MAX)
+    return bad(c, "entry", "\"%.*s...\" is longer than %d characters", 16, entry->valuestring, KT__ENTRY_MAX);
   for (const char *p = entry->valuestring; *p; p++)
     if (!(*p == '_' || *p == ':' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
           (*p >= '0' && *p <= '9')))

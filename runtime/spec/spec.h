@@ -20,6 +20,7 @@
 /* Config fields are template arguments, so a config has at most this many. */
 #define KT_MAX_CFIELDS KT_MAX_TARGS
 #define KT_MAX_CONFIGS (1 << 22) /* configs in a space: a tuning lists them all */
+#define KT__ENTRY_MAX 256        /* characters of the entry's C++ name */
 
 enum { KT__P_PTR = 1, KT__P_I32, KT__P_I64, KT__P_F32 };
 enum { KT__KEY_EXACT = 0, KT__KEY_POW2, KT__KEY_IGNORE };

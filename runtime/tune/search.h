@@ -7,6 +7,7 @@
 #define KT_SEARCH_H
 
 #include "device/driver.h"
+#include "spec/key.h"
 #include "spec/spec.h"
 
 /* A candidate's state: KT_TRIAL_* once decided, or pending. */
@@ -14,7 +15,7 @@
 
 typedef struct kt__cand {
   int64_t cfg[KT_MAX_CFIELDS];
-  char json[256];          /* canonical config JSON */
+  char json[KT_CONFIG_JSON_MAX]; /* canonical config JSON */
   kt__call c;              /* the call with this config set */
   int status;              /* KT_TRIAL_*, or KT__PENDING */
   int prior;               /* decided by an earlier tuning (cache trials),

@@ -55,7 +55,7 @@ struct kt__tuner {
   kt__evidence *ev;       /* what the measured candidates say (pruning) */
   int *order;             /* the batch being built: candidate of each call */
   atomic_int stop;        /* nonzero: the batch's build compiles nothing more */
-  char key[1024];
+  char key[KT_KEY_JSON_MAX];
 };
 
 /* The configs valid for the call, and where the key is timed elsewhere,

@@ -279,8 +279,8 @@ class Kernel:
     def config_for(self, values):
         """The config a launch with these values would use (may tune)."""
         arr = self._args(values)
-        buf = ctypes.create_string_buffer(512)
-        st = lib().kt_kernel_config_for(self._h, arr, self._n, buf, 512)
+        buf = ctypes.create_string_buffer(_capi.KT_CONFIG_MAX)
+        st = lib().kt_kernel_config_for(self._h, arr, self._n, buf, _capi.KT_CONFIG_MAX)
         if st:
             self._rt._raise(st)
         return buf.value.decode()
@@ -311,8 +311,8 @@ class Kernel:
 
     def key(self, values):
         arr = self._args(values)
-        buf = ctypes.create_string_buffer(1024)
-        st = lib().kt_kernel_key(self._h, arr, self._n, buf, 1024)
+        buf = ctypes.create_string_buffer(_capi.KT_KEY_MAX)
+        st = lib().kt_kernel_key(self._h, arr, self._n, buf, _capi.KT_KEY_MAX)
         if st:
             self._rt._raise(st)
         return buf.value.decode()

@@ -8,6 +8,7 @@ import os
 import subprocess
 
 KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 = 1, 2, 3, 4
+KT_KEY_MAX, KT_CONFIG_MAX = 8451, 2115  # bytes that hold any key, any config
 DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "i32": 5, "i64": 6, "u8": 7, "i8": 8, "i16": 9, "u32": 10}
 MODES = {"default": 0, "tune": 1, "cache-only": 2, "off": 3, "async": 4}
 KT_TUNE_CACHED, KT_TUNE_KNOWN, KT_TUNE_TUNED, KT_TUNE_TUNED_LOCAL = 0, 1, 2, 3  # kt_tune_outcome
