@@ -93,6 +93,14 @@ static void cubins_are_written(void) {
   fclose(f);
   ASSERT_EQ(r, 4);
   ASSERT_TRUE(magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F');
+  /* A path too long for the buffer is refused, never written cut. */
+  static char deep[4200];
+  snprintf(deep, sizeof deep, "%s/%04090d", dir, 0);
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(k, deep, on_variant, &s), KT_ERR_IO);
+  ASSERT_EQ(s.failed, 8);
+  ASSERT_CONTAINS(s.first_err, "000... is longer than 4095 bytes");
+  ASSERT_CONTAINS(s.first_err, ": rmsnorm_small.T=bf16.BLOCK=128.ROWS=1.VEC=1.HAS_RES=0.cubin: its path in /");
   char out[256];
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
   kt_runtime_close(rt);

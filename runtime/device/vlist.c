@@ -2,6 +2,7 @@
 ** every variant a spec's space allows, or those of given calls. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -272,11 +273,22 @@ static void compile_one(void *user, int i) {
   if (cp->progress) cp->progress(cp->progress_user, cp->p->spec->name, "compiling", done, cp->l->n, -1);
 }
 
+/* DIR/NAME.EXT into path; -1 (with why in err) when it does not fit, so
+** that a file is never written under a cut name. */
+static int file_path(char *path, size_t n, const char *dir, const char *name, const char *ext, char *err,
+                     size_t errlen) {
+  int w = snprintf(path, n, "%s/%s.%s", dir, name, ext);
+  if (w >= 0 && (size_t)w < n) return 0;
+  snprintf(err, errlen, "%s.%s: its path in %.200s%s is longer than %zu bytes", name, ext, dir, strlen(dir) > 200 ? "..." : "",
+           n - 1);
+  return -1;
+}
+
 /* Write a cubin, then read it back: the file must hold the digest's bytes. */
 static kt_status write_cubin(const char *dir, const char *name, const void *cubin, size_t size, const char *digest,
                              char *err, size_t errlen) {
-  char path[1024], back[33], buf[64];
-  snprintf(path, sizeof path, "%s/%s.cubin", dir, name);
+  char path[PATH_MAX], back[33], buf[64];
+  if (file_path(path, sizeof path, dir, name, "cubin", err, errlen)) return KT_ERR_IO;
   FILE *fp = fopen(path, "wb");
   int ok = fp && fwrite(cubin, 1, size, fp) == size;
   if (fp && fclose(fp)) ok = 0;
@@ -301,8 +313,11 @@ static kt_status write_cubin(const char *dir, const char *name, const void *cubi
 /* DIR/<kernel>.manifest.json: each cubin written, with its size and digest,
 ** so that whoever ships the files can check them. */
 static kt_status write_manifest(kt__prog *p, const char *dir, cJSON *list) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s.manifest.json", dir, p->spec->name);
+  char path[PATH_MAX], err[KT_ERRMAX];
+  if (file_path(path, sizeof path, dir, p->spec->name, "manifest.json", err, sizeof err)) {
+    cJSON_Delete(list);
+    return kt__err(p->env->id, KT_ERR_IO, "%s", err);
+  }
   cJSON *m = cJSON_CreateObject();
   int ok = m && cJSON_AddStringToObject(m, "kernel", p->spec->name) &&
            cJSON_AddStringToObject(m, "spec_hash", p->spec_hash) && cJSON_AddStringToObject(m, "arch", p->env->arch);
@@ -320,7 +335,7 @@ static kt_status write_manifest(kt__prog *p, const char *dir, cJSON *list) {
 
 static int list_entry(cJSON *list, const char *name, size_t size, const char *digest) {
   cJSON *e = cJSON_CreateObject();
-  char file[600];
+  char file[KT__VARIANT_NAME_MAX + 6];
   snprintf(file, sizeof file, "%s.cubin", name);
   if (e && cJSON_AddStringToObject(e, "file", file) && cJSON_AddNumberToObject(e, "size", (double)size) &&
       cJSON_AddStringToObject(e, "digest", digest) && cJSON_AddItemToArray(list, e))
@@ -337,7 +352,7 @@ static kt_status report(compiling *cp, const char *out_dir, kt_variant_fn fn, vo
   cJSON *list = out_dir ? cJSON_CreateArray() : NULL;
   if (out_dir && !list) return kt__err(cp->p->env->id, KT_ERR_NOMEM, "%s: out of memory", cp->p->spec->name);
   for (int i = 0; i < cp->l->n; i++) {
-    char name[512], digest[33];
+    char name[KT__VARIANT_NAME_MAX], digest[33];
     const void *cubin;
     size_t size;
     double ms;
