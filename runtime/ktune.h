@@ -591,6 +591,8 @@ KT_API void kt_tune_report_free(kt_tune_report *r);
 ** key or config. */
 #define KT_KEY_MAX 8451
 #define KT_CONFIG_MAX 2115
+/* The most characters of a name in a spec (the kernel's, kt_kernel_name). */
+#define KT_NAME_MAX 64
 
 /* The config kt_launch would use for these args, written as
 ** "BLOCK=256,VEC=4" into buf (bufsize bytes, KT_CONFIG_MAX hold any). Like

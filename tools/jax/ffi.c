@@ -38,7 +38,7 @@
 #define MAX_KERNELS 32
 
 typedef struct entry {
-  char name[64];
+  char name[KT_NAME_MAX + 1];
   kt_kernel *k;
   kt_runtime *rt;
 } entry;
