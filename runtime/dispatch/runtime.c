@@ -134,21 +134,6 @@ static kt_status open_device(kt_runtime *rt, const kt_options *o) {
   return KT_OK;
 }
 
-kt_status kt__misuse(const kt_runtime *rt, const char *fn, const char *why) {
-  return kt__err(rt ? rt->env.id : 0, KT_ERR_INVALID, "%s: %s", fn, why);
-}
-
-kt_status kt__copy_out(const kt_runtime *rt, const char *fn, const char *what, const char *text, char *buf,
-                       size_t n) {
-  size_t len = strlen(text) + 1;
-  if (len <= n) {
-    memcpy(buf, text, len);
-    return KT_OK;
-  }
-  buf[0] = 0;
-  return kt__err(rt ? rt->env.id : 0, KT_ERR_INVALID, "%s: the %s needs %zu bytes, bufsize is %zu", fn, what, len, n);
-}
-
 kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   if (!out) return kt__misuse(NULL, "kt_runtime_open", "out is NULL");
   *out = NULL;

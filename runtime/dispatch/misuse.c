@@ -1,0 +1,20 @@
+/* What a public call says of arguments it cannot take: a NULL handle or
+** pointer, a value out of range, a buffer too small for its text. */
+#include <string.h>
+
+#include "dispatch/handles.h"
+
+kt_status kt__misuse(const kt_runtime *rt, const char *fn, const char *why) {
+  return kt__err(rt ? rt->env.id : 0, KT_ERR_INVALID, "%s: %s", fn, why);
+}
+
+kt_status kt__copy_out(const kt_runtime *rt, const char *fn, const char *what, const char *text, char *buf,
+                       size_t n) {
+  size_t len = strlen(text) + 1;
+  if (len <= n) {
+    memcpy(buf, text, len);
+    return KT_OK;
+  }
+  buf[0] = 0;
+  return kt__err(rt ? rt->env.id : 0, KT_ERR_INVALID, "%s: the %s needs %zu bytes, bufsize is %zu", fn, what, len, n);
+}
