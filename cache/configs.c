@@ -46,7 +46,10 @@ static int get_config_from(kt_store *s, sqlite3 *db, sqlite3_stmt *q, const char
   kt__db_bind_key(q, k[0], k[1], k[2], k[3]);
   int rc = kt__db_step(q), st = KT__C_NOT_FOUND, oom = 0;
   if (rc == SQLITE_ROW) {
-    snprintf(config, n, "%s", kt__db_text(q, 0, &oom));
+    /* A text longer than config's room is not a config ktune wrote: "",
+    ** which no config parses from, rather than a cut one. */
+    const char *text = kt__db_text(q, 0, &oom);
+    snprintf(config, n, "%s", strlen(text) < n ? text : "");
     if (time_us) *time_us = sqlite3_column_double(q, 1);
     st = oom ? (snprintf(err, errlen, "%s: reading configs: out of memory", s->path), KT__C_NOMEM) : KT__C_OK;
   } else if (rc != SQLITE_DONE) {

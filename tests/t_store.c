@@ -117,6 +117,25 @@ static void configs_fastest_wins(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM v_configs WHERE age_s BETWEEN 0 AND 60"), 1);
 }
 
+/* A stored text longer than the room for it is no config ktune wrote:
+** none is read, where its first 255 bytes would have made a valid one. */
+static void long_config_text_is_not_cut(void) {
+  const char *p = tmpfile_in("long.db");
+  kt_store *s;
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  static char odd[400];
+  snprintf(odd, sizeof odd, "{\"BLOCK\":64%*s}%s", 243, "", "X, whatever follows the first 255 bytes");
+  kt__cfgrow r = row("{\"D\":512}", odd, 1.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  char cfg[256];
+  double t;
+  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":512}", cfg,
+                                     sizeof cfg, &t, err, sizeof err),
+                KT_OK);
+  ASSERT_STR_EQ(cfg, "");
+  kt__store_close(s);
+}
+
 static void add_winner(void *user, const char *config) {
   char *out = user;
   size_t n = strlen(out);
@@ -737,6 +756,7 @@ static void network_filesystems_are_recognised(void) {
 
 const kt_test t_store_tests[] = {
     {"cache: configs round trip, fastest wins", configs_fastest_wins},
+    {"cache: a stored config longer than the room for it is not read cut", long_config_text_is_not_cut},
     {"cache: trials, binaries and quarantine round trip", trials_binaries_quarantine},
     {"cache: the configs other keys chose, most chosen first", winners_of_other_keys},
     {"cache: schema 1 is migrated in place", migrates_schema_1},
