@@ -1,6 +1,7 @@
 /* The cache as people and other machines see it: listings, counts, export,
 ** import and gc. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,7 +247,7 @@ int kt__store_export(kt_store *s, FILE *out, int with_binaries, char *err, size_
   }
   fprintf(out, "]}\n");
   if (!st && (fflush(out) || ferror(out))) {
-    snprintf(err, errlen, "export: write failed");
+    snprintf(err, errlen, "cannot write: %s", errno ? strerror(errno) : "write error");
     st = KT__C_IO;
   }
   pthread_mutex_unlock(&s->lock);

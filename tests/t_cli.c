@@ -119,6 +119,11 @@ static void cache_commands(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/d.db %s export", dir, bin()), 0);
   ASSERT_CONTAINS(out, "{\"format\": \"ktune-cache\", \"version\": 1,");
   ASSERT_CONTAINS(out, "\"time_us\":30.5,");
+  /* A write that fails names the file and why. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o /dev/full --cache %s/d.db", bin(), dir), 1);
+  ASSERT_STR_EQ(out, "ktune export: /dev/full: cannot write: No space left on device\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "{ %s export --cache %s/d.db > /dev/full; } 2>&1", bin(), dir), 1);
+  ASSERT_STR_EQ(out, "ktune export: standard output: cannot write: No space left on device\n");
   /* The bundled spec's hash is not 0000000000000001: both rows are stale. */
   ASSERT_EQ(t_sh(out, sizeof out, "%s gc kernels_src/rmsnorm.json --cache %s/c.db", bin(), dir), 0);
   ASSERT_STR_EQ(out, "2 stale configs removed, 0 unreferenced binaries removed\n");

@@ -92,14 +92,18 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
   kt_status st = need_store(rt, "kt_cache_export", !path ? "path is NULL" : NULL);
   if (st) return st;
   int to_stdout = !strcmp(path, "-");
+  const char *name = to_stdout ? "standard output" : path;
   FILE *f = to_stdout ? stdout : fopen(path, "w");
   if (!f) return kt__err(rt->env.id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
   char err[KT_ERRMAX];
+  errno = 0;
   st = kt__store_export(rt->env.store, f, with_binaries, err, sizeof err);
   if (!to_stdout && fclose(f) && !st) {
-    snprintf(err, sizeof err, "%s: cannot write: %s", path, strerror(errno));
+    snprintf(err, sizeof err, "cannot write: %s", strerror(errno));
     st = KT_ERR_IO;
   }
+  /* A write failure names the file; the store's other errors name the cache. */
+  if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "%s: %s", name, err);
   return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }
 
