@@ -40,6 +40,16 @@ static void usage_errors(void) {
   ASSERT_CONTAINS(out, "arch \"sm9\" is not of the form sm_90");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/nope.json", bin()), 1);
   ASSERT_CONTAINS(out, "tests/specs/nope.json: cannot read: No such file or directory");
+  /* A shape too long to keep whole is refused, never tuned cut. */
+  static char shape[4200];
+  snprintf(shape, sizeof shape, "N=%04100d", 1);
+  setenv("KT_TEST_SHAPE", shape, 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune tests/specs/small.json --shape \"$KT_TEST_SHAPE\" --cache /nonexistent/x.db",
+                 bin()),
+            2);
+  unsetenv("KT_TEST_SHAPE");
+  ASSERT_STR_EQ(out, "ktune tune: --shape N=00000000000000000000000000000000000000...: longer than 4095 characters\n"
+                     "Try 'ktune tune --help'.\n");
 }
 
 static void compile_writes_cubins(void) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "tools/shape.h"
 #include "ktune.h"
 
 #define ARGS(y, x, res, w, n, d)                                                     \
@@ -157,6 +158,14 @@ static void keys_and_configs_at_the_bounds_are_whole(void) {
   ASSERT_EQ(strlen(cfg), 24 * (64 + 1 + 17) + 23);
   ASSERT_STATUS(kt_kernel_config_json(k, cfg, json, sizeof json), KT_OK);
   ASSERT_EQ(strlen(json), 2 + 24 * (64 + 3 + 17) + 23);
+  /* The CLI's --shape takes names of that length. */
+  static char shape[4096];
+  char err[256];
+  kt_arg b[32];
+  for (int i = 0, u = 0; i < 32; i++)
+    u += snprintf(shape + u, sizeof shape - (size_t)u, "%s%s=-9223372036854775808", i ? "," : "", long_name(n, 'P', i));
+  ASSERT_EQ(shape_args(k, shape, b, err, sizeof err), 0);
+  ASSERT_EQ(b[31].v.i64, INT64_MIN);
   kt_tune_report *r;
   ASSERT_STATUS(kt_kernel_lookup(k, a, 32, &r), KT_OK);
   ASSERT_STR_EQ(r->key, key);

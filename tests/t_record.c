@@ -69,6 +69,17 @@ static void missed_keys_are_recorded_once_and_read_back(void) {
     ASSERT_EQ(back[11].v.f32 == calls[i][11].v.f32, 1);
     line = nl + 1;
   }
+  /* An item too long is refused, not cut into another; a param's name of
+  ** 64 characters (the most a spec gives) is taken. */
+  static char big[600];
+  char shape[1024], kernel[64], err[512];
+  snprintf(big, sizeof big, "{\"kernel\":\"k\",\"T\":\"bf16%0400d\"}", 0);
+  ASSERT_EQ(shape_from_json(big, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err), -1);
+  ASSERT_STR_EQ(err, "\"T...\": too long for a shape's item");
+  snprintf(big, sizeof big, "{\"%064d\":1}", 0);
+  ASSERT_EQ(shape_from_json(big, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err), 0);
+  snprintf(big, sizeof big, "%064d=1", 0);
+  ASSERT_STR_EQ(shape, big);
   kt_runtime_close(rt);
 }
 

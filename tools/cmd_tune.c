@@ -44,7 +44,9 @@ static const char help[] =
     "Without --isolate a config that faults ends the run, named and quarantined.\n"
     "exit codes: 0 every key tuned or cached, 1 a key failed, 2 usage\n";
 
+/* 0, -1 out of memory, or -2 for a shape too long to keep whole. */
 static int add_job(tune_run *r, int spec, const char *shape) {
+  if (strlen(shape) >= SHAPE_MAX) return -2;
   if (r->njobs == r->cap) {
     int cap = r->cap ? 2 * r->cap : 16;
     job *nj = realloc(r->jobs, (size_t)cap * sizeof *nj);
@@ -73,7 +75,7 @@ static int load_shapes(tune_run *r, const char *path) {
     char *p = line;
     while (*p == ' ' || *p == '\t') p++;
     if (*p == '\n' || !*p || *p == '#') continue;
-    char shape[1024], kernel[128], err[512];
+    char shape[SHAPE_MAX], kernel[128], err[512];
     if (shape_from_json(p, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err)) {
       cli_fail("tune", "%s:%d: %s", path, lineno, err);
       rc = -1;
@@ -83,7 +85,7 @@ static int load_shapes(tune_run *r, const char *path) {
     for (int s = 0; s < r->o.nspecs; s++) {
       if (kernel[0] && strcmp(kernel, r->o.names[s])) continue;
       matched = 1;
-      if (add_job(r, s, shape)) rc = -1;
+      if (add_job(r, s, shape)) rc = cli_fail("tune", "out of memory");
     }
     if (!matched) {
       cli_fail("tune", "%s:%d: kernel \"%s\" is none of the specs given", path, lineno, kernel);
@@ -192,8 +194,11 @@ static int plan(tune_run *r, const targs *a) {
     else snprintf(r->o.names[s], sizeof r->o.names[s], "%s", kt_kernel_name(ks[s]));
   }
   for (int i = 0; i < a->shapes.n && !rc; i++)
-    for (int s = 0; s < r->o.nspecs && !rc; s++)
-      if (add_job(r, s, a->shapes.v[i])) rc = cli_fail("tune", "out of memory");
+    for (int s = 0; s < r->o.nspecs && !rc; s++) {
+      int e = add_job(r, s, a->shapes.v[i]);
+      if (e == -2) rc = cli_usage("tune", "--shape %.40s...: longer than %d characters", a->shapes.v[i], SHAPE_MAX - 1);
+      else if (e) rc = cli_fail("tune", "out of memory");
+    }
   if (!rc && a->shapes_file && load_shapes(r, a->shapes_file)) rc = EXIT_USAGE;
   if (!rc) rc = keys(r, meta, ks);
   kt_runtime_close(meta);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 typedef struct item {
-  char name[64], value[64];
+  char name[KT_NAME_MAX + 1], value[64];
   int used;
 } item;
 
@@ -158,25 +158,31 @@ int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_
       }
       continue;
     }
-    char item[256];
+    char item[KT_NAME_MAX + 256];
+    int w;
     if (len && name[len - 1] == '@') {
       if (!cJSON_IsNumber(it)) {
         snprintf(err, errlen, "\"%s\" must be a byte offset", name);
         rc = -1;
         break;
       }
-      snprintf(item, sizeof item, "%.*s@%lld", (int)(len - 1), name, (long long)it->valuedouble);
+      w = snprintf(item, sizeof item, "%.*s@%lld", (int)(len - 1), name, (long long)it->valuedouble);
     } else if (cJSON_IsNull(it)) {
-      snprintf(item, sizeof item, "%s=null", name);
+      w = snprintf(item, sizeof item, "%s=null", name);
     } else if (cJSON_IsString(it)) {
-      snprintf(item, sizeof item, "%s=%s", name, it->valuestring);
+      w = snprintf(item, sizeof item, "%s=%s", name, it->valuestring);
     } else if (cJSON_IsNumber(it)) {
       if (it->valuedouble == (double)(long long)it->valuedouble)
-        snprintf(item, sizeof item, "%s=%lld", name, (long long)it->valuedouble);
+        w = snprintf(item, sizeof item, "%s=%lld", name, (long long)it->valuedouble);
       else
-        snprintf(item, sizeof item, "%s=%.9g", name, it->valuedouble);
+        w = snprintf(item, sizeof item, "%s=%.9g", name, it->valuedouble);
     } else {
       snprintf(err, errlen, "\"%s\": expected a number, a dtype string or null", name);
+      rc = -1;
+      break;
+    }
+    if (w < 0 || (size_t)w >= sizeof item) {
+      snprintf(err, errlen, "\"%.*s...\": too long for a shape's item", 16, name);
       rc = -1;
       break;
     }

@@ -8,6 +8,10 @@
 
 #include "ktune.h"
 
+/* The longest shape text a tool keeps, its NUL included: every param of a
+** spec at its bounds (32 names of 64 characters with an i64 each). */
+#define SHAPE_MAX 4096
+
 /* Fills args (nparams of them); returns 0, or -1 with the reason in err. */
 int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t errlen);
 

@@ -7,6 +7,7 @@
 #define KT_TUNEJOB_H
 
 #include "ktune.h"
+#include "shape.h"
 
 /* What became of a job; the worker protocol carries the name. */
 #define JOB_STATUS_MAP(X)                                                     \
@@ -47,7 +48,7 @@ typedef enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state;
 
 typedef struct job {
   int spec;
-  char shape[1024];
+  char shape[SHAPE_MAX];
   char key[KT_KEY_MAX];
   int same_as;           /* an earlier job with this spec and key, or -1 */
   job_state state;       /* with workers */
