@@ -82,6 +82,12 @@ static int exec_file(const char *db_path, const char *sql_path) {
   return rc;
 }
 
+/* The config of rmsnorm_fwd's key on the test device (GPU/sm_90/132), into
+** cfg (n bytes), its time into *t where t is not NULL. */
+static kt_status get_config(kt_store *s, const char *key, char *cfg, size_t n, double *t) {
+  return kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", key, cfg, n, t, err, sizeof err);
+}
+
 static void configs_fastest_wins(void) {
   const char *p = tmpfile_in("c.db");
   kt_store *s;
@@ -101,14 +107,10 @@ static void configs_fastest_wins(void) {
   ASSERT_EQ(oc, KT__REPLACED);
   char cfg[256];
   double t;
-  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":256}", cfg,
-                                     sizeof cfg, &t, err, sizeof err),
-                KT_OK);
+  ASSERT_STATUS(get_config(s, "{\"D\":256}", cfg, sizeof cfg, &t), KT_OK);
   ASSERT_STR_EQ(cfg, "{\"BLOCK\":1024}");
   ASSERT_TRUE(t == 7.25);
-  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":512}", cfg,
-                                     sizeof cfg, &t, err, sizeof err),
-                KT_ERR_NOT_FOUND);
+  ASSERT_STATUS(get_config(s, "{\"D\":512}", cfg, sizeof cfg, &t), KT_ERR_NOT_FOUND);
   kt__store_close(s);
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs"), 1);
   ASSERT_EQ(t_db_int(p, "SELECT json_extract(config, '$.BLOCK') FROM configs"), 1024);
@@ -129,9 +131,7 @@ static void long_config_text_is_not_cut(void) {
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   char cfg[256];
   double t;
-  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":512}", cfg,
-                                     sizeof cfg, &t, err, sizeof err),
-                KT_OK);
+  ASSERT_STATUS(get_config(s, "{\"D\":512}", cfg, sizeof cfg, &t), KT_OK);
   ASSERT_STR_EQ(cfg, "");
   kt__store_close(s);
 }
@@ -294,9 +294,7 @@ static void newer_schema_is_read_only(void) {
   ASSERT_EQ(kt__store_readonly(s), 1);
   ASSERT_CONTAINS(logged, "written by a newer ktune (schema 99, this one knows 4): opened read-only");
   char cfg[128];
-  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":64}", cfg,
-                                     sizeof cfg, NULL, err, sizeof err),
-                KT_OK);
+  ASSERT_STATUS(get_config(s, "{\"D\":64}", cfg, sizeof cfg, NULL), KT_OK);
   r = row("{\"D\":64}", "{\"BLOCK\":256}", 1.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_ERR_READONLY);
   ASSERT_CONTAINS(err, "the cache is read-only");
@@ -569,9 +567,7 @@ static void untrusted_file_gives_no_binaries(void) {
   size_t n;
   ASSERT_STATUS(fetch(s, "00ff", &got, &n), KT_ERR_NOT_FOUND);
   char cfg[64];
-  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{}", cfg, sizeof cfg,
-                                     NULL, err, sizeof err),
-                KT_OK);
+  ASSERT_STATUS(get_config(s, "{}", cfg, sizeof cfg, NULL), KT_OK);
   kt__store_close(s);
 }
 
@@ -590,14 +586,10 @@ static void system_cache_is_read_after_and_never_written(void) {
   r = row("{\"D\":256}", "{\"BLOCK\":256}", 5.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   char cfg[64];
-  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":4096}", cfg,
-                                     sizeof cfg, NULL, err, sizeof err),
-                KT_OK);
+  ASSERT_STATUS(get_config(s, "{\"D\":4096}", cfg, sizeof cfg, NULL), KT_OK);
   ASSERT_STR_EQ(cfg, "{\"BLOCK\":512}");
   /* The user's own result comes first, even when the system's is faster. */
-  ASSERT_STATUS(kt__store_get_config(s, "rmsnorm_fwd", "00000000deadbeef", "GPU/sm_90/132", "{\"D\":256}", cfg,
-                                     sizeof cfg, NULL, err, sizeof err),
-                KT_OK);
+  ASSERT_STATUS(get_config(s, "{\"D\":256}", cfg, sizeof cfg, NULL), KT_OK);
   ASSERT_STR_EQ(cfg, "{\"BLOCK\":256}");
   kt__store_close(s);
   stat_sig(sys, after, sizeof after);
