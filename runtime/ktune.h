@@ -135,7 +135,9 @@ typedef struct kt_arg {
   kt_arg_kind kind;
   kt_dtype dtype; /* element type, for KT_ARG_PTR only */
   union {
-    uint64_t ptr; /* a CUdeviceptr */
+    uint64_t ptr; /* a CUdeviceptr, aligned to its dtype's size (a call
+                     with one that is not is KT_ERR_ARGS: its loads
+                     would fault) */
     int32_t i32;
     int64_t i64;
     float f32;

@@ -34,6 +34,10 @@ static void bad_arguments_are_named(void) {
   a[0] = kt_arg_ptr(0x10000, KT_I32);
   ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 0 (y): dtype i32 is not one of T's types");
+  /* A scalar load at an address its element does not align would fault. */
+  a[0] = kt_arg_ptr(0x10001, KT_BF16);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 0 (y) at 0x10001 is not aligned to its bf16 elements (2 bytes)");
   a[0] = kt_arg_ptr(0x10000, KT_BF16);
   ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_NO_DEVICE);
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: this runtime was opened without a device");

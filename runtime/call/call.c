@@ -46,7 +46,13 @@ static kt_status bind_ptr(kt__prog *p, int i, const kt_arg *a, kt__call *c, int 
     c->tvals[q->tvar] = dt;
     from[q->tvar] = i;
   }
-  c->slots[q->esize_slot] = (int64_t)kt_dtype_size(dt);
+  /* An element the address does not align faults on the device, and the
+  ** fault leaves the context unusable: refused here instead. */
+  size_t es = kt_dtype_size(dt);
+  if (ptr % es)
+    return kt__err(id, KT_ERR_ARGS, "%s: arg %d (%s) at 0x%llx is not aligned to its %s elements (%zu bytes)", s->name,
+                   i, q->name, (unsigned long long)ptr, kt_dtype_name(dt), es);
+  c->slots[q->esize_slot] = (int64_t)es;
   return KT_OK;
 }
 
