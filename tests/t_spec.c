@@ -22,15 +22,21 @@ static const char base[] =
     " \"constraints\": [\"BLOCK <= max(D, 128)\"],\n"
     " \"grid\": [\"cdiv(N, 4)\"], \"block\": [\"BLOCK\"]}\n";
 
+/* The first occurrence of from in text (n bytes) replaced by to; -1 when
+** from is not there or the result does not fit. */
+static int replace(char *text, size_t n, const char *from, const char *to) {
+  char *at = strstr(text, from), tail[4096];
+  if (!at || strlen(text) - strlen(from) + strlen(to) >= n) return -1;
+  snprintf(tail, sizeof tail, "%s", at + strlen(from));
+  snprintf(at, n - (size_t)(at - text), "%s%s", to, tail);
+  return 0;
+}
+
 /* base with the first occurrence of `from` replaced by `to`. */
 static char *edit(const char *from, const char *to) {
   static char buf[4096];
-  const char *at = strstr(base, from);
-  if (!at) {
-    snprintf(buf, sizeof buf, "(edit: \"%s\" not in base)", from);
-    return buf;
-  }
-  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
+  snprintf(buf, sizeof buf, "%s", base);
+  if (replace(buf, sizeof buf, from, to)) snprintf(buf, sizeof buf, "(edit: \"%s\" not in base)", from);
   return buf;
 }
 
@@ -64,8 +70,23 @@ static void base_spec_loads(void) {
   ASSERT_EQ(s->inplace, 1);
   ASSERT_TRUE(s->derived[0].e.is_bool);
   ASSERT_TRUE(!s->derived[0].uses_config);
+  ASSERT_TRUE(s->constraints[0].uses_config);
   ASSERT_STR_EQ(s->grid[0].text, "cdiv(N, 4)");
   ASSERT_STR_EQ(s->grid[1].text, "1");
+  kt__spec_free(s);
+  /* Which constraints a config moves: directly, through a derived constant
+  ** that reads one, or through smem. */
+  char spec[4096];
+  snprintf(spec, sizeof spec, "%s", base);
+  ASSERT_TRUE(!replace(spec, sizeof spec, "\"HAS_RES\"]", "\"HAS_RES\", \"BIG\"]") &&
+              !replace(spec, sizeof spec, "\"derived\": {\"HAS_RES\": \"res != 0\"}",
+                       "\"derived\": {\"HAS_RES\": \"res != 0\", \"BIG\": \"BLOCK > 128\"}, \"smem\": \"BLOCK * 4\"") &&
+              !replace(spec, sizeof spec, "[\"BLOCK <= max(D, 128)\"]",
+                       "[\"D > 0\", \"HAS_RES || D > 1\", \"BIG || D > 2\", \"smem < 49152\", \"BLOCK > 0\"]"));
+  ASSERT_STATUS(parse(spec, err, sizeof err, &s), KT_OK);
+  ASSERT_EQ(s->nconstraints, 5);
+  static const int moves[] = {0, 0, 1, 1, 1};
+  for (int i = 0; i < 5; i++) ASSERT_EQ(s->constraints[i].uses_config, moves[i]);
   kt__spec_free(s);
 }
 

@@ -1054,6 +1054,19 @@ static void fallback_is_the_valid_config_nearest_the_default(void) {
                 "add_one_near: no config satisfies the constraints for this call (the default fails \"BLOCK * "
                 "ITEMS <= n\")");
   kt_runtime_close(rt);
+  /* A constraint no config field moves (layernorm_fwd's on D and G) ends
+  ** the search at once, with the same answer the search gave. */
+  k = t_offline_kernel("kernels_src/layernorm_fwd.json", &rt);
+  if (!k) return;
+  kt_arg ln[] = {kt_arg_ptr(0x100000, KT_BF16), kt_arg_ptr(0x200000, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                 kt_arg_ptr(0, KT_BF16),        kt_arg_ptr(0, KT_F32),          kt_arg_ptr(0, KT_F32),
+                 kt_arg_ptr(0, KT_F32),         kt_arg_ptr(0, KT_F32),          kt_arg_i32(8),
+                 kt_arg_i32(1),                 kt_arg_i32(64),                 kt_arg_f32(1e-5f),
+                 kt_arg_i32(0)};
+  ASSERT_STATUS(kt_kernel_default_for(k, ln, 13, cfg, sizeof cfg), KT_ERR_NO_CONFIG);
+  ASSERT_STR_EQ(kt_errmsg(rt), "layernorm_fwd: no config satisfies the constraints for this call (the default fails "
+                               "\"G > 0 && D > 0 && D % G == 0\")");
+  kt_runtime_close(rt);
 }
 
 const kt_test t_tune_tests[] = {

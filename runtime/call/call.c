@@ -219,12 +219,19 @@ kt_status kt__call_fallback(kt__prog *p, kt__call *c, int64_t *cfg) {
   if ((st = kt__call_config(p, c, cfg)) || (st = kt__call_check(p, c, &bad))) return st;
   if (bad < 0) return KT_OK;
   const int dflt_bad = bad;
+  /* A constraint that no config field moves fails for every config: no
+  ** search (which tries each config of the space once, milliseconds). */
+  for (int i = 0; i < s->nconstraints; i++) {
+    int64_t v = 1;
+    if (!s->constraints[i].uses_config && !kt__expr_eval(&s->constraints[i].e, c->slots, &v) && !v) goto none;
+  }
   for (int nf = 1; nf <= s->ncfields; nf++) {
     for (int i = 0; i < nf; i++) f[i] = i;
     do {
       if (valid_changing(p, c, f, nf, cfg)) return KT_OK;
     } while (next_fields(f, nf, s->ncfields));
   }
+none:
   return kt__err(p->env->id, KT_ERR_NO_CONFIG,
                  "%s: no config satisfies the constraints for this call (the default fails \"%s\")", s->name,
                  s->constraints[dflt_bad].e.text);

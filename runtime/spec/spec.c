@@ -488,6 +488,16 @@ static kt_status parse_config(ctx *c, const cJSON *cfg, const cJSON *dflt) {
   return KT_OK;
 }
 
+/* Whether e reads a config field, directly or through one of the first nd
+** derived constants (or smem, which a config sets). */
+static int uses_config(const kt__spec *s, const kt__expr *e, int nd) {
+  for (int k = 0; k < s->ncfields; k++)
+    if (kt__expr_uses(e, s->cfields[k].slot)) return 1;
+  for (int k = 0; k < nd; k++)
+    if (kt__expr_uses(e, s->derived[k].slot) && s->derived[k].uses_config) return 1;
+  return s->smem_slot >= 0 && kt__expr_uses(e, s->smem_slot);
+}
+
 static kt_status parse_derived(ctx *c, const cJSON *der) {
   kt__spec *s = c->s;
   if (!der) return KT_OK;
@@ -526,10 +536,7 @@ static kt_status parse_derived(ctx *c, const cJSON *der) {
                  "{\"expr\": ..., \"values\": [...]}, so that every variant can be compiled ahead of time",
                  d->e.text);
     }
-    for (int k = 0; k < s->ncfields; k++)
-      d->uses_config |= kt__expr_uses(&d->e, s->cfields[k].slot);
-    for (int k = 0; k < s->nderived - 1; k++)
-      if (kt__expr_uses(&d->e, s->derived[k].slot)) d->uses_config |= s->derived[k].uses_config;
+    d->uses_config = uses_config(s, &d->e, s->nderived - 1);
   }
   return KT_OK;
 }
@@ -783,6 +790,7 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
       snprintf(f, sizeof f, "constraints[%d]", i);
       kt__constraint *k = &s->constraints[s->nconstraints];
       if (parse_expr(c, f, j, &k->e)) return c->st;
+      k->uses_config = uses_config(s, &k->e, s->nderived);
       s->nconstraints++;
     }
   }

@@ -77,6 +77,8 @@ typedef struct kt__derived {
 
 typedef struct kt__constraint {
   kt__expr e;
+  int uses_config;   /* reads a config field, directly, through a derived
+                        constant or through smem: else no config moves it */
 } kt__constraint;
 
 /* A template argument of the entry point: a type variable or a constant. */
