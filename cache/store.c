@@ -2,6 +2,7 @@
 ** only read, and the helpers every cache file uses. */
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,19 +14,33 @@
 
 #include "cache/db.h"
 
-void kt__store_default_path(char *out, size_t n) {
-  const char *e = getenv("KTUNE_CACHE");
-  if (e && *e) {
-    snprintf(out, n, "%s", e);
-    return;
+/* The user's home: $HOME, else the password database's, when absolute
+** (never a directory relative to wherever the process runs). */
+static const char *home(char *buf, size_t n) {
+  const char *e = getenv("HOME");
+  if (e && *e == '/') return e;
+  struct passwd pw, *found = NULL;
+  if (getpwuid_r(getuid(), &pw, buf, n, &found) || !found || !pw.pw_dir || pw.pw_dir[0] != '/') return NULL;
+  return pw.pw_dir;
+}
+
+int kt__store_default_path(char *out, size_t n, char *err, size_t errlen) {
+  char buf[4096];
+  const char *e = getenv("KTUNE_CACHE"), *tail = "";
+  if (!e || !*e) {
+    /* The XDG rule: a relative XDG_CACHE_HOME is ignored. */
+    e = getenv("XDG_CACHE_HOME");
+    tail = "/ktune/ktune.db";
+    if (!e || *e != '/') e = home(buf, sizeof buf), tail = "/.cache/ktune/ktune.db";
   }
-  e = getenv("XDG_CACHE_HOME");
-  if (e && *e) {
-    snprintf(out, n, "%s/ktune/ktune.db", e);
-    return;
+  if (!e) {
+    snprintf(err, errlen, "no cache path: KTUNE_CACHE and XDG_CACHE_HOME are unset and there is no home directory");
+    return -1;
   }
-  e = getenv("HOME");
-  snprintf(out, n, "%s/.cache/ktune/ktune.db", e && *e ? e : ".");
+  int w = snprintf(out, n, "%s%s", e, tail);
+  if (w >= 0 && (size_t)w < n) return 0;
+  snprintf(err, errlen, "%.40s...%s: the cache's path is longer than %zu bytes", e, tail, n - 1);
+  return -1;
 }
 
 int kt__store_fs_is_network(long t) {
@@ -288,7 +303,11 @@ static char *copy(const char *s) { return sqlite3_mprintf("%s", s); }
 int kt__store_open(kt_store **out, const kt__store_opts *o, char *err, size_t errlen) {
   *out = NULL;
   char def[PATH_MAX];
-  const char *path = o->path && *o->path ? o->path : (kt__store_default_path(def, sizeof def), def);
+  const char *path = o->path;
+  if (!path || !*path) {
+    if (kt__store_default_path(def, sizeof def, err, errlen)) return KT__C_CACHE;
+    path = def;
+  }
   kt_store *s = sqlite3_malloc(sizeof *s);
   if (!s) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
   memset(s, 0, sizeof *s);

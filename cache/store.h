@@ -43,9 +43,11 @@ typedef struct kt__store_opts {
   kt__clog log;
 } kt__store_opts;
 
-/* Where the cache lives: $KTUNE_CACHE, else $XDG_CACHE_HOME/ktune/ktune.db,
-** else $HOME/.cache/ktune/ktune.db. */
-void kt__store_default_path(char *out, size_t n);
+/* Where the cache lives: $KTUNE_CACHE, else $XDG_CACHE_HOME/ktune/ktune.db
+** (an absolute one), else HOME/.cache/ktune/ktune.db, HOME from $HOME or
+** the password database (an absolute one). Returns 0, or -1 with why in
+** err when there is none or it would not fit in n bytes whole. */
+int kt__store_default_path(char *out, size_t n, char *err, size_t errlen);
 
 /* Open the user cache (creating directories, the file and the schema as
 ** needed, migrating an older schema in one transaction), and the system

@@ -351,7 +351,7 @@ typedef struct kt_options {
                              $CUDA_HOME, else /usr/local/cuda. Copied. */
   const char *cache_path; /* config cache file; NULL: $KTUNE_CACHE, else
                              $XDG_CACHE_HOME/ktune/ktune.db, else
-                             ~/.cache/ktune/ktune.db. Copied. */
+                             ~/.cache/ktune/ktune.db (docs/cache.md). Copied. */
   int no_cache;           /* nonzero: keep tunings in memory only */
   kt_mode mode;           /* see kt_mode */
   kt_log_fn log;          /* NULL: the default stderr sink */

@@ -529,20 +529,34 @@ static void paths(void) {
   ASSERT_CONTAINS(err, "cannot create directory");
   ASSERT_CONTAINS(err, "Not a directory");
   /* Default location. */
-  char def[700];
+  char def[700], why[200];
   setenv("KTUNE_CACHE", "/x/y.db", 1);
-  kt__store_default_path(def, sizeof def);
+  ASSERT_EQ(kt__store_default_path(def, sizeof def, why, sizeof why), 0);
   ASSERT_STR_EQ(def, "/x/y.db");
-  char saved[700];
-  snprintf(saved, sizeof saved, "%s", getenv("KTUNE_CACHE"));
   unsetenv("KTUNE_CACHE");
   setenv("XDG_CACHE_HOME", "/xdg", 1);
-  kt__store_default_path(def, sizeof def);
+  ASSERT_EQ(kt__store_default_path(def, sizeof def, why, sizeof why), 0);
   ASSERT_STR_EQ(def, "/xdg/ktune/ktune.db");
-  unsetenv("XDG_CACHE_HOME");
+  /* A relative XDG_CACHE_HOME, an empty or relative HOME: never a cache
+  ** under whatever directory the process runs in. */
+  char saved_home[700];
+  snprintf(saved_home, sizeof saved_home, "%s", getenv("HOME") ? getenv("HOME") : "");
+  setenv("XDG_CACHE_HOME", "rel", 1);
   setenv("HOME", "/home/u", 1);
-  kt__store_default_path(def, sizeof def);
+  ASSERT_EQ(kt__store_default_path(def, sizeof def, why, sizeof why), 0);
   ASSERT_STR_EQ(def, "/home/u/.cache/ktune/ktune.db");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "", 1);
+  int found = kt__store_default_path(def, sizeof def, why, sizeof why);
+  if (found) ASSERT_STR_EQ(why, "no cache path: KTUNE_CACHE and XDG_CACHE_HOME are unset and there is no home directory");
+  else ASSERT_TRUE(def[0] == '/' && strstr(def, "/.cache/ktune/ktune.db")); /* the password database's home */
+  setenv("HOME", saved_home, 1);
+  /* A path that does not fit is refused, never opened cut. */
+  static char longer[800];
+  snprintf(longer, sizeof longer, "/%0750d", 0);
+  setenv("KTUNE_CACHE", longer, 1);
+  ASSERT_EQ(kt__store_default_path(def, sizeof def, why, sizeof why), -1);
+  ASSERT_STR_EQ(why, "/000000000000000000000000000000000000000...: the cache's path is longer than 699 bytes");
   setenv("KTUNE_CACHE", tmpfile_in("default.db"), 1);
 }
 
