@@ -308,6 +308,9 @@ int kt__store_open(kt_store **out, const kt__store_opts *o, char *err, size_t er
     if (kt__store_default_path(def, sizeof def, err, errlen)) return KT__C_CACHE;
     path = def;
   }
+  /* Its directory is made and checked in PATH_MAX bytes: never a cut one. */
+  if (strlen(path) >= PATH_MAX)
+    return snprintf(err, errlen, "%.40s...: the cache's path is longer than %d bytes", path, PATH_MAX - 1), KT__C_CACHE;
   kt_store *s = sqlite3_malloc(sizeof *s);
   if (!s) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
   memset(s, 0, sizeof *s);

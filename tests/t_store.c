@@ -557,6 +557,10 @@ static void paths(void) {
   setenv("KTUNE_CACHE", longer, 1);
   ASSERT_EQ(kt__store_default_path(def, sizeof def, why, sizeof why), -1);
   ASSERT_STR_EQ(why, "/000000000000000000000000000000000000000...: the cache's path is longer than 699 bytes");
+  static char huge[5000];
+  snprintf(huge, sizeof huge, "/%04990d", 0);
+  ASSERT_STATUS(open_store(&s, huge, NULL, NULL, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_STR_EQ(err, "/000000000000000000000000000000000000000...: the cache's path is longer than 4095 bytes");
   setenv("KTUNE_CACHE", tmpfile_in("default.db"), 1);
 }
 

@@ -19,7 +19,8 @@ typedef struct reader {
 } reader;
 
 /* The quoted name of an #include line starting at line, into name; 0 when
-** the line is not one. */
+** the line is not one, -1 when the name does not fit in n bytes (a header
+** left out of the hash would let a changed one reuse old binaries). */
 static int quoted_include(const char *line, char *name, size_t n) {
   const char *p = line + strspn(line, " \t");
   if (*p++ != '#') return 0;
@@ -29,7 +30,8 @@ static int quoted_include(const char *line, char *name, size_t n) {
   p += strspn(p, " \t");
   if (*p++ != '"') return 0;
   size_t len = strcspn(p, "\"\n");
-  if (p[len] != '"' || !len || len >= n) return 0;
+  if (p[len] != '"' || !len) return 0;
+  if (len >= n) return -1;
   memcpy(name, p, len);
   name[len] = 0;
   return 1;
@@ -42,8 +44,17 @@ static int headers(reader *r, const char *text, const char *dir, const char *by,
   char name[256], path[4096];
   for (const char *line = text; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
     struct stat sb;
-    if (!quoted_include(line, name, sizeof name)) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int q = quoted_include(line, name, sizeof name);
+    if (!q) continue;
+    if (q < 0) {
+      snprintf(r->err, r->errlen, "%.40s... (in %s): the name is longer than %zu bytes", line, by, sizeof name - 1);
+      return -1;
+    }
+    int w = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (w < 0 || (size_t)w >= sizeof path) {
+      snprintf(r->err, r->errlen, "%s (included by %s): its path is longer than %zu bytes", name, by, sizeof path - 1);
+      return -1;
+    }
     if (stat(path, &sb)) continue; /* not ours: NVRTC looks in the toolkit */
     if (depth >= KT__MAX_INCLUDE_DEPTH || r->s->nheaders == KT__MAX_HEADERS) {
       snprintf(r->err, r->errlen, "%s (included by %s): more than %d headers or %d levels of includes", name, by,
