@@ -535,18 +535,21 @@ static void helper_failures(void) {
     ASSERT_EQ(t_db_int(f.db, "SELECT count(*) FROM binaries"), 0);
     t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
   }
-  for (int i = 0; i < 2; i++) {
+  /* A helper that does not answer, one that is not there, and a directory
+  ** (which access(X_OK) alone takes for a program). */
+  for (int i = 0; i < 3; i++) {
     gfix f = {.rt = NULL};
     kt__call calls[2];
     kt_kernel *k = g_calls(&f, vals, 2, calls);
     ASSERT_TRUE(k);
     fake_helper(f.dir, "exit 0", 0);
-    if (i) setenv("KTUNE_NVRTC_HELPER", "/nonexistent/ktune-nvrtc", 1);
+    if (i) setenv("KTUNE_NVRTC_HELPER", i == 1 ? "/nonexistent/ktune-nvrtc" : f.dir, 1);
     kt__rc_reset(0);
     build_two(f.rt, k, calls, &ok, err, sizeof err);
     ASSERT_EQ(ok, 2);
     kt__rc_describe(where, sizeof where);
-    if (i) snprintf(want, sizeof want, "this process (KTUNE_NVRTC_HELPER=/nonexistent/ktune-nvrtc is not an executable file)");
+    if (i) snprintf(want, sizeof want, "this process (KTUNE_NVRTC_HELPER=%s is not an executable file)",
+                    i == 1 ? "/nonexistent/ktune-nvrtc" : f.dir);
     else snprintf(want, sizeof want, "this process (%s/helper.sh did not answer)", f.dir);
     ASSERT_STR_EQ(where, want);
     kt_runtime_close(f.rt);

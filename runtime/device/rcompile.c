@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +117,12 @@ static struct {
   char path[PATH_MAX], why[PATH_MAX + 100];
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* A regular file this process may run (a directory passes access(X_OK)). */
+static int executable(const char *path) {
+  struct stat sb;
+  return !stat(path, &sb) && S_ISREG(sb.st_mode) && !access(path, X_OK);
+}
+
 /* The helper: $KTUNE_NVRTC_HELPER ("off" for none), else ktune-nvrtc
 ** beside the file holding this code (libktune.so, or the program it is
 ** linked into), else in a ktune/ folder there (make install). */
@@ -124,8 +131,10 @@ static int locate(void) {
   if (e && (!*e || !strcmp(e, "off") || !strcmp(e, "0")))
     return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER=%s", e), -1;
   if (e) {
+    if (strlen(e) >= sizeof pool.path)
+      return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER is longer than %zu bytes", sizeof pool.path - 1), -1;
     snprintf(pool.path, sizeof pool.path, "%s", e);
-    if (!access(pool.path, X_OK)) return 0;
+    if (executable(pool.path)) return 0;
     return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER=%s is not an executable file", e), -1;
   }
   char self[PATH_MAX];
@@ -140,8 +149,8 @@ static int locate(void) {
   *strrchr(self, '/') = 0;
   const char *tails[] = {"ktune-nvrtc", "ktune/ktune-nvrtc"};
   for (size_t i = 0; i < 2; i++) {
-    snprintf(pool.path, sizeof pool.path, "%s/%s", self, tails[i]);
-    if (!access(pool.path, X_OK)) return 0;
+    int w = snprintf(pool.path, sizeof pool.path, "%s/%s", self, tails[i]);
+    if (w > 0 && (size_t)w < sizeof pool.path && executable(pool.path)) return 0;
   }
   return snprintf(pool.why, sizeof pool.why, "no ktune-nvrtc in %s", self), -1;
 }
