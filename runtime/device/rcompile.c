@@ -132,7 +132,8 @@ static int locate(void) {
     return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER=%s", e), -1;
   if (e) {
     if (strlen(e) >= sizeof pool.path)
-      return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER is longer than %zu bytes", sizeof pool.path - 1), -1;
+      return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER is longer than %zu bytes", sizeof pool.path - 1),
+             -1;
     snprintf(pool.path, sizeof pool.path, "%s", e);
     if (executable(pool.path)) return 0;
     return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER=%s is not an executable file", e), -1;
