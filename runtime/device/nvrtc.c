@@ -1,6 +1,7 @@
 #include "device/nvrtc.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -71,8 +72,10 @@ static kt_status load(const char *const *names, size_t k, const char *tried, cha
 }
 
 kt_status kt__nvrtc_load(const char *cuda_home, char *err, size_t errlen) {
-  char alt[1024], tried[1100];
-  snprintf(alt, sizeof alt, "%s/lib64/libnvrtc.so.13", cuda_home ? cuda_home : "/usr/local/cuda");
+  char alt[PATH_MAX], tried[PATH_MAX + 64];
+  int w = snprintf(alt, sizeof alt, "%s/lib64/libnvrtc.so.13", cuda_home ? cuda_home : "/usr/local/cuda");
+  /* A toolkit path that does not fit is not tried cut (another file). */
+  if (w < 0 || (size_t)w >= sizeof alt) snprintf(alt, sizeof alt, "libnvrtc.so.13");
   snprintf(tried, sizeof tried, "libnvrtc.so.13, also tried %s", alt);
   const char *names[] = {"libnvrtc.so.13", alt, "libnvrtc.so"};
   return load(names, 3, tried, err, errlen);

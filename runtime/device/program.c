@@ -19,6 +19,8 @@ static kt_status program_options(kt__prog *p) {
   if (s->nflags > 10) return kt__err(env->id, KT_ERR_SPEC, "%s: options.flags: at most 10 flags", s->path);
   if (strlen(s->source_dir) + 3 > sizeof p->optbuf[2])
     return kt__err(env->id, KT_ERR_SPEC, "%s: the source's directory name is too long", s->path);
+  if (strlen(env->cuda_home) + 11 > sizeof p->optbuf[1])
+    return kt__err(env->id, KT_ERR_INVALID, "%s: the toolkit's directory name (cuda_home) is too long", s->path);
   snprintf(p->optbuf[0], sizeof p->optbuf[0], "--gpu-architecture=%s", env->arch);
   snprintf(p->optbuf[1], sizeof p->optbuf[1], "-I%s/include", env->cuda_home);
   snprintf(p->optbuf[2], sizeof p->optbuf[2], "-I%s", s->source_dir);
