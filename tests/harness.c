@@ -179,3 +179,29 @@ void t_db_text(const char *path, const char *sql, char *out, size_t n) {
   }
   sqlite3_close(db);
 }
+
+const char *t_long_name(char *buf, char prefix, int i) {
+  snprintf(buf, 65, "%c%02d________________________________________________________________", prefix, i);
+  return buf;
+}
+
+int t_bounds_spec(const char *dir, char *path, size_t n) {
+  static char spec[32768];
+  char name[72], *p = spec, *end = spec + sizeof spec;
+  p += snprintf(p, (size_t)(end - p), "{\"name\": \"%s\", \"source\": \"e.cu\", \"entry\": \"e\", \"template\": [",
+                t_long_name(name, 'k', 0));
+  for (int i = 0; i < 24; i++) p += snprintf(p, (size_t)(end - p), "%s\"%s\"", i ? ", " : "", t_long_name(name, 'C', i));
+  p += snprintf(p, (size_t)(end - p), "], \"params\": [");
+  for (int i = 0; i < 32; i++)
+    p += snprintf(p, (size_t)(end - p), "%s{\"name\": \"%s\", \"type\": \"i64\"}", i ? ", " : "",
+                  t_long_name(name, 'P', i));
+  for (int d = 0; d < 2; d++) {
+    p += snprintf(p, (size_t)(end - p), d ? "}, \"default\": {" : "], \"config\": {");
+    for (int i = 0; i < 24; i++)
+      p += snprintf(p, (size_t)(end - p), d ? "%s\"%s\": -9007199254740991" : "%s\"%s\": [-9007199254740991]",
+                    i ? ", " : "", t_long_name(name, 'C', i));
+  }
+  p += snprintf(p, (size_t)(end - p), "}, \"grid\": \"1\", \"block\": \"32\"}");
+  if (!dir || t_write_file(dir, "e.cu", "template <long long...> __global__ void e() {}\n", path, n)) return -1;
+  return t_write_file(dir, "e.json", spec, path, n);
+}

@@ -30,6 +30,13 @@ int t_write_file(const char *dir, const char *name, const char *text, char *path
 /* "first, first + 1, ..." (count integers) into buf (n bytes), which is
 ** returned: a config list for a spec written by a test. */
 const char *t_ints(char *buf, size_t n, int first, int count);
+/* A name of the longest kind a spec takes (64 characters): prefix, i, then
+** '_'; buf holds 65 bytes. */
+const char *t_long_name(char *buf, char prefix, int i);
+/* dir/e.json (and its source) at the bounds: 32 i64 params in the key and
+** 24 config fields, each named with 64 characters; its path into path (n
+** bytes). Returns 0, or -1 when it could not be written. */
+int t_bounds_spec(const char *dir, char *path, size_t n);
 /* One integer from an SQLite query on the file at path (-999 when none),
 ** and every row's first column, one per line ("(none)" when it fails). */
 long long t_db_int(const char *path, const char *sql);

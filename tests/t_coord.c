@@ -210,6 +210,42 @@ static void ranks_launch_what_each_keys_owner_settled(void) {
   kv_free(&s);
 }
 
+/* A key at the bounds (32 fields named with 64 characters, over 2700
+** bytes): ranks meet under a name that holds it whole, where 1600 bytes cut
+** it and let two keys alike in their first part meet under one name. */
+static void long_keys_meet_under_whole_names(void) {
+  const char *dir = t_tmpdir();
+  char spec[512];
+  ASSERT_EQ(t_bounds_spec(dir, spec, sizeof spec), 0);
+  kv s;
+  kv_init(&s);
+  rank rk = {.store = &s};
+  kt_runtime *rt = open_rank(dir, &rk, 0, 2, 1);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, spec, &k), KT_OK);
+  static char key[KT_KEY_MAX], cfg[KT_CONFIG_MAX], want[KT_KEY_MAX + 512];
+  kt_arg a[32];
+  for (int i = 0; i < 32; i++) a[i] = kt_arg_i64(INT64_MIN);
+  /* The last param's value picks a key that rank 0 owns (with cut names,
+  ** every value had the same owner). */
+  int v = 0;
+  for (; v < 64; v++) {
+    a[31] = kt_arg_i64(v);
+    ASSERT_STATUS(kt_kernel_key(k, a, 32, key, sizeof key), KT_OK);
+    if (kt__coord_owns(k, key)) break;
+  }
+  ASSERT_TRUE(v < 64);
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 32, cfg, sizeof cfg), KT_OK);
+  ASSERT_EQ(s.n, 1);
+  snprintf(want, sizeof want, "ktune/%s/%s/%s/%s", kt_kernel_name(k), kt_kernel_spec_hash(k), rt->env.fingerprint,
+           key);
+  ASSERT_TRUE(strlen(key) > 2700);
+  ASSERT_STR_EQ(s.name[0], want);
+  kt_runtime_close(rt);
+  kv_free(&s);
+}
+
 /* A key of rank 1 asked by rank 0 alone: rank 0 waits timeout_s, then uses
 ** its cached config (or the default), says so, and never asks again. */
 static void a_silent_owner_ends_in_a_fallback(void) {
@@ -385,6 +421,7 @@ static void the_python_coordinator_agrees(void) {
 }
 
 const kt_test t_coord_tests[] = {
+    {"coord: long keys meet under whole names", long_keys_meet_under_whole_names},
     {"coord_ranks_launch_what_each_keys_owner_settled", ranks_launch_what_each_keys_owner_settled},
     {"coord_a_silent_owner_ends_in_a_fallback", a_silent_owner_ends_in_a_fallback},
     {"coord_failed_exchanges_are_named", failed_exchanges_are_named},

@@ -116,36 +116,14 @@ static void misuse_is_named(void) {
   kt_runtime_close(rt);
 }
 
-/* A name of the longest kind a spec takes: PREFIX then '_' to 64 chars. */
-static const char *long_name(char *buf, char prefix, int i) {
-  snprintf(buf, 65, "%c%02d________________________________________________________________", prefix, i);
-  return buf;
-}
-
 /* A spec at the bounds: 32 scalar params in the key and 24 config fields,
 ** each named with 64 characters. Its keys and configs are longer than the
 ** buffers that once held them (1024 and 256 or 512 bytes, cut to ""
 ** past them); they are whole now, and a caller's buffer too small for one
 ** gets none of it. */
 static void keys_and_configs_at_the_bounds_are_whole(void) {
-  static char spec[32768];
-  char n[72], *p = spec, *end = spec + sizeof spec, path[512];
-  p += snprintf(p, (size_t)(end - p), "{\"name\": \"%s\", \"source\": \"e.cu\", \"entry\": \"e\", \"template\": [",
-                long_name(n, 'k', 0));
-  for (int i = 0; i < 24; i++) p += snprintf(p, (size_t)(end - p), "%s\"%s\"", i ? ", " : "", long_name(n, 'C', i));
-  p += snprintf(p, (size_t)(end - p), "], \"params\": [");
-  for (int i = 0; i < 32; i++)
-    p += snprintf(p, (size_t)(end - p), "%s{\"name\": \"%s\", \"type\": \"i64\"}", i ? ", " : "", long_name(n, 'P', i));
-  p += snprintf(p, (size_t)(end - p), "], \"config\": {");
-  for (int i = 0; i < 24; i++)
-    p += snprintf(p, (size_t)(end - p), "%s\"%s\": [-9007199254740991]", i ? ", " : "", long_name(n, 'C', i));
-  p += snprintf(p, (size_t)(end - p), "}, \"default\": {");
-  for (int i = 0; i < 24; i++)
-    p += snprintf(p, (size_t)(end - p), "%s\"%s\": -9007199254740991", i ? ", " : "", long_name(n, 'C', i));
-  p += snprintf(p, (size_t)(end - p), "}, \"grid\": \"1\", \"block\": \"32\"}");
-  const char *dir = t_tmpdir();
-  ASSERT_EQ(t_write_file(dir, "e.cu", "template <long long...> __global__ void e() {}\n", path, sizeof path), 0);
-  ASSERT_EQ(t_write_file(dir, "e.json", spec, path, sizeof path), 0);
+  char n[72], path[512];
+  ASSERT_EQ(t_bounds_spec(t_tmpdir(), path, sizeof path), 0);
   kt_runtime *rt = t_offline(0);
   ASSERT_TRUE(rt);
   kt_kernel *k;
@@ -167,7 +145,7 @@ static void keys_and_configs_at_the_bounds_are_whole(void) {
   char err[256];
   kt_arg b[32];
   for (int i = 0, u = 0; i < 32; i++)
-    u += snprintf(shape + u, sizeof shape - (size_t)u, "%s%s=-9223372036854775808", i ? "," : "", long_name(n, 'P', i));
+    u += snprintf(shape + u, sizeof shape - (size_t)u, "%s%s=-9223372036854775808", i ? "," : "", t_long_name(n, 'P', i));
   ASSERT_EQ(shape_args(k, shape, b, err, sizeof err), 0);
   ASSERT_EQ(b[31].v.i64, INT64_MIN);
   kt_tune_report *r;

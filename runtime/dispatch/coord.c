@@ -16,13 +16,16 @@
 #define MSG_MAX ((size_t)256 << 20)
 
 /* "ktune/<kernel>/<spec hash>/<device>/<key>": ranks on the same kind of
-** GPU with the same spec meet under the same name. */
+** GPU with the same spec meet under the same name, which COORD_NAME_MAX bytes
+** hold whole (a cut one would let two long keys meet under one). */
+#define COORD_NAME_MAX (6 + KT_NAME_MAX + 1 + sizeof(((kt__prog *)0)->spec_hash) + sizeof(((kt__env *)0)->fingerprint) + \
+                   KT_KEY_JSON_MAX)
 static void key_name(const kt_kernel *k, const char *json, char *out, size_t n) {
   snprintf(out, n, "ktune/%s/%s/%s/%s", k->p.spec->name, k->p.spec_hash, k->rt->env.fingerprint, json);
 }
 
 static int owner_of(const kt_kernel *k, const char *json) {
-  char name[1600];
+  char name[COORD_NAME_MAX];
   key_name(k, json, name, sizeof name);
   return (int)(XXH3_64bits(name, strlen(name)) % (uint64_t)k->rt->coord.size);
 }
@@ -70,7 +73,7 @@ void kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const 
   kt_runtime *rt = k->rt;
   const void *cubin = NULL;
   size_t size = 0;
-  char name[1600];
+  char name[COORD_NAME_MAX];
   char *head = cfg ? config_header(k, c, cfg, &cubin, &size) : error_header(why);
   size_t hlen = head ? strlen(head) : 0, total = hlen + 1 + (cubin ? size : 0);
   char *msg = head ? kt__malloc(total) : NULL;
@@ -145,7 +148,7 @@ static int read_message(kt_kernel *k, const kt__call *c, char *msg, size_t len, 
 int kt__coord_fetch(kt_kernel *k, const kt__call *c, const char *json, int wait_ms, int64_t *cfg, char *why,
                     size_t n) {
   kt_runtime *rt = k->rt;
-  char name[1600], *msg;
+  char name[COORD_NAME_MAX], *msg;
   size_t len;
   key_name(k, json, name, sizeof name);
   int rc = fetch_all(rt, name, wait_ms, &msg, &len);
