@@ -190,7 +190,8 @@ int t_bounds_spec(const char *dir, char *path, size_t n) {
   char name[72], *p = spec, *end = spec + sizeof spec;
   p += snprintf(p, (size_t)(end - p), "{\"name\": \"%s\", \"source\": \"e.cu\", \"entry\": \"e\", \"template\": [",
                 t_long_name(name, 'k', 0));
-  for (int i = 0; i < 24; i++) p += snprintf(p, (size_t)(end - p), "%s\"%s\"", i ? ", " : "", t_long_name(name, 'C', i));
+  for (int i = 0; i < 24; i++)
+    p += snprintf(p, (size_t)(end - p), "%s\"%s\"", i ? ", " : "", t_long_name(name, 'C', i));
   p += snprintf(p, (size_t)(end - p), "], \"params\": [");
   for (int i = 0; i < 32; i++)
     p += snprintf(p, (size_t)(end - p), "%s{\"name\": \"%s\", \"type\": \"i64\"}", i ? ", " : "",

@@ -145,7 +145,8 @@ static void keys_and_configs_at_the_bounds_are_whole(void) {
   char err[256];
   kt_arg b[32];
   for (int i = 0, u = 0; i < 32; i++)
-    u += snprintf(shape + u, sizeof shape - (size_t)u, "%s%s=-9223372036854775808", i ? "," : "", t_long_name(n, 'P', i));
+    u += snprintf(shape + u, sizeof shape - (size_t)u, "%s%s=-9223372036854775808", i ? "," : "",
+                  t_long_name(n, 'P', i));
   ASSERT_EQ(shape_args(k, shape, b, err, sizeof err), 0);
   ASSERT_EQ(b[31].v.i64, INT64_MIN);
   kt_tune_report *r;

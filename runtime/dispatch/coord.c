@@ -18,8 +18,8 @@
 /* "ktune/<kernel>/<spec hash>/<device>/<key>": ranks on the same kind of
 ** GPU with the same spec meet under the same name, which COORD_NAME_MAX bytes
 ** hold whole (a cut one would let two long keys meet under one). */
-#define COORD_NAME_MAX (6 + KT_NAME_MAX + 1 + sizeof(((kt__prog *)0)->spec_hash) + sizeof(((kt__env *)0)->fingerprint) + \
-                   KT_KEY_JSON_MAX)
+#define COORD_NAME_MAX \
+  (6 + KT_NAME_MAX + 1 + sizeof(((kt__prog *)0)->spec_hash) + sizeof(((kt__env *)0)->fingerprint) + KT_KEY_JSON_MAX)
 static void key_name(const kt_kernel *k, const char *json, char *out, size_t n) {
   snprintf(out, n, "ktune/%s/%s/%s/%s", k->p.spec->name, k->p.spec_hash, k->rt->env.fingerprint, json);
 }
