@@ -104,12 +104,17 @@ kt_status kt__vlist_add(kt__prog *p, kt__vlist *l, const kt__call *c) {
   const kt__spec *s = p->spec;
   int64_t vals[KT_MAX_TARGS];
   kt__variant_vals(p, c, vals);
-  if (l->n && *slot_of(p, l, vals)) return KT_OK;
+  int *slot = l->n ? slot_of(p, l, vals) : NULL;
+  if (slot && *slot) return KT_OK;
   if (l->n == KT_COMPILE_MAX_VARIANTS)
     return kt__err(p->env->id, KT_ERR_INVALID, "%s: more than %d variants to compile", s->name, KT_COMPILE_MAX_VARIANTS);
-  if (l->n == l->cap && grow(p, l)) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
+  if (l->n == l->cap) {
+    /* The index is rebuilt larger: the empty slot found above moves. */
+    if (grow(p, l)) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", s->name);
+    slot = slot_of(p, l, vals);
+  }
   l->calls[l->n++] = *c;
-  *slot_of(p, l, vals) = l->n;
+  *slot = l->n;
   return KT_OK;
 }
 
