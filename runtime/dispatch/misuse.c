@@ -1,5 +1,6 @@
 /* What a public call says of arguments it cannot take: a NULL handle or
 ** pointer, a value out of range, a buffer too small for its text. */
+#include <stdio.h>
 #include <string.h>
 
 #include "dispatch/handles.h"
@@ -16,5 +17,7 @@ kt_status kt__copy_out(const kt_runtime *rt, const char *fn, const char *what, c
     return KT_OK;
   }
   buf[0] = 0;
-  return kt__err(rt ? rt->env.id : 0, KT_ERR_INVALID, "%s: the %s needs %zu bytes, bufsize is %zu", fn, what, len, n);
+  char why[128];
+  snprintf(why, sizeof why, "the %s needs %zu bytes, bufsize is %zu", what, len, n);
+  return kt__misuse(rt, fn, why);
 }
