@@ -1,15 +1,18 @@
 /* NVRTC compilation to cubin, which needs no GPU. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
 #include "device/nvrtc.h"
+#include "device/pchdir.h"
 #include "device/rcompile.h"
 #include "dispatch/handles.h"
 #include "tune/devcompare.h"
@@ -593,6 +596,193 @@ static void idle_helpers_end_with(int ignore_sigchld) {
 static void idle_helpers_end(void) { idle_helpers_end_with(0); }
 static void idle_helpers_end_sigchld_ignored(void) { idle_helpers_end_with(1); }
 
+/* Helpers and NVRTC's precompiled headers (device/pchdir.h): TMPDIR as a
+** fresh directory for the helpers this test starts; the old value back
+** with tmp_back. */
+static char old_tmp[1024];
+static int had_tmp;
+
+static void tmp_to(const char *dir) {
+  const char *t = getenv("TMPDIR");
+  had_tmp = t != NULL;
+  snprintf(old_tmp, sizeof old_tmp, "%s", t ? t : "");
+  setenv("TMPDIR", dir, 1);
+  kt__rc_reset(0);
+}
+
+static void tmp_back(void) {
+  kt__rc_reset(0);
+  if (had_tmp) setenv("TMPDIR", old_tmp, 1);
+  else unsetenv("TMPDIR");
+}
+
+/* The entries of dir, sorted, one per line, "name/" for a directory and
+** "name/inner" for each entry one level down ("" when empty). */
+static void listing(const char *dir, char *out, size_t n) {
+  t_sh(out, n, "cd '%s' && find . -mindepth 1 -maxdepth 2 | sed 's|^\\./||' | sort", dir);
+}
+
+/* The pid in the name of the one helper directory under dir, or -1. */
+static long helper_pid(const char *dir) {
+  char out[1024];
+  t_sh(out, sizeof out, "ls '%s' | sed -n 's/^ktune-nvrtc\\.\\([0-9]*\\)\\..*/\\1/p'", dir);
+  return strchr(out, '\n') == strrchr(out, '\n') && out[0] ? atol(out) : -1;
+}
+
+/* Each helper keeps NVRTC's precompiled headers in a directory of its own
+** under TMPDIR, "ktune-nvrtc.PID.XXXXXX", and removes it when it ends; a
+** compile in this process leaves nothing there (it asks for none). */
+static void helpers_keep_precompiled_headers_to_themselves(void) {
+  static const int vals[2] = {11, 12};
+  gfix f = {.rt = NULL}, g = {.rt = NULL};
+  kt__call calls[2];
+  char tmp[800], out[2048], want[256];
+  kt__call calls2[2];
+  kt_kernel *k = g_calls(&f, vals, 2, calls), *k2 = g_calls(&g, vals, 2, calls2);
+  ASSERT_TRUE(k && k2);
+  snprintf(tmp, sizeof tmp, "%s/tmp", f.dir);
+  mkdir(tmp, 0700);
+  tmp_to(tmp);
+  kt__variant_build_all(&k->p, calls, 2, 1);
+  long pid = helper_pid(tmp);
+  ASSERT_TRUE(pid > 0);
+  t_sh(out, sizeof out, "cd '%s' && ls -d ktune-nvrtc.*/__nvrtc_auto_pch_* | sed 's/\\.[A-Za-z0-9]*\\//\\//'", tmp);
+  snprintf(want, sizeof want, "ktune-nvrtc.%ld/__nvrtc_auto_pch_%ld_0\n", pid, pid);
+  ASSERT_STR_EQ(out, want);
+  for (int i = 0; i < 2; i++) ASSERT_EQ(kt__variant_settled(&k->p, &calls[i]), 1);
+  kt__rc_reset(0); /* the helper reads the end of its socket, and ends */
+  listing(tmp, out, sizeof out);
+  ASSERT_STR_EQ(out, "");
+  setenv("KTUNE_NVRTC_HELPER", "off", 1);
+  kt__rc_reset(0);
+  kt__variant_build_all(&k2->p, calls2, 2, 1);
+  void *fn;
+  ASSERT_STATUS(kt__variant_info(&k2->p, &calls2[0], &fn, NULL), KT_OK);
+  listing(tmp, out, sizeof out);
+  ASSERT_STR_EQ(out, "");
+  unsetenv("KTUNE_NVRTC_HELPER");
+  tmp_back();
+  kt_runtime_close(g.rt);
+  kt_runtime_close(f.rt);
+  t_sh(out, sizeof out, "rm -rf '%s' '%s'", f.dir, g.dir);
+}
+
+/* A helper starting removes what helpers that died left (a directory of
+** theirs unchanged for a minute, whose lock nothing holds), and nothing
+** else: not a young one, a locked one, a link or what it points to, a
+** file, another name. */
+static void helpers_remove_what_dead_helpers_left(void) {
+  static const int vals[1] = {11};
+  gfix f = {.rt = NULL};
+  kt__call calls[1];
+  char tmp[800], out[2048], path[1024];
+  kt_kernel *k = g_calls(&f, vals, 1, calls);
+  ASSERT_TRUE(k);
+  snprintf(tmp, sizeof tmp, "%s/tmp", f.dir);
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "mkdir -p '%1$s/ktune-nvrtc.dead.aaaaaa/__nvrtc_auto_pch_1_0' '%1$s/ktune-nvrtc.young.bbbbbb' "
+                 "'%1$s/ktune-nvrtc.locked.cccccc' '%1$s/victim' '%1$s/other.4' && "
+                 "echo x > '%1$s/ktune-nvrtc.dead.aaaaaa/__nvrtc_auto_pch_1_0/g_0.pch' && echo x > '%1$s/victim/f' && "
+                 "echo x > '%1$s/ktune-nvrtc.file.eeeeee' && ln -s victim '%1$s/ktune-nvrtc.link.dddddd' && "
+                 "touch -h -d '-2 minutes' '%1$s'/ktune-nvrtc.dead.aaaaaa '%1$s'/ktune-nvrtc.locked.cccccc '%1$s'/victim "
+                 "'%1$s'/other.4 '%1$s'/ktune-nvrtc.link.dddddd '%1$s'/ktune-nvrtc.file.eeeeee",
+                 tmp),
+            0);
+  snprintf(path, sizeof path, "%s/ktune-nvrtc.locked.cccccc", tmp);
+  int held = open(path, O_RDONLY | O_DIRECTORY);
+  ASSERT_TRUE(held >= 0 && !flock(held, LOCK_EX));
+  tmp_to(tmp);
+  kt__variant_build_all(&k->p, calls, 1, 1);
+  long pid = helper_pid(tmp);
+  snprintf(path, sizeof path, "ktune-nvrtc.%ld.", pid);
+  ASSERT_TRUE(pid > 1);
+  t_sh(out, sizeof out, "cd '%s' && ls | grep -v '^%s'", tmp, path);
+  ASSERT_STR_EQ(out, "ktune-nvrtc.file.eeeeee\nktune-nvrtc.link.dddddd\nktune-nvrtc.locked.cccccc\n"
+                     "ktune-nvrtc.young.bbbbbb\nother.4\nvictim\n");
+  ASSERT_EQ(kt__pchdir_sweep(tmp, 0), 1); /* the young one, at no age */
+  close(held);
+  ASSERT_EQ(kt__pchdir_sweep(tmp, 0), 1); /* the lock let go: not the live helper's */
+  listing(tmp, out, sizeof out);
+  ASSERT_CONTAINS(out, path);
+  t_sh(out, sizeof out, "cd '%s' && ls | grep -v '^%s'; cat victim/f", tmp, path);
+  ASSERT_STR_EQ(out, "ktune-nvrtc.file.eeeeee\nktune-nvrtc.link.dddddd\nother.4\nvictim\nx\n");
+  tmp_back();
+  listing(tmp, out, sizeof out);
+  ASSERT_STR_EQ(out, "ktune-nvrtc.file.eeeeee\nktune-nvrtc.link.dddddd\nother.4\nvictim\nvictim/f\n");
+  kt_runtime_close(f.rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+}
+
+/* A helper lives through a terminal's SIGINT, SIGQUIT and SIGHUP (they end
+** it through its parent) and serves on; SIGTERM ends it, its directory
+** removed. */
+static void helpers_and_signals(void) {
+  static const int vals[3] = {11, 12, 21};
+  gfix f = {.rt = NULL};
+  kt__call calls[3];
+  char tmp[800], out[2048];
+  kt_kernel *k = g_calls(&f, vals, 3, calls);
+  ASSERT_TRUE(k);
+  snprintf(tmp, sizeof tmp, "%s/tmp", f.dir);
+  mkdir(tmp, 0700);
+  tmp_to(tmp);
+  kt__variant_build_all(&k->p, calls, 1, 1);
+  unsigned s0 = kt__rc_started();
+  long pid = helper_pid(tmp);
+  ASSERT_TRUE(pid > 0);
+  ASSERT_EQ(kill((pid_t)pid, SIGINT) | kill((pid_t)pid, SIGQUIT) | kill((pid_t)pid, SIGHUP), 0);
+  usleep(100 * 1000);
+  kt__variant_build_all(&k->p, calls + 1, 1, 1);
+  ASSERT_EQ(kt__rc_started(), s0);
+  ASSERT_EQ(helper_pid(tmp), pid);
+  ASSERT_EQ(kill((pid_t)pid, SIGTERM), 0);
+  for (int i = 0; i < 500 && helper_pid(tmp) == pid; i++) usleep(10 * 1000);
+  listing(tmp, out, sizeof out);
+  ASSERT_STR_EQ(out, "");
+  kt__variant_build_all(&k->p, calls + 2, 1, 1);
+  ASSERT_EQ(kt__rc_started(), s0 + 1);
+  void *fn;
+  for (int i = 0; i < 3; i++) ASSERT_STATUS(kt__variant_info(&k->p, &calls[i], &fn, NULL), KT_OK);
+  tmp_back();
+  kt_runtime_close(f.rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+}
+
+/* A helper ended from outside while it compiles (SIGTERM, SIGKILL) hands
+** its group to a fresh helper: here a script that dies so on its first
+** request, and is the real helper after. */
+static void killed_helpers_hand_on_their_group(void) {
+  static const int vals[1] = {11};
+  const char *sigs[] = {"TERM", "KILL"};
+  char where[1200], real[1200], script[2048], path[1024], out[256];
+  kt__rc_reset(0);
+  kt__rc_describe(where, sizeof where);
+  ASSERT_TRUE(sscanf(where, "helper processes (%1199[^)])", real) == 1);
+  for (int i = 0; i < 2; i++) {
+    gfix f = {.rt = NULL};
+    kt__call calls[1];
+    kt_kernel *k = g_calls(&f, vals, 1, calls);
+    ASSERT_TRUE(k);
+    snprintf(script, sizeof script,
+             "#!/bin/sh\nif [ -e '%1$s/once' ]; then exec '%2$s' \"$@\"; fi\ntouch '%1$s/once'\n"
+             "printf 'KTH1\\000\\000\\000\\000\\000\\000\\000\\000' >&3\nhead -c 1 <&3 >/dev/null\nkill -%3$s $$\n",
+             f.dir, real, sigs[i]);
+    ASSERT_EQ(t_write_file(f.dir, "helper.sh", script, path, sizeof path), 0);
+    chmod(path, 0755);
+    setenv("KTUNE_NVRTC_HELPER", path, 1);
+    kt__rc_reset(0);
+    unsigned s0 = kt__rc_started();
+    kt__variant_build_all(&k->p, calls, 1, 1); /* a group of one: not compiled again alone */
+    ASSERT_EQ(kt__rc_started(), s0 + 2);
+    void *fn;
+    ASSERT_STATUS(kt__variant_info(&k->p, &calls[0], &fn, NULL), KT_OK);
+    unsetenv("KTUNE_NVRTC_HELPER");
+    kt__rc_reset(0);
+    kt_runtime_close(f.rt);
+    t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+  }
+}
+
 /* ktune-test --exit-while-compiling W: threads compile in this process
 ** until an exit hook stops them, and the process exits while they do, as
 ** async mode's background tuner may at a process's exit. With W = 1,
@@ -691,6 +881,13 @@ const kt_test t_compile_tests[] = {
     {"compile: a helper that dies fails its variants; one that cannot start leaves NVRTC here", helper_failures},
     {"compile: idle helpers end; the next build starts another", idle_helpers_end},
     {"compile: the same with SIGCHLD ignored (children reaped by the kernel)", idle_helpers_end_sigchld_ignored},
+    {"compile: helpers keep NVRTC's precompiled headers in a directory of their own, gone when they end",
+     helpers_keep_precompiled_headers_to_themselves},
+    {"compile: a helper starting removes what dead helpers left, and nothing else",
+     helpers_remove_what_dead_helpers_left},
+    {"compile: helpers live through SIGINT, SIGQUIT and SIGHUP; SIGTERM ends one, its directory removed",
+     helpers_and_signals},
+    {"compile: a helper killed from outside hands its group to a fresh one", killed_helpers_hand_on_their_group},
     {"compile: every variant of the bundled spec, sm_90, no GPU", every_bundled_variant_compiles},
     {"compile: every variant of a space is one some call can use", compile_all_keeps_what_calls_can_use},
     {"compile: a space of more than KT_COMPILE_MAX_VARIANTS is refused before compiling", compile_refuses_a_space_too_large},

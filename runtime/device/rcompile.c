@@ -347,6 +347,25 @@ static void drop(void **cubin, char **lowered, int n) {
   }
 }
 
+/* opts without "--pch" into out (room for nopts): for NVRTC in a process
+** that does not own where NVRTC writes its precompiled headers
+** (device/pchdir.h). The headers change no output. The count kept. */
+static int without_pch(const char *const *opts, int nopts, const char **out) {
+  int m = 0;
+  for (int i = 0; i < nopts; i++)
+    if (strcmp(opts[i], "--pch")) out[m++] = opts[i];
+  return m;
+}
+
+/* Whether a helper that ended so was ended from outside (a kill, the
+** out-of-memory killer, a shutdown) rather than by what it compiled: its
+** group is worth a fresh helper. Exit status 0 is a helper that ended on
+** its idle time as the request came; -1, a status reaped elsewhere
+** (SIGCHLD ignored), which may have been that too. */
+static int worth_retry(int status) {
+  return status <= 0 || (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || WTERMSIG(status) == SIGTERM));
+}
+
 kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char *prog_name,
                               const char *const *exprs, int n, const char *const *opts, int nopts, void **cubin,
                               size_t *size, char **lowered, char *err, size_t errlen) {
@@ -372,14 +391,14 @@ kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char
     int status = reap(h, 1); /* half an answer read: it cannot serve again */
     release(h);
     if (rc == -2) return snprintf(err, errlen, "out of memory"), KT_ERR_NOMEM;
-    /* Exit status 0: it ended on its idle timeout as the request came;
-    ** the next is checked or started afresh. -1: the status is unknown
-    ** (SIGCHLD ignored reaps children), so it may have been that too. */
-    if ((status == 0 || status < 0) && attempt < 2) continue;
+    if (worth_retry(status) && attempt < 2) continue;
     describe_death(status, err, errlen);
     return KT_ERR_COMPILE;
   }
-  return kt__nvrtc_compile_many(src, prog_name, exprs, n, opts, nopts, cubin, size, lowered, err, errlen);
+  if (nopts > MAX_LIST) return snprintf(err, errlen, "more than %d NVRTC options", MAX_LIST), KT_ERR_INVALID;
+  const char *mine[MAX_LIST];
+  return kt__nvrtc_compile_many(src, prog_name, exprs, n, mine, without_pch(opts, nopts, mine), cubin, size, lowered,
+                                err, errlen);
 }
 
 void kt__rc_describe(char *out, size_t n) {
@@ -423,7 +442,7 @@ static void answer(int fd, kt_status st, const char *msg, char **lowered, int n,
 }
 
 /* One request: its strings in one array (prog, src, options, names). */
-static int serve_one(int fd) {
+static int serve_one(int fd, int pch) {
   uint32_t tag, nopts, n;
   if (read_u32(fd, &tag)) return 1; /* closed: done */
   if (tag != REQ || read_u32(fd, &nopts) || read_u32(fd, &n) || nopts > MAX_LIST || n > MAX_LIST || !n) return -1;
@@ -434,8 +453,10 @@ static int serve_one(int fd) {
   if (!bad) {
     void *cubin = NULL;
     size_t size = 0;
+    const char *opts[MAX_LIST];
+    int m = pch ? (int)nopts : without_pch((const char *const *)s + 2, (int)nopts, opts);
     kt_status st = kt__nvrtc_compile_many(s[1], s[0], (const char *const *)s + 2 + nopts, (int)n,
-                                          (const char *const *)s + 2, (int)nopts, &cubin, &size, lowered, err,
+                                          pch ? (const char *const *)s + 2 : opts, m, &cubin, &size, lowered, err,
                                           sizeof err);
     answer(fd, st, err, lowered, (int)n, cubin, st ? 0 : size);
     drop(&cubin, lowered, (int)n);
@@ -445,7 +466,7 @@ static int serve_one(int fd) {
   return bad ? -1 : 0;
 }
 
-int kt__rc_serve(int fd, const char *nvrtc_file, int idle_ms) {
+int kt__rc_serve(int fd, const char *nvrtc_file, int idle_ms, int pch) {
   char err[KT_ERRMAX] = "";
   kt_status st = nvrtc_file && *nvrtc_file ? kt__nvrtc_load_file(nvrtc_file, err, sizeof err)
                                            : kt__nvrtc_load(getenv("CUDA_HOME"), err, sizeof err);
@@ -460,7 +481,7 @@ int kt__rc_serve(int fd, const char *nvrtc_file, int idle_ms) {
     int k = poll(&p, 1, idle_ms > 0 ? idle_ms : IDLE_MS);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) break; /* idle: the next build starts another */
-    if ((r = serve_one(fd)) > 0) break;
+    if ((r = serve_one(fd, pch)) > 0) break;
     if (r < 0) rc = 3;
   }
   close(fd);

@@ -13,10 +13,13 @@
 #include "base/error.h"
 
 /* As kt__nvrtc_compile_many, in a helper process when one can be had,
-** else in this process. A helper that dies while compiling fails the
-** group (KT_ERR_COMPILE, "the NVRTC helper process died: signal 11"):
-** whatever killed it would kill this process too. The first helper that
-** cannot be started turns helpers off for the process, with a log line. */
+** else in this process (without "--pch": a process that ends by a signal
+** would leave NVRTC's precompiled headers behind, device/pchdir.h). A
+** helper that crashes while compiling fails the group (KT_ERR_COMPILE,
+** "the NVRTC helper process died: signal 11"): whatever killed it would
+** kill this process too. One ended from outside (SIGKILL, SIGTERM) hands
+** the group to a fresh helper, twice at most. The first helper that cannot
+** be started turns helpers off for the process, with a log line. */
 kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char *prog_name,
                               const char *const *exprs, int n, const char *const *opts, int nopts, void **cubin,
                               size_t *size, char **lowered, char *err, size_t errlen);
@@ -35,7 +38,10 @@ unsigned kt__rc_started(void);
 
 /* The helper's body: answers requests on fd until it is closed, or until
 ** idle_ms pass without one; nvrtc_file is the NVRTC its parent loaded
-** ("" to look for it as the parent would). Returns the exit status. */
-int kt__rc_serve(int fd, const char *nvrtc_file, int idle_ms);
+** ("" to look for it as the parent would). NVRTC's "--pch" is dropped
+** unless pch says this process owns where NVRTC writes precompiled headers
+** (device/pchdir.h), as it is from compiles in the library's own process.
+** Returns the exit status. */
+int kt__rc_serve(int fd, const char *nvrtc_file, int idle_ms, int pch);
 
 #endif
