@@ -819,7 +819,10 @@ KT_API kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char 
 KT_API kt_status kt_cache_counts(kt_runtime *rt, long counts[4] /* OUT */);
 
 /* Write configs (and, when with_binaries, cubins as base64) as JSON to path
-** ("-": standard output). Returns KT_OK, KT_ERR_IO or KT_ERR_CACHE. */
+** ("-": standard output). A regular file is written whole or not at all (a
+** new file beside it, renamed over it): one that fails leaves the file as
+** it was. Returns KT_OK, KT_ERR_IO, KT_ERR_CACHE, or KT_ERR_INVALID (path
+** empty, or the cache's own file). */
 KT_API kt_status kt_cache_export(kt_runtime *rt, const char *path,
                                  int with_binaries);
 

@@ -481,8 +481,58 @@ static void shape_addresses_apart(void) {
   kt_runtime_close(rt);
 }
 
+/* An export is written whole or not at all: one that fails (a file size
+** limit) leaves the file that was there, with its mode, and nothing beside
+** it; one through a link writes the file linked to; one into the cache's
+** own file is refused, and the cache serves on. */
+static void export_whole_or_not_at_all(void) {
+  char out[4096], json[800];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(json, sizeof json, "%s/in.json", dir);
+  FILE *f = fopen(json, "w");
+  ASSERT_TRUE(f);
+  fputs("{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [\n", f);
+  for (int i = 0; i < 2000; i++)
+    fprintf(f, "%s {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": \"0000000000000001\", \"device\": \"d/sm_90/132\","
+               " \"key\": {\"D\":%d}, \"config\": {\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}, \"time_us\": 4.25}\n",
+            i ? "," : "", i + 1);
+  fputs("]}\n", f);
+  fclose(f);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", bin(), json, dir), 0);
+  ASSERT_STR_EQ(out, "2000 added, 0 kept, 0 replaced, 0 binaries added\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && echo old > out.json && chmod 640 out.json", dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "trap '' XFSZ; ulimit -f 128; %s export -o %s/out.json --cache %s/c.db", bin(), dir,
+                 dir),
+            1);
+  char want[1200];
+  snprintf(want, sizeof want, "ktune export: %s/out.json: cannot write: File too large\n", dir);
+  ASSERT_STR_EQ(out, want);
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && cat out.json && stat -c %%a out.json && ls | grep -v '^c\\.db'", dir), 0);
+  ASSERT_STR_EQ(out, "old\n640\nin.json\nout.json\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/out.json --cache %s/c.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && head -c 36 out.json && stat -c ' %%a' out.json", dir), 0);
+  ASSERT_STR_EQ(out, "{\"format\": \"ktune-cache\", \"version\": 640\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && echo old > real.json && ln -s real.json link.json", dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/link.json --cache %s/c.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && test -L link.json && head -c 10 real.json", dir), 0);
+  ASSERT_STR_EQ(out, "{\"format\":");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/c.db --cache %s/c.db", bin(), dir, dir), 1);
+  snprintf(want, sizeof want, "ktune export: %s/c.db: cannot export into the cache itself\n", dir);
+  ASSERT_STR_EQ(out, want);
+  ASSERT_EQ(t_sh(out, sizeof out, "ln -s c.db %s/alias.db && %s export -o %s/alias.db --cache %s/c.db", dir, bin(), dir,
+                 dir),
+            1);
+  snprintf(want, sizeof want, "ktune export: %s/alias.db: cannot export into the cache itself\n", dir);
+  ASSERT_STR_EQ(out, want);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s/c.db | grep -o '\"kernel\"' | wc -l", bin(), dir), 0);
+  ASSERT_STR_EQ(out, "2000\n");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
+    {"cli: an export is written whole or not at all, and never into the cache", export_whole_or_not_at_all},
     {"cli: --help and --version", help_and_version},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant", compile_writes_cubins},

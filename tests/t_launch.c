@@ -73,6 +73,7 @@ static void misuse_is_named(void) {
   MISUSE(kt_runtime_stop_tuning(NULL), NULL, "kt_runtime_stop_tuning: rt is NULL");
   MISUSE(kt_device_count(NULL), NULL, "kt_device_count: out is NULL");
   MISUSE(kt_kernel_load(rt, NULL, &k), rt, "kt_kernel_load: spec_path is NULL");
+  MISUSE(kt_kernel_load(rt, "", &k), rt, "kt_kernel_load: spec_path is empty");
   MISUSE(kt_kernel_load(NULL, "kernels_src/rmsnorm.json", &k), NULL, "kt_kernel_load: rt is NULL");
   MISUSE(kt_launch(NULL, NULL, a, 7), NULL, "kt_launch: k is NULL");
   MISUSE(kt_launch_config(NULL, NULL, a, 7, NULL), NULL, "kt_launch_config: k is NULL");
@@ -105,6 +106,8 @@ static void misuse_is_named(void) {
   MISUSE(kt_cache_counts(NULL, n), NULL, "kt_cache_counts: rt is NULL");
   MISUSE(kt_cache_quarantine_claim(rt, 1, NULL, NULL, NULL), rt, "kt_cache_quarantine_claim: reason is NULL");
   MISUSE(kt_cache_export(rt, NULL, 0), rt, "kt_cache_export: path is NULL");
+  MISUSE(kt_cache_export(rt, "", 0), rt, "kt_cache_export: path is empty");
+  MISUSE(kt_cache_import(rt, "", n), rt, "kt_cache_import: path is empty");
   MISUSE(kt_cache_import(rt, "-", NULL), rt, "kt_cache_import: counts is NULL");
   MISUSE(kt_cache_gc(rt, NULL, -1, &gone, &gone), rt, "kt_cache_gc: n is negative");
   MISUSE(kt_cache_gc(rt, NULL, 1, &gone, &gone), rt, "kt_cache_gc: kernels is NULL");

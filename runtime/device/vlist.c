@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/fileio.h"
+#include "base/outfile.h"
 #include "base/pool.h"
 #include "cache/store.h"
 #include "device/variant.h"
@@ -294,11 +295,17 @@ static kt_status write_cubin(const char *dir, const char *name, const void *cubi
                              char *err, size_t errlen) {
   char path[PATH_MAX], back[33], buf[64];
   if (file_path(path, sizeof path, dir, name, "cubin", err, errlen)) return KT_ERR_IO;
-  FILE *fp = fopen(path, "wb");
-  int ok = fp && fwrite(cubin, 1, size, fp) == size;
-  if (fp && fclose(fp)) ok = 0;
-  if (!ok) {
-    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+  kt__outfile out;
+  int e = kt__out_open(&out, path, 1);
+  errno = 0;
+  if (!e && fwrite(cubin, 1, size, out.f) != size) {
+    e = errno ? errno : EIO;
+    kt__out_abort(&out);
+  } else if (!e) {
+    e = kt__out_commit(&out);
+  }
+  if (e) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(e));
     return KT_ERR_IO;
   }
   char *text;
@@ -331,11 +338,17 @@ static kt_status write_manifest(kt__prog *p, const char *dir, cJSON *list) {
   char *text = ok ? cJSON_Print(m) : NULL;
   cJSON_Delete(m);
   if (!text) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", path);
-  FILE *fp = fopen(path, "w");
-  ok = fp && fputs(text, fp) >= 0 && fputc('\n', fp) != EOF;
-  if (fp && fclose(fp)) ok = 0;
+  kt__outfile out;
+  int e = kt__out_open(&out, path, 0);
+  errno = 0;
+  if (!e && (fputs(text, out.f) < 0 || fputc('\n', out.f) == EOF)) {
+    e = errno ? errno : EIO;
+    kt__out_abort(&out);
+  } else if (!e) {
+    e = kt__out_commit(&out);
+  }
   cJSON_free(text);
-  return ok ? KT_OK : kt__err(p->env->id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  return e ? kt__err(p->env->id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(e)) : KT_OK;
 }
 
 static int list_entry(cJSON *list, const char *name, size_t size, const char *digest) {

@@ -1,10 +1,13 @@
 /* The public face of the config cache (cache/store.h does the work). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/alloc.h"
 #include "base/fileio.h"
+#include "base/outfile.h"
 #include "dispatch/handles.h"
 #include "cache/store.h"
 
@@ -88,27 +91,50 @@ kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason
   return KT_OK;
 }
 
+/* Whether path is the cache's own database or one of SQLite's files
+** beside it: an export there would replace the cache with its JSON. */
+static int is_the_cache(kt_runtime *rt, const char *path) {
+  struct stat p, c;
+  char side[PATH_MAX + 16];
+  if (stat(path, &p)) return 0;
+  static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+    snprintf(side, sizeof side, "%s%s", kt_cache_path(rt), tails[i]);
+    if (!stat(side, &c) && c.st_dev == p.st_dev && c.st_ino == p.st_ino) return 1;
+  }
+  return 0;
+}
+
 kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
-  kt_status st = need_store(rt, "kt_cache_export", !path ? "path is NULL" : NULL);
+  kt_status st = need_store(rt, "kt_cache_export", !path ? "path is NULL" : !*path ? "path is empty" : NULL);
   if (st) return st;
-  int to_stdout = !strcmp(path, "-");
-  const char *name = to_stdout ? "standard output" : path;
-  FILE *f = to_stdout ? stdout : fopen(path, "w");
-  if (!f) return kt__err(rt->env.id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
   char err[KT_ERRMAX];
+  if (!strcmp(path, "-")) {
+    errno = 0;
+    st = kt__store_export(rt->env.store, stdout, with_binaries, err, sizeof err);
+    if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "standard output: %s", err);
+    return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
+  }
+  if (is_the_cache(rt, path)) return kt__err(rt->env.id, KT_ERR_INVALID, "%s: cannot export into the cache itself", path);
+  /* Whole or not at all: an export that fails leaves the file as it was. */
+  kt__outfile out;
+  int e = kt__out_open(&out, path, 0);
+  if (e) return kt__err(rt->env.id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(e));
   errno = 0;
-  st = kt__store_export(rt->env.store, f, with_binaries, err, sizeof err);
-  if (!to_stdout && fclose(f) && !st) {
-    snprintf(err, sizeof err, "cannot write: %s", strerror(errno));
+  st = kt__store_export(rt->env.store, out.f, with_binaries, err, sizeof err);
+  if (st) kt__out_abort(&out);
+  else if ((e = kt__out_commit(&out))) {
+    snprintf(err, sizeof err, "cannot write: %s", strerror(e));
     st = KT_ERR_IO;
   }
   /* A write failure names the file; the store's other errors name the cache. */
-  if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "%s: %s", name, err);
+  if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "%s: %s", path, err);
   return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }
 
 kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
-  kt_status st = need_store(rt, "kt_cache_import", !path ? "path is NULL" : !counts ? "counts is NULL" : NULL);
+  kt_status st = need_store(rt, "kt_cache_import",
+                            !path ? "path is NULL" : !*path ? "path is empty" : !counts ? "counts is NULL" : NULL);
   if (st) return st;
   char *text, buf[64];
   int in = !strcmp(path, "-");

@@ -70,8 +70,12 @@ static kt_status add_kernel(kt_runtime *rt, kt_kernel *k) {
 }
 
 kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out) {
-  if (!rt || !spec_path || !out)
-    return kt__misuse(rt, "kt_kernel_load", !rt ? "rt is NULL" : !spec_path ? "spec_path is NULL" : "out is NULL");
+  if (!rt || !spec_path || !*spec_path || !out)
+    return kt__misuse(rt, "kt_kernel_load",
+                      !rt          ? "rt is NULL"
+                      : !spec_path ? "spec_path is NULL"
+                      : !out       ? "out is NULL"
+                                   : "spec_path is empty");
   *out = NULL;
   kt_kernel *k = kt__calloc(1, sizeof *k);
   if (!k) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s: out of memory", spec_path);
