@@ -351,6 +351,16 @@ static void tune_arguments(void) {
   ASSERT_CONTAINS(out, "s.jsonl:3: \"N\": expected a number, a dtype string or null");
   ASSERT_CONTAINS(out, "s.jsonl:4: expected a JSON object per line");
   ASSERT_CONTAINS(out, "s.jsonl:5: kernel \"nope\" is none of the specs given");
+  /* A line too long or holding a NUL byte is refused whole, as one line. */
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "{ printf '{\"N\": 4, \"L\": 9, \"T\": \"'; head -c 20000 /dev/zero | tr '\\0' x; "
+                 "printf '\"}\\n{\"N\": 1, \"T\": \"bf1\\0006\"}\\n{\"N\": [1]}\\n'; } > %s/l.jsonl && "
+                 "%s tune kernels_src/masked_softmax.json --shapes %s/l.jsonl",
+                 dir, bin(), dir),
+            2);
+  ASSERT_CONTAINS(out, "l.jsonl:1: longer than 16384 bytes\n");
+  ASSERT_CONTAINS(out, "l.jsonl:2: a NUL byte in the line\n");
+  ASSERT_CONTAINS(out, "l.jsonl:3: \"N\": expected a number, a dtype string or null\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shapes %s/none.jsonl", bin(), dir), 2);
   ASSERT_CONTAINS(out, "none.jsonl: No such file or directory");
   ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json", bin()), 2);

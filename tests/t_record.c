@@ -80,6 +80,38 @@ static void missed_keys_are_recorded_once_and_read_back(void) {
   ASSERT_EQ(shape_from_json(big, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err), 0);
   snprintf(big, sizeof big, "%064d=1", 0);
   ASSERT_STR_EQ(shape, big);
+  /* What a shape cannot hold is refused, never spliced into other items:
+  ** a value or a name with a comma, '=' or '@', a byte offset out of range;
+  ** numbers out of 64 bits are written so that shape_args refuses them. */
+  static const struct {
+    const char *line, *says;
+  } bad[] = {
+      {"{\"T\":\"bf16,N=5\"}", "\"T\": \"bf16,N=5\" is not a dtype name"},
+      {"{\"T\":\"\"}", "\"T\": \"\" is not a dtype name"},
+      {"{\"a,b\":1}", "\"a,b\": not a param name"},
+      {"{\"N=4\":1}", "\"N=4\": not a param name"},
+      {"{\"\":1}", "\"\": not a param name"},
+      {"{\"@\":1}", "\"@\": not a param name"},
+      {"{\"x@y\":1}", "\"x@y\": not a param name"},
+      {"{\"x@\":1e300}", "\"x@\" must be a byte offset (a whole number from 0 to 4095)"},
+      {"{\"x@\":-1}", "\"x@\" must be a byte offset (a whole number from 0 to 4095)"},
+      {"{\"x@\":0.5}", "\"x@\" must be a byte offset (a whole number from 0 to 4095)"},
+      {"{\"N\":4} {\"N\":5}", "expected a JSON object per line"},
+      {"{\"kernel\":\"k123456789\"}", "\"kernel\" must be a string of at most 9 characters"},
+  };
+  char small[10];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = 0;
+    ASSERT_EQ(shape_from_json(bad[i].line, shape, sizeof shape, small, sizeof small, err, sizeof err), -1);
+    ASSERT_STR_EQ(err, bad[i].says);
+  }
+  ASSERT_EQ(shape_from_json("{\"N\":1e300,\"D\":-9223372036854775808,\"G\":9223372036854775807}\n", shape,
+                            sizeof shape, kernel, sizeof kernel, err, sizeof err),
+            0);
+  ASSERT_STR_EQ(shape, "N=1.0000000000000001e+300,D=-9223372036854775808,G=9.2233720368547758e+18");
+  kt_arg a[13];
+  ASSERT_EQ(shape_args(k, "N=1.0000000000000001e+300,D=64,G=1,T=bf16,W=f32,eps=0.1,rms=0", a, err, sizeof err), -1);
+  ASSERT_STR_EQ(err, "N=1.0000000000000001e+300 is not an i32 (a whole number from -2147483648 to 2147483647)");
   kt_runtime_close(rt);
 }
 

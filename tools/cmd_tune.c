@@ -62,23 +62,35 @@ static int add_job(tune_run *r, int spec, const char *shape) {
   return 0;
 }
 
+/* The longest line of a --shapes file: a shape at its bounds, spelled as
+** JSON with room to spare. */
+enum { SHAPES_LINE_MAX = 4 * SHAPE_MAX };
+
 static int load_shapes(tune_run *r, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
     cli_fail("tune", "%s: %s", path, strerror(errno));
     return -1;
   }
-  char line[8192];
+  char *line = NULL;
+  size_t cap = 0;
   int lineno = 0, rc = 0;
-  while (fgets(line, sizeof line, f)) {
+  for (ssize_t got; (got = getline(&line, &cap, f)) >= 0;) {
     lineno++;
+    if (strlen(line) != (size_t)got) {
+      rc = cli_fail("tune", "%s:%d: a NUL byte in the line", path, lineno);
+      continue;
+    }
+    if ((size_t)got > SHAPES_LINE_MAX) {
+      rc = cli_fail("tune", "%s:%d: longer than %d bytes", path, lineno, SHAPES_LINE_MAX);
+      continue;
+    }
     char *p = line;
     while (*p == ' ' || *p == '\t') p++;
     if (*p == '\n' || !*p || *p == '#') continue;
-    char shape[SHAPE_MAX], kernel[128], err[512];
+    char shape[SHAPE_MAX], kernel[KT_NAME_MAX + 1], err[512];
     if (shape_from_json(p, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err)) {
-      cli_fail("tune", "%s:%d: %s", path, lineno, err);
-      rc = -1;
+      rc = cli_fail("tune", "%s:%d: %s", path, lineno, err);
       continue;
     }
     int matched = 0;
@@ -87,12 +99,12 @@ static int load_shapes(tune_run *r, const char *path) {
       matched = 1;
       if (add_job(r, s, shape)) rc = cli_fail("tune", "out of memory");
     }
-    if (!matched) {
-      cli_fail("tune", "%s:%d: kernel \"%s\" is none of the specs given", path, lineno, kernel);
-      rc = -1;
-    }
+    if (!matched) rc = cli_fail("tune", "%s:%d: kernel \"%s\" is none of the specs given", path, lineno, kernel);
   }
+  int read_error = ferror(f);
+  free(line);
   fclose(f);
+  if (read_error) return cli_fail("tune", "%s: cannot read: %s", path, strerror(errno)), -1;
   if (!lineno) cli_fail("tune", "%s: no shapes", path);
   return lineno ? rc : -1;
 }

@@ -135,9 +135,45 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
   return 0;
 }
 
+/* Whether s may stand in a shape as a name or a value: a shape's item is
+** NAME=VALUE or NAME@BYTES, items split at commas. */
+static int plain(const char *s) { return *s && !strpbrk(s, ",=@ \t\n"); }
+
+/* One member of a --shapes line as a shape's item in item (n bytes);
+** 0, or -1 with the reason in err. Numbers are written so that shape_args
+** reads the same value: whole ones that fit 64 bits as such, others as
+** %.17g, which an int param then refuses. */
+static int json_item(const cJSON *it, char *item, size_t n, char *err, size_t errlen) {
+  const char *name = it->string;
+  size_t len = strlen(name);
+  int off = len && name[len - 1] == '@', w;
+  double v = it->valuedouble;
+  if (!len || (off && len == 1) || strpbrk(name, ",= \t\n") || strchr(name, '@') != (off ? name + len - 1 : NULL))
+    return snprintf(err, errlen, "\"%.40s\": not a param name", name), -1;
+  if (off) {
+    if (!cJSON_IsNumber(it) || !(v >= 0 && v < 4096) || v != (double)(int)v)
+      return snprintf(err, errlen, "\"%.40s\" must be a byte offset (a whole number from 0 to 4095)", name), -1;
+    w = snprintf(item, n, "%.*s@%d", (int)(len - 1), name, (int)v);
+  } else if (cJSON_IsNull(it)) {
+    w = snprintf(item, n, "%s=null", name);
+  } else if (cJSON_IsString(it)) {
+    if (!plain(it->valuestring))
+      return snprintf(err, errlen, "\"%.40s\": \"%.40s\" is not a dtype name", name, it->valuestring), -1;
+    w = snprintf(item, n, "%s=%s", name, it->valuestring);
+  } else if (cJSON_IsNumber(it)) {
+    if (v >= -9223372036854775808.0 && v < 9223372036854775808.0 && v == (double)(long long)v)
+      w = snprintf(item, n, "%s=%lld", name, (long long)v);
+    else w = snprintf(item, n, "%s=%.17g", name, v);
+  } else {
+    return snprintf(err, errlen, "\"%.40s\": expected a number, a dtype string or null", name), -1;
+  }
+  if (w < 0 || (size_t)w >= n) return snprintf(err, errlen, "\"%.*s...\": too long for a shape's item", 16, name), -1;
+  return 0;
+}
+
 int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_t kn, char *err,
                     size_t errlen) {
-  cJSON *j = cJSON_Parse(line);
+  cJSON *j = cJSON_ParseWithOpts(line, NULL, 1); /* nothing but space after the object */
   kernel[0] = shape[0] = 0;
   if (!j || !cJSON_IsObject(j)) {
     snprintf(err, errlen, "expected a JSON object per line");
@@ -147,46 +183,17 @@ int shape_from_json(const char *line, char *shape, size_t n, char *kernel, size_
   size_t used = 0;
   int rc = 0;
   for (const cJSON *it = j->child; it && !rc; it = it->next) {
-    const char *name = it->string;
-    size_t len = strlen(name);
-    if (!strcmp(name, "kernel")) {
-      if (!cJSON_IsString(it)) {
-        snprintf(err, errlen, "\"kernel\" must be a string");
+    char item[KT_NAME_MAX + 256];
+    if (!strcmp(it->string, "kernel")) {
+      if (!cJSON_IsString(it) || strlen(it->valuestring) >= kn) {
+        snprintf(err, errlen, "\"kernel\" must be a string of at most %zu characters", kn - 1);
         rc = -1;
       } else {
         snprintf(kernel, kn, "%s", it->valuestring);
       }
-      continue;
+    } else if (!(rc = json_item(it, item, sizeof item, err, errlen))) {
+      used += (size_t)snprintf(shape + used, used < n ? n - used : 0, "%s%s", used ? "," : "", item);
     }
-    char item[KT_NAME_MAX + 256];
-    int w;
-    if (len && name[len - 1] == '@') {
-      if (!cJSON_IsNumber(it)) {
-        snprintf(err, errlen, "\"%s\" must be a byte offset", name);
-        rc = -1;
-        break;
-      }
-      w = snprintf(item, sizeof item, "%.*s@%lld", (int)(len - 1), name, (long long)it->valuedouble);
-    } else if (cJSON_IsNull(it)) {
-      w = snprintf(item, sizeof item, "%s=null", name);
-    } else if (cJSON_IsString(it)) {
-      w = snprintf(item, sizeof item, "%s=%s", name, it->valuestring);
-    } else if (cJSON_IsNumber(it)) {
-      if (it->valuedouble == (double)(long long)it->valuedouble)
-        w = snprintf(item, sizeof item, "%s=%lld", name, (long long)it->valuedouble);
-      else
-        w = snprintf(item, sizeof item, "%s=%.9g", name, it->valuedouble);
-    } else {
-      snprintf(err, errlen, "\"%s\": expected a number, a dtype string or null", name);
-      rc = -1;
-      break;
-    }
-    if (w < 0 || (size_t)w >= sizeof item) {
-      snprintf(err, errlen, "\"%.*s...\": too long for a shape's item", 16, name);
-      rc = -1;
-      break;
-    }
-    used += (size_t)snprintf(shape + used, used < n ? n - used : 0, "%s%s", used ? "," : "", item);
   }
   cJSON_Delete(j);
   if (!rc && used >= n) {

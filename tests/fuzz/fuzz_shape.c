@@ -1,5 +1,6 @@
 /* --shape parsing against the bundled layernorm_fwd (every kind of param),
-** then the key of the call it makes. */
+** then the key of the call it makes; input that starts with '{' is a line
+** of a --shapes file, turned into a shape first. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,10 @@ int kt_fuzz_shape(const uint8_t *data, size_t size) {
   memcpy(text, data, size);
   text[size] = 0;
   kt_arg args[64];
-  if (!shape_args(k, text, args, err, sizeof err)) kt_kernel_key(k, args, kt_kernel_nparams(k), key, sizeof key);
+  char shape[SHAPE_MAX], kernel[KT_NAME_MAX + 1];
+  const char *s = text;
+  if (text[0] == '{') s = shape_from_json(text, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err) ? NULL : shape;
+  if (s && !shape_args(k, s, args, err, sizeof err)) kt_kernel_key(k, args, kt_kernel_nparams(k), key, sizeof key);
   free(text);
   return 0;
 }
