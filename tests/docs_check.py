@@ -58,8 +58,11 @@ def check_env(binary, texts, bad):
 
 
 def schema_names(binary):
-    d = tempfile.mkdtemp()
-    path = os.path.join(d, "c.db")
+    with tempfile.TemporaryDirectory() as d:
+        return schema_names_in(binary, os.path.join(d, "c.db"))
+
+
+def schema_names_in(binary, path):
     run([binary, "gc", "--cache", path])
     db = sqlite3.connect(path)
     names = set()
@@ -69,6 +72,7 @@ def schema_names(binary):
     names.update(r[0] for r in db.execute("SELECT name FROM meta"))
     for (sql,) in db.execute("SELECT sql FROM sqlite_master WHERE name = 'trials'"):
         names.update(re.findall(r"'([a-z_]+)'", sql))  # the status values
+    db.close()
     return names
 
 

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 static int cur_failed, cur_skipped;
@@ -27,8 +28,23 @@ void t_skip(const char *why) {
 
 int t_failed(void) { return cur_failed; }
 
+/* Every directory t_tmpdir makes is in one made for the run, removed at
+** its end unless a test failed (its files are then worth a look). */
+static char run_dir[512];
+
+static void run_dir_end(int failed) {
+  char out[256];
+  if (!run_dir[0]) return;
+  if (failed) printf("the tests' files are kept in %s\n", run_dir);
+  else t_sh(out, sizeof out, "rm -rf '%s'", run_dir);
+  run_dir[0] = 0;
+}
+
 int t_run(const kt_test *const *suites, const char *filter) {
   int passed = 0, failed = 0, skipped = 0;
+  const char *base = getenv("TMPDIR");
+  snprintf(run_dir, sizeof run_dir, "%s/ktune-test-XXXXXX", base && *base ? base : "/tmp");
+  if (!mkdtemp(run_dir) || chmod(run_dir, 0755)) run_dir[0] = 0; /* a test runs a child as nobody */
   /* Tests never touch the user's own cache. */
   const char *tmp = t_tmpdir();
   char cache[600];
@@ -54,6 +70,7 @@ int t_run(const kt_test *const *suites, const char *filter) {
       }
       fflush(stdout);
     }
+  run_dir_end(failed);
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }
@@ -92,7 +109,8 @@ const char *t_last_line(const char *out) {
 const char *t_tmpdir(void) {
   static char path[512];
   const char *base = getenv("TMPDIR");
-  snprintf(path, sizeof path, "%s/ktune-test-XXXXXX", base && *base ? base : "/tmp");
+  if (run_dir[0]) snprintf(path, sizeof path, "%s/t-XXXXXX", run_dir);
+  else snprintf(path, sizeof path, "%s/ktune-test-XXXXXX", base && *base ? base : "/tmp");
   return mkdtemp(path) ? path : NULL;
 }
 

@@ -22,7 +22,8 @@ int t_run(const kt_test *const *suites, const char *filter);
 int t_sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The last line of out, its newline included (a script's summary line). */
 const char *t_last_line(const char *out);
-/* A fresh empty directory under $TMPDIR; the path is static storage. */
+/* A fresh empty directory, in one t_run made under $TMPDIR and removes at
+** its end when no test failed; the path is static storage. */
 const char *t_tmpdir(void);
 /* text written to the file dir/name, whose path goes to path (n bytes).
 ** Returns 0, or -1 when the file could not be written. */

@@ -6,6 +6,7 @@
 ** rank settles a key from its cache or with the default. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cache/store.h"
@@ -420,6 +421,30 @@ static void the_python_coordinator_agrees(void) {
   ASSERT_EQ(rc, 0);
 }
 
+/* python -m ktune.prewarm keeps each rank's cache, export and shard in a
+** temporary directory of its own, gone when it ends, also when the tuning
+** fails (here, without a GPU, it does). */
+static void prewarm_leaves_nothing_behind(void) {
+  char out[4096], path[1024], tmp[700];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+  ASSERT_EQ(mkdir(tmp, 0700), 0);
+  ASSERT_EQ(t_write_file(dir, "s.jsonl", "{\"kernel\": \"masked_softmax\", \"N\": 4, \"L\": 9, \"T\": \"bf16\"}\n",
+                         path, sizeof path),
+            0);
+  int rc = t_sh(out, sizeof out,
+                "TMPDIR=%s KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune.prewarm "
+                "--shapes %s --out %s/fleet.db",
+                tmp, path, dir);
+  if (!t_have_driver()) {
+    ASSERT_EQ(rc, 1);
+    ASSERT_CONTAINS(out, "cannot load the CUDA driver");
+  }
+  ASSERT_EQ(t_sh(out, sizeof out, "ls -A %s", tmp), 0);
+  ASSERT_STR_EQ(out, "");
+}
+
 const kt_test t_coord_tests[] = {
     {"coord: long keys meet under whole names", long_keys_meet_under_whole_names},
     {"coord_ranks_launch_what_each_keys_owner_settled", ranks_launch_what_each_keys_owner_settled},
@@ -428,5 +453,6 @@ const kt_test t_coord_tests[] = {
     {"coord_the_owners_cubin_travels", the_owners_cubin_travels},
     {"coord_options_are_checked", coordinator_options_are_checked},
     {"coord_the_python_coordinator_agrees", the_python_coordinator_agrees},
+    {"coord: python -m ktune.prewarm leaves no files behind", prewarm_leaves_nothing_behind},
     {NULL, NULL},
 };

@@ -79,7 +79,12 @@ def stats(h):
 
 
 def three_ranks():
-    store, tmp, R, keys = Store(), tempfile.mkdtemp(), 3, [64 * (i + 1) for i in range(8)]
+    with tempfile.TemporaryDirectory() as tmp:
+        three_ranks_in(tmp)
+
+
+def three_ranks_in(tmp):
+    store, R, keys = Store(), 3, [64 * (i + 1) for i in range(8)]
     coords = [Coordinator(r, R, store.set, store.fetch, timeout=30) for r in range(R)]
     rts = [open_rank(coords[r], os.path.join(tmp, "%d.db" % r)) for r in range(R)]
     got = [[None] * len(keys) for _ in range(R)]

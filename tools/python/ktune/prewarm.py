@@ -46,23 +46,11 @@ def _run(argv):
     return r.returncode
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ktune.prewarm", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shapes", required=True, help="a --shapes file (KTUNE_RECORD writes one)")
-    ap.add_argument("--out", required=True, help="the merged cache rank 0 writes")
-    ap.add_argument("--spec", action="append", default=[], help="a spec (default: the bundled specs the lines name)")
-    ap.add_argument("--isolate", action="store_true", help="passed to ktune tune")
-    a = ap.parse_args(argv)
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local = int(os.environ.get("LOCAL_RANK", 0))
-    dist = None
-    if world > 1:
-        import torch.distributed as dist
-        dist.init_process_group("gloo")
-    lines = _lines(a.shapes)
+def _tune_and_merge(a, lines, rank, world, local, dist, tmp):
+    """This rank's share tuned and exported in tmp; on rank 0, every rank's
+    export imported into a.out. (rc, ranks that failed)."""
     mine = lines[rank::world]
     ktune = _binary()
-    tmp = tempfile.mkdtemp(prefix="ktune-prewarm-")
     db, exp = os.path.join(tmp, "rank.db"), os.path.join(tmp, "rank.json")
     rc = 0
     if mine:
@@ -74,7 +62,10 @@ def main(argv=None):
         print("rank %d: %d of %d shapes on GPU %d" % (rank, len(mine), len(lines), local), flush=True)
         rc = _run(argv)
         rc = rc or _run([ktune, "export", "--binaries", "-o", exp, "--cache", db])
-    text = open(exp).read() if mine and not rc else None
+    text = None
+    if mine and not rc:
+        with open(exp) as f:
+            text = f.read()
     parts = [None] * world
     if dist:
         dist.gather_object(text, parts if rank == 0 else None, dst=0)
@@ -93,6 +84,26 @@ def main(argv=None):
             rc = _run([ktune, "import", part, "--cache", a.out]) or rc
         print("ktune.prewarm: %d shapes over %d ranks merged into %s%s" % (
             len(lines), world, a.out, "; %d ranks failed" % failed if failed else ""), flush=True)
+    return rc, failed
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ktune.prewarm", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", required=True, help="a --shapes file (KTUNE_RECORD writes one)")
+    ap.add_argument("--out", required=True, help="the merged cache rank 0 writes")
+    ap.add_argument("--spec", action="append", default=[], help="a spec (default: the bundled specs the lines name)")
+    ap.add_argument("--isolate", action="store_true", help="passed to ktune tune")
+    a = ap.parse_args(argv)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    dist = None
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+    lines = _lines(a.shapes)
+    # The rank's cache, export and shard are its own: gone when it is done.
+    with tempfile.TemporaryDirectory(prefix="ktune-prewarm-") as tmp:
+        rc, failed = _tune_and_merge(a, lines, rank, world, local, dist, tmp)
     if dist:
         dist.destroy_process_group()
     return 1 if rc or failed else 0
