@@ -253,6 +253,10 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   struct stat sb;
   int exists = !stat(path, &sb), st;
   if (exists && S_ISDIR(sb.st_mode)) return snprintf(err, errlen, "%s: is a directory, not a cache file", path), KT__C_CACHE;
+  /* A FIFO or a device: SQLite's open would wait for a writer, or read
+  ** what never ends. */
+  if (exists && !S_ISREG(sb.st_mode))
+    return snprintf(err, errlen, "%s: not a regular file, not a cache file", path), KT__C_CACHE;
   if (!exists && want_ro) return snprintf(err, errlen, "%s: no cache there (nothing was created)", path), KT__C_CACHE;
   int foreign_side = exists && foreign_side_file(path, side, sizeof side, &why);
   s->readonly = want_ro || foreign_side || (exists && !writable(path));
@@ -283,7 +287,11 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
 
 static void open_system(kt_store *s) {
   char err[2048];
-  int v = 0, foreign = 0, st = open_ro(s, &s->sys, s->sys_path, err, sizeof err);
+  struct stat sb;
+  int v = 0, foreign = 0, st = KT__C_CACHE;
+  if (stat(s->sys_path, &sb)) snprintf(err, sizeof err, "%s: %s", s->sys_path, strerror(errno));
+  else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: not a regular file, not a cache file", s->sys_path);
+  else st = open_ro(s, &s->sys, s->sys_path, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
   if (!st && (kt__schema_read(s->sys, &v, &foreign) || foreign || !v))
     st = KT__C_CACHE, snprintf(err, sizeof err, "%s: not a ktune cache", s->sys_path);

@@ -2,6 +2,7 @@
 ** --shapes line per key the cache does not have, once per process, that
 ** the CLI's reader turns back into a call of the same key. */
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "../tools/shape.h"
 #include "harness.h"
@@ -140,6 +141,21 @@ static void an_unwritable_record_is_a_warning(void) {
   ASSERT_STR_EQ(logged, "KTUNE_RECORD /nonexistent-dir/calls.jsonl: a missed key of layernorm_fwd is not recorded: "
                         "No such file or directory");
   kt_runtime_close(rt);
+  /* A FIFO nothing reads: the call goes on (opening it to write would wait
+  ** for a reader, for ever). */
+  char fifo[800], out[256];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(fifo, sizeof fifo, "%s/calls.fifo", dir);
+  ASSERT_EQ(mkfifo(fifo, 0600), 0);
+  o.record_path = fifo;
+  logged[0] = 0;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k), KT_OK);
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 13, cfg, sizeof cfg), KT_OK);
+  ASSERT_CONTAINS(logged, "calls.fifo: a missed key of layernorm_fwd is not recorded: No such device or address");
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
 const kt_test t_record_tests[] = {

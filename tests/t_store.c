@@ -764,8 +764,34 @@ static void network_filesystems_are_recognised(void) {
   ASSERT_EQ(kt__store_fs_is_network(0x58465342), 0); /* xfs */
 }
 
+/* A FIFO or a device where a cache should be is refused, never opened:
+** SQLite would wait for a FIFO's writer for ever, or read a device's
+** endless bytes. As the user cache the open fails; as the system cache
+** it is left out with a log line, and the user cache serves. */
+static void a_fifo_or_device_is_no_cache(void) {
+  char *fifo = tmpfile_in("c.fifo"), *good = tmpfile_in("good.db"), want[1024];
+  static char logged[4096];
+  ASSERT_EQ(mkfifo(fifo, 0600), 0);
+  const char *bad[] = {fifo, "/dev/zero"};
+  for (int i = 0; i < 2; i++) {
+    kt_store *s = NULL;
+    ASSERT_EQ(open_store(&s, bad[i], NULL, NULL, err, sizeof err), KT__C_CACHE);
+    snprintf(want, sizeof want, "%s: not a regular file, not a cache file", bad[i]);
+    ASSERT_STR_EQ(err, want);
+    logged[0] = 0;
+    kt__clog lg = {ccapture, logged, KT_LOG_DEBUG};
+    ASSERT_EQ(open_store(&s, good, bad[i], &lg, err, sizeof err), KT__C_OK);
+    snprintf(want, sizeof want, "system cache not used: %s: not a regular file, not a cache file", bad[i]);
+    ASSERT_CONTAINS(logged, want);
+    kt__cfgrow r = row("{\"D\":64}", "{\"BLOCK\":256}", 1.0);
+    ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+    kt__store_close(s);
+  }
+}
+
 const kt_test t_store_tests[] = {
     {"cache: configs round trip, fastest wins", configs_fastest_wins},
+    {"cache: a FIFO or a device is no cache, never waited on", a_fifo_or_device_is_no_cache},
     {"cache: a stored config longer than the room for it is not read cut", long_config_text_is_not_cut},
     {"cache: trials, binaries and quarantine round trip", trials_binaries_quarantine},
     {"cache: the configs other keys chose, most chosen first", winners_of_other_keys},

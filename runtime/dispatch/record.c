@@ -100,7 +100,8 @@ void kt__record(kt_kernel *k, const kt_arg *args) {
   int fresh = first_time(h);
   if (fresh == 1) {
     text[len] = '\n'; /* over the NUL: the line goes out in one write */
-    int fd = open(rt->record_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    /* O_NONBLOCK: a FIFO that nothing reads would hold this call for ever. */
+    int fd = open(rt->record_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
     ssize_t w = fd < 0 ? -1 : write(fd, text, len + 1);
     int e = errno;
     if (fd >= 0) close(fd);
