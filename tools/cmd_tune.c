@@ -62,9 +62,46 @@ static int add_job(tune_run *r, int spec, const char *shape) {
   return 0;
 }
 
-/* The longest line of a --shapes file: a shape at its bounds, spelled as
-** JSON with room to spare. */
+/* The longest line of a --shapes file (a shape at its bounds, spelled as
+** JSON with room to spare), and the most bytes read from one: a device
+** such as /dev/zero ends there. */
 enum { SHAPES_LINE_MAX = 4 * SHAPE_MAX };
+_Static_assert(SHAPES_LINE_MAX == 16384, "read_line's message names the bound");
+#define SHAPES_FILE_MAX ((size_t)1 << 30)
+
+/* One line of f, its newline dropped, into line (SHAPES_LINE_MAX + 1
+** bytes): 1, or 0 at the end of f (or past SHAPES_FILE_MAX bytes, *total
+** counting them). A line too long or holding a NUL byte is read to its end
+** and *why says what is wrong with it. */
+static int read_line(FILE *f, char *line, size_t *total, const char **why) {
+  size_t n = 0;
+  int c, any = 0;
+  *why = NULL;
+  while ((c = getc(f)) != EOF && ++*total <= SHAPES_FILE_MAX) {
+    any = 1;
+    if (c == '\n') break;
+    if (!c) *why = "a NUL byte in the line";
+    else if (n < SHAPES_LINE_MAX) line[n++] = (char)c;
+    else if (!*why) *why = "longer than 16384 bytes";
+  }
+  line[n] = 0;
+  return any && *total <= SHAPES_FILE_MAX;
+}
+
+/* One line's shape given to each spec it names. 0, or 1 (said). */
+static int shapes_line(tune_run *r, const char *path, int lineno, const char *p) {
+  char shape[SHAPE_MAX], kernel[KT_NAME_MAX + 1], err[512];
+  if (shape_from_json(p, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err))
+    return cli_fail("tune", "%s:%d: %s", path, lineno, err);
+  int matched = 0, rc = 0;
+  for (int s = 0; s < r->o.nspecs; s++) {
+    if (kernel[0] && strcmp(kernel, r->o.names[s])) continue;
+    matched = 1;
+    if (add_job(r, s, shape)) rc = cli_fail("tune", "out of memory");
+  }
+  if (!matched) rc = cli_fail("tune", "%s:%d: kernel \"%s\" is none of the specs given", path, lineno, kernel);
+  return rc;
+}
 
 static int load_shapes(tune_run *r, const char *path) {
   FILE *f = fopen(path, "r");
@@ -72,39 +109,19 @@ static int load_shapes(tune_run *r, const char *path) {
     cli_fail("tune", "%s: %s", path, strerror(errno));
     return -1;
   }
-  char *line = NULL;
-  size_t cap = 0;
+  static char line[SHAPES_LINE_MAX + 1];
+  size_t total = 0;
   int lineno = 0, rc = 0;
-  for (ssize_t got; (got = getline(&line, &cap, f)) >= 0;) {
+  for (const char *why; read_line(f, line, &total, &why);) {
     lineno++;
-    if (strlen(line) != (size_t)got) {
-      rc = cli_fail("tune", "%s:%d: a NUL byte in the line", path, lineno);
-      continue;
-    }
-    if ((size_t)got > SHAPES_LINE_MAX) {
-      rc = cli_fail("tune", "%s:%d: longer than %d bytes", path, lineno, SHAPES_LINE_MAX);
-      continue;
-    }
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '\n' || !*p || *p == '#') continue;
-    char shape[SHAPE_MAX], kernel[KT_NAME_MAX + 1], err[512];
-    if (shape_from_json(p, shape, sizeof shape, kernel, sizeof kernel, err, sizeof err)) {
-      rc = cli_fail("tune", "%s:%d: %s", path, lineno, err);
-      continue;
-    }
-    int matched = 0;
-    for (int s = 0; s < r->o.nspecs; s++) {
-      if (kernel[0] && strcmp(kernel, r->o.names[s])) continue;
-      matched = 1;
-      if (add_job(r, s, shape)) rc = cli_fail("tune", "out of memory");
-    }
-    if (!matched) rc = cli_fail("tune", "%s:%d: kernel \"%s\" is none of the specs given", path, lineno, kernel);
+    const char *p = line + strspn(line, " \t");
+    if (why) rc = cli_fail("tune", "%s:%d: %s", path, lineno, why);
+    else if (*p && *p != '#' && shapes_line(r, path, lineno, p)) rc = 1;
   }
   int read_error = ferror(f);
-  free(line);
   fclose(f);
   if (read_error) return cli_fail("tune", "%s: cannot read: %s", path, strerror(errno)), -1;
+  if (total > SHAPES_FILE_MAX) return cli_fail("tune", "%s: larger than 1 GiB", path), -1;
   if (!lineno) cli_fail("tune", "%s: no shapes", path);
   return lineno ? rc : -1;
 }
