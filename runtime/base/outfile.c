@@ -24,7 +24,8 @@ static int in_place(kt__outfile *o, const char *path, int binary) {
 ** can be. */
 static int new_beside(kt__outfile *o) {
   for (int tries = 0; tries < 100; tries++) {
-    int w = snprintf(o->tmp, sizeof o->tmp, "%s.ktune-tmp-%ld-%u", o->dst, (long)getpid(), atomic_fetch_add(&serial, 1));
+    unsigned n = atomic_fetch_add(&serial, 1);
+    int w = snprintf(o->tmp, sizeof o->tmp, "%s.ktune-tmp-%ld-%u", o->dst, (long)getpid(), n);
     if (w < 0 || (size_t)w >= sizeof o->tmp) return -1;
     int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0 || errno != EEXIST) return fd;

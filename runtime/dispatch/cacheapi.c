@@ -115,7 +115,8 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
     if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "standard output: %s", err);
     return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
   }
-  if (is_the_cache(rt, path)) return kt__err(rt->env.id, KT_ERR_INVALID, "%s: cannot export into the cache itself", path);
+  if (is_the_cache(rt, path))
+    return kt__err(rt->env.id, KT_ERR_INVALID, "%s: cannot export into the cache itself", path);
   /* Whole or not at all: an export that fails leaves the file as it was. */
   kt__outfile out;
   int e = kt__out_open(&out, path, 0);
