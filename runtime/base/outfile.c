@@ -67,3 +67,10 @@ void kt__out_abort(kt__outfile *o) {
   o->f = NULL;
   if (o->tmp[0]) unlink(o->tmp);
 }
+
+int kt__out_end(kt__outfile *o, int written) {
+  if (written) return kt__out_commit(o);
+  int e = errno ? errno : EIO; /* before fclose and unlink can change it */
+  kt__out_abort(o);
+  return e;
+}

@@ -30,4 +30,8 @@ int kt__out_commit(kt__outfile *o);
 /* Closes and removes the new file; dst is as it was. */
 void kt__out_abort(kt__outfile *o);
 
+/* Ends a write: kt__out_commit when written says every byte went out,
+** else kt__out_abort. 0, or an errno value (the failed write's, else EIO). */
+int kt__out_end(kt__outfile *o, int written);
+
 #endif

@@ -297,12 +297,9 @@ static kt_status write_cubin(const char *dir, const char *name, const void *cubi
   if (file_path(path, sizeof path, dir, name, "cubin", err, errlen)) return KT_ERR_IO;
   kt__outfile out;
   int e = kt__out_open(&out, path, 1);
-  errno = 0;
-  if (!e && fwrite(cubin, 1, size, out.f) != size) {
-    e = errno ? errno : EIO;
-    kt__out_abort(&out);
-  } else if (!e) {
-    e = kt__out_commit(&out);
+  if (!e) {
+    errno = 0;
+    e = kt__out_end(&out, fwrite(cubin, 1, size, out.f) == size);
   }
   if (e) {
     snprintf(err, errlen, "%s: cannot write: %s", path, strerror(e));
@@ -340,12 +337,9 @@ static kt_status write_manifest(kt__prog *p, const char *dir, cJSON *list) {
   if (!text) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", path);
   kt__outfile out;
   int e = kt__out_open(&out, path, 0);
-  errno = 0;
-  if (!e && (fputs(text, out.f) < 0 || fputc('\n', out.f) == EOF)) {
-    e = errno ? errno : EIO;
-    kt__out_abort(&out);
-  } else if (!e) {
-    e = kt__out_commit(&out);
+  if (!e) {
+    errno = 0;
+    e = kt__out_end(&out, fputs(text, out.f) >= 0 && fputc('\n', out.f) != EOF);
   }
   cJSON_free(text);
   return e ? kt__err(p->env->id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(e)) : KT_OK;

@@ -105,6 +105,13 @@ static int is_the_cache(kt_runtime *rt, const char *path) {
   return 0;
 }
 
+/* An export's end: a write failure names the file (name), the store's
+** other errors name the cache. */
+static kt_status export_result(kt_runtime *rt, kt_status st, const char *name, const char *err) {
+  if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "%s: %s", name, err);
+  return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
+}
+
 kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
   kt_status st = need_store(rt, "kt_cache_export", !path ? "path is NULL" : !*path ? "path is empty" : NULL);
   if (st) return st;
@@ -112,8 +119,7 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
   if (!strcmp(path, "-")) {
     errno = 0;
     st = kt__store_export(rt->env.store, stdout, with_binaries, err, sizeof err);
-    if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "standard output: %s", err);
-    return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
+    return export_result(rt, st, "standard output", err);
   }
   if (is_the_cache(rt, path))
     return kt__err(rt->env.id, KT_ERR_INVALID, "%s: cannot export into the cache itself", path);
@@ -123,14 +129,12 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
   if (e) return kt__err(rt->env.id, KT_ERR_IO, "%s: cannot write: %s", path, strerror(e));
   errno = 0;
   st = kt__store_export(rt->env.store, out.f, with_binaries, err, sizeof err);
-  if (st) kt__out_abort(&out);
-  else if ((e = kt__out_commit(&out))) {
+  /* The store names its own failures; the commit's are the file's. */
+  if ((e = kt__out_end(&out, !st)) && !st) {
     snprintf(err, sizeof err, "cannot write: %s", strerror(e));
     st = KT_ERR_IO;
   }
-  /* A write failure names the file; the store's other errors name the cache. */
-  if (st == KT_ERR_IO) return kt__err(rt->env.id, st, "%s: %s", path, err);
-  return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
+  return export_result(rt, st, path, err);
 }
 
 kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
