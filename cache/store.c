@@ -247,16 +247,20 @@ static void warn_network_fs(const kt_store *s) {
                s->path);
 }
 
+/* What a cache path that is not a regular file is, for its message. A
+** FIFO or a device is never handed to SQLite: its open would wait for a
+** writer, or read what never ends. */
+static const char *not_a_file(const struct stat *sb) {
+  return S_ISDIR(sb->st_mode) ? "is a directory" : "not a regular file";
+}
+
 static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   const char *path = s->path, *why = NULL;
   char side[PATH_MAX + 8];
   struct stat sb;
   int exists = !stat(path, &sb), st;
-  if (exists && S_ISDIR(sb.st_mode)) return snprintf(err, errlen, "%s: is a directory, not a cache file", path), KT__C_CACHE;
-  /* A FIFO or a device: SQLite's open would wait for a writer, or read
-  ** what never ends. */
   if (exists && !S_ISREG(sb.st_mode))
-    return snprintf(err, errlen, "%s: not a regular file, not a cache file", path), KT__C_CACHE;
+    return snprintf(err, errlen, "%s: %s, not a cache file", path, not_a_file(&sb)), KT__C_CACHE;
   if (!exists && want_ro) return snprintf(err, errlen, "%s: no cache there (nothing was created)", path), KT__C_CACHE;
   int foreign_side = exists && foreign_side_file(path, side, sizeof side, &why);
   s->readonly = want_ro || foreign_side || (exists && !writable(path));
@@ -290,7 +294,7 @@ static void open_system(kt_store *s) {
   struct stat sb;
   int v = 0, foreign = 0, st = KT__C_CACHE;
   if (stat(s->sys_path, &sb)) snprintf(err, sizeof err, "%s: %s", s->sys_path, strerror(errno));
-  else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: not a regular file, not a cache file", s->sys_path);
+  else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: %s, not a cache file", s->sys_path, not_a_file(&sb));
   else st = open_ro(s, &s->sys, s->sys_path, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
   if (!st && (kt__schema_read(s->sys, &v, &foreign) || foreign || !v))
