@@ -32,6 +32,11 @@ int t_failed(void) { return cur_failed; }
 ** its end unless a test failed (its files are then worth a look). */
 static char run_dir[512];
 
+static const char *tmp_base(void) {
+  const char *base = getenv("TMPDIR");
+  return base && *base ? base : "/tmp";
+}
+
 static void run_dir_end(int failed) {
   char out[256];
   if (!run_dir[0]) return;
@@ -42,8 +47,7 @@ static void run_dir_end(int failed) {
 
 int t_run(const kt_test *const *suites, const char *filter) {
   int passed = 0, failed = 0, skipped = 0;
-  const char *base = getenv("TMPDIR");
-  snprintf(run_dir, sizeof run_dir, "%s/ktune-test-XXXXXX", base && *base ? base : "/tmp");
+  snprintf(run_dir, sizeof run_dir, "%s/ktune-test-XXXXXX", tmp_base());
   if (!mkdtemp(run_dir) || chmod(run_dir, 0755)) run_dir[0] = 0; /* a test runs a child as nobody */
   /* Tests never touch the user's own cache. */
   const char *tmp = t_tmpdir();
@@ -108,9 +112,8 @@ const char *t_last_line(const char *out) {
 
 const char *t_tmpdir(void) {
   static char path[512];
-  const char *base = getenv("TMPDIR");
   if (run_dir[0]) snprintf(path, sizeof path, "%s/t-XXXXXX", run_dir);
-  else snprintf(path, sizeof path, "%s/ktune-test-XXXXXX", base && *base ? base : "/tmp");
+  else snprintf(path, sizeof path, "%s/ktune-test-XXXXXX", tmp_base());
   return mkdtemp(path) ? path : NULL;
 }
 

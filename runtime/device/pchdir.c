@@ -112,9 +112,9 @@ static int make_mine(const char *tmp) {
 }
 
 int kt__pchdir_claim(char *why, size_t n) {
+  if (mine[0]) return 0;
   const char *tmp = getenv("TMPDIR");
   if (!tmp || tmp[0] != '/') tmp = "/tmp";
-  if (mine[0]) return 0;
   kt__pchdir_sweep(tmp, MIN_AGE_S);
   if (make_mine(tmp)) return snprintf(why, n, "%s: cannot make a directory there: %s", tmp, strerror(errno)), -1;
   if (setenv("TMPDIR", mine, 1)) {
