@@ -24,18 +24,13 @@ static const kt__col leases_cols[] = {KT__LEASES_COLS(LEASES_COL)};
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 #define NO_BLOB ((size_t)-1)
 
-const kt__table kt__meta_table = {"meta", meta_cols, N(meta_cols), 1, "PRIMARY KEY (name)) WITHOUT ROWID", NO_BLOB};
-const kt__table kt__configs_table = {"configs", configs_cols, N(configs_cols), 1,
-                                     "PRIMARY KEY (kernel, spec_hash, device, key)) WITHOUT ROWID", NO_BLOB};
-const kt__table kt__trials_table = {"trials", trials_cols, N(trials_cols), 1,
-                                    "PRIMARY KEY (kernel, spec_hash, device, key, config)) WITHOUT ROWID", NO_BLOB};
-const kt__table kt__binaries_table = {"binaries", binaries_cols, N(binaries_cols), 1,
-                                      "PRIMARY KEY (hash))",
-                                      offsetof(kt__binrow, size)};
-const kt__table kt__quarantine_table = {"quarantine", quarantine_cols, N(quarantine_cols), 2,
-                                        "PRIMARY KEY (kernel, spec_hash, device, key, config)) WITHOUT ROWID", NO_BLOB};
-const kt__table kt__leases_table = {"leases", leases_cols, N(leases_cols), 3,
-                                    "PRIMARY KEY (kernel, spec_hash, device, key)) WITHOUT ROWID", NO_BLOB};
+/* name, columns, count, version, primary key columns, rowid, blob size */
+const kt__table kt__meta_table = {"meta", meta_cols, N(meta_cols), 1, 1, 0, NO_BLOB};
+const kt__table kt__configs_table = {"configs", configs_cols, N(configs_cols), 1, 4, 0, NO_BLOB};
+const kt__table kt__trials_table = {"trials", trials_cols, N(trials_cols), 1, 5, 0, NO_BLOB};
+const kt__table kt__binaries_table = {"binaries", binaries_cols, N(binaries_cols), 1, 1, 1, offsetof(kt__binrow, size)};
+const kt__table kt__quarantine_table = {"quarantine", quarantine_cols, N(quarantine_cols), 2, 5, 0, NO_BLOB};
+const kt__table kt__leases_table = {"leases", leases_cols, N(leases_cols), 3, 4, 0, NO_BLOB};
 
 const kt__table *const kt__tables[] = {&kt__meta_table,       &kt__configs_table,    &kt__trials_table,
                                        &kt__binaries_table,   &kt__quarantine_table, &kt__leases_table,

@@ -132,7 +132,8 @@ typedef struct kt__table {
   const kt__col *cols;
   int ncols;
   int version;          /* the schema version that added the table */
-  const char *tail;     /* table constraints, after the columns */
+  int npk;              /* its primary key: the first npk columns */
+  int rowid;            /* 0: WITHOUT ROWID */
   size_t blob_len;      /* offset of the size field of a BLOB column */
 } kt__table;
 

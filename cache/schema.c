@@ -48,13 +48,15 @@ int kt__schema_read(sqlite3 *db, int *version, int *foreign) {
   return SQLITE_OK;
 }
 
-/* CREATE TABLE IF NOT EXISTS for t, with every column. */
+/* CREATE TABLE IF NOT EXISTS for t, with every column and its key. */
 static int create_table(sqlite3 *db, const kt__table *t) {
   char q[4096];
   size_t u = (size_t)snprintf(q, sizeof q, "CREATE TABLE IF NOT EXISTS %s (", t->name);
   for (int i = 0; i < t->ncols && u < sizeof q; i++)
     u += (size_t)snprintf(q + u, sizeof q - u, "%s %s, ", t->cols[i].name, t->cols[i].decl);
-  if (u < sizeof q) snprintf(q + u, sizeof q - u, "%s", t->tail);
+  for (int i = 0; i < t->npk && u < sizeof q; i++)
+    u += (size_t)snprintf(q + u, sizeof q - u, "%s%s", i ? ", " : "PRIMARY KEY (", t->cols[i].name);
+  if (u < sizeof q) snprintf(q + u, sizeof q - u, "))%s", t->rowid ? "" : " WITHOUT ROWID");
   return sqlite3_exec(db, q, NULL, NULL, NULL);
 }
 
