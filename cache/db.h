@@ -43,6 +43,10 @@ int kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t err
 ** locked"). */
 int kt__db_step(sqlite3_stmt *st);
 int kt__db_exec(sqlite3 *db, const char *sql);
+/* A connection that runs none of the file's own code: no triggers, no
+** views, no functions with side effects from its schema, no writes to the
+** schema itself (SQLite's advice for files that may be hostile). */
+int kt__db_harden(sqlite3 *db);
 /* The statement id of the user database, prepared on first use; NULL with
 ** the error in err. */
 sqlite3_stmt *kt__db_stmt(kt_store *s, int id, int *st, char *err, size_t errlen);
@@ -84,5 +88,10 @@ int kt__row_col(const kt__table *t, const char *name);
 int kt__schema_read(sqlite3 *db, int *version, int *foreign);
 /* Create or migrate the schema in one transaction. */
 int kt__schema_ensure(kt_store *s, char *err, size_t errlen);
+/* Whether the tables of a file of that schema version are the ones rows.h
+** declares (plain tables; columns of the same declared types, comparing
+** bytes; the same primary keys and no other unique key): why is "" when
+** they are, else says what differs. Returns a SQLite error code. */
+int kt__schema_check(sqlite3 *db, int version, char *why, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cache/db.h"
 
@@ -106,4 +107,85 @@ int kt__schema_ensure(kt_store *s, char *err, size_t errlen) {
   }
   s->version = v < KT__SCHEMA_VERSION ? KT__SCHEMA_VERSION : v;
   return KT__C_OK;
+}
+
+/* Whether the object called t->name is a plain table: "" when it is, else
+** why not; *exists is set when there is one. */
+static int check_object(sqlite3 *db, const kt__table *t, int v, int *exists, char *why, size_t n) {
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(db, "SELECT type, sql LIKE 'CREATE VIRTUAL%' FROM sqlite_master"
+                              " WHERE name = ?1 COLLATE NOCASE AND type <> 'trigger'", -1, &st, NULL);
+  if (rc) return rc;
+  kt__db_bind_text(st, 1, t->name);
+  rc = kt__db_step(st);
+  *exists = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    int oom = 0;
+    const char *type = kt__db_text(st, 0, &oom);
+    if (oom) rc = SQLITE_NOMEM;
+    else if (strcmp(type, "table")) snprintf(why, n, "%s is a%s %s, not a table", t->name, *type == 'i' ? "n" : "", type);
+    else if (sqlite3_column_int(st, 1)) snprintf(why, n, "%s is a virtual table", t->name);
+    else if (t->version > v) snprintf(why, n, "it holds a table %s, which schema %d does not have", t->name, v);
+  } else if (rc == SQLITE_DONE && t->version <= v) {
+    snprintf(why, n, "it has no table %s", t->name);
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* The declared type of each column ktune reads (text and numbers compare
+** by it), its collation, and whether it is in the primary key. */
+static int check_columns(sqlite3 *db, const kt__table *t, int v, char *why, size_t n) {
+  for (int i = 0; i < t->ncols && !*why; i++) {
+    const kt__col *c = &t->cols[i];
+    if (c->version > v) continue;
+    const char *type, *coll;
+    int notnull, pk, autoinc;
+    int rc = sqlite3_table_column_metadata(db, "main", t->name, c->name, &type, &coll, &notnull, &pk, &autoinc);
+    if (rc == SQLITE_NOMEM) return rc;
+    size_t want = strcspn(c->decl, " ");
+    if (rc) snprintf(why, n, "table %s has no column %s", t->name, c->name);
+    else if (!type || strlen(type) != want || strncasecmp(type, c->decl, want))
+      snprintf(why, n, "column %s.%s is %s, not %.*s", t->name, c->name, type && *type ? type : "untyped", (int)want,
+               c->decl);
+    else if (!coll || strcasecmp(coll, "BINARY"))
+      snprintf(why, n, "column %s.%s compares as %s, not BINARY", t->name, c->name, coll ? coll : "?");
+    else if (!pk != !(i < t->npk))
+      snprintf(why, n, "column %s.%s is%s in the primary key", t->name, c->name, pk ? "" : " not");
+  }
+  return SQLITE_OK;
+}
+
+/* One unique key, the primary key, comparing bytes: a second one would
+** have a REPLACE delete rows of other keys. */
+static int check_keys(sqlite3 *db, const kt__table *t, char *why, size_t n) {
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(db, "SELECT l.name, l.origin, x.name, x.coll FROM pragma_index_list(?1) AS l,"
+                              " pragma_index_xinfo(l.name) AS x WHERE l.\"unique\" AND x.key", -1, &st, NULL);
+  if (rc) return rc;
+  kt__db_bind_text(st, 1, t->name);
+  while (!*why && (rc = kt__db_step(st)) == SQLITE_ROW) {
+    int oom = 0;
+    const char *index = kt__db_text(st, 0, &oom), *origin = kt__db_text(st, 1, &oom);
+    const char *col = kt__db_text(st, 2, &oom), *coll = kt__db_text(st, 3, &oom);
+    if (oom) rc = SQLITE_NOMEM;
+    else if (strcmp(origin, "pk")) snprintf(why, n, "table %s has a unique key besides its primary key (%s)", t->name, index);
+    else if (strcasecmp(coll, "BINARY"))
+      snprintf(why, n, "the primary key of %s compares %s as %s, not BINARY", t->name, col, coll);
+    if (oom) break;
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int kt__schema_check(sqlite3 *db, int version, char *why, size_t n) {
+  int v = version < KT__SCHEMA_VERSION ? version : KT__SCHEMA_VERSION, rc = SQLITE_OK;
+  why[0] = 0;
+  for (int i = 0; kt__tables[i] && !rc && !*why; i++) {
+    int exists = 0;
+    rc = check_object(db, kt__tables[i], v, &exists, why, n);
+    if (!rc && exists && !*why) rc = check_columns(db, kt__tables[i], v, why, n);
+    if (!rc && exists && !*why) rc = check_keys(db, kt__tables[i], why, n);
+  }
+  return rc;
 }

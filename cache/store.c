@@ -162,6 +162,7 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
   /* Before the probe: its first read waits out a writer (an import into
   ** the same file) like every later one, instead of failing at once. */
   sqlite3_busy_timeout(*db, KT__BUSY_TIMEOUT_MS);
+  if (rc == SQLITE_OK) rc = kt__db_harden(*db);
   if (rc == SQLITE_OK) rc = probe(*db);
   if (rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY) {
     char uri[PATH_MAX * 3 + 32];
@@ -171,6 +172,7 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
     rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (!*db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
     sqlite3_busy_timeout(*db, KT__BUSY_TIMEOUT_MS);
+    if (rc == SQLITE_OK) rc = kt__db_harden(*db);
     if (rc == SQLITE_OK) rc = probe(*db);
   }
   if (rc == SQLITE_NOMEM) return kt__db_err(s, *db, "opening", err, errlen);
@@ -192,6 +194,7 @@ static int open_rw(kt_store *s, const char *path, char *err, size_t errlen) {
   }
   sqlite3_extended_result_codes(s->db, 0);
   sqlite3_busy_timeout(s->db, KT__BUSY_TIMEOUT_MS);
+  if (kt__db_harden(s->db)) return kt__db_err(s, s->db, "opening", err, errlen);
   return KT__C_OK;
 }
 
@@ -203,17 +206,19 @@ static int writable(const char *path) {
 }
 
 /* The schema version of the file just opened; another application's
-** database is refused, untouched. */
+** database, or tables of ktune's names made otherwise than ktune makes
+** them, are refused, untouched. */
 static int check_schema(kt_store *s, char *err, size_t errlen) {
+  char why[512] = "it holds tables of another application";
   int foreign = 0, rc = kt__schema_read(s->db, &s->version, &foreign);
-  if (rc == SQLITE_NOMEM) return kt__db_err(s, s->db, "reading the schema version", err, errlen);
+  if (!rc && !foreign && s->version > 0) rc = kt__schema_check(s->db, s->version, why, sizeof why), foreign = !!*why;
+  if (rc == SQLITE_NOMEM) return kt__db_err(s, s->db, "reading the schema", err, errlen);
   if (rc) {
     snprintf(err, errlen, "%s: %s; the file is left as it is", s->path, sqlite3_errmsg(s->db));
     return KT__C_CACHE;
   }
   if (foreign) {
-    snprintf(err, errlen, "%s: not a ktune cache (it holds tables of another application); it is left as it is",
-             s->path);
+    snprintf(err, errlen, "%s: not a ktune cache (%s); it is left as it is", s->path, why);
     return KT__C_CACHE;
   }
   return KT__C_OK;
@@ -297,8 +302,11 @@ static void open_system(kt_store *s) {
   else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: %s, not a cache file", s->sys_path, not_a_file(&sb));
   else st = open_ro(s, &s->sys, s->sys_path, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
-  if (!st && (kt__schema_read(s->sys, &v, &foreign) || foreign || !v))
-    st = KT__C_CACHE, snprintf(err, sizeof err, "%s: not a ktune cache", s->sys_path);
+  char why[512] = "";
+  if (!st && (kt__schema_read(s->sys, &v, &foreign) || foreign || !v || kt__schema_check(s->sys, v, why, sizeof why) ||
+              *why))
+    st = KT__C_CACHE, snprintf(err, sizeof err, "%s: not a ktune cache%s%s%s", s->sys_path, *why ? " (" : "", why,
+                               *why ? ")" : "");
   s->sys_version = v;
   if (!st && sqlite3_prepare_v2(s->sys, "SELECT config, time_us FROM configs" KT__WHERE_KEY, -1, &s->sys_get, NULL))
     st = kt__db_err(s, s->sys, "preparing a statement", err, sizeof err);

@@ -609,6 +609,105 @@ static void read_only_directories_are_read(void) {
   ASSERT_STR_EQ(out, "system.db\nuser.db\n");
 }
 
+/* configs made as ktune makes it but for what each case passes: a
+** collation on key, time_us's type, the primary key. */
+static const char configs_as[] =
+    "DROP TABLE configs; CREATE TABLE configs (kernel TEXT NOT NULL, spec_hash TEXT NOT NULL, device TEXT NOT NULL,"
+    " key TEXT NOT NULL%s, config TEXT NOT NULL, time_us %s NOT NULL, candidates INTEGER NOT NULL DEFAULT 0,"
+    " rejected INTEGER NOT NULL DEFAULT 0, nvrtc_version TEXT NOT NULL DEFAULT '', driver_version TEXT NOT NULL"
+    " DEFAULT '', created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (%s)) WITHOUT ROWID";
+
+/* The config of key {"D":1}, "" when there is none. */
+static void get_config_of(kt_store *s, char *cfg, size_t n) {
+  char e[KT_ERRMAX];
+  if (kt__store_get_config(s, "k", "h", "d", "{\"D\":1}", cfg, n, NULL, e, sizeof e)) cfg[0] = 0;
+}
+
+/* A copy of the cache base at path, changed by q (sqlite3's shell). */
+static int hostile_copy(const char *base, const char *path, const char *q) {
+  char e[2048];
+  return t_sh(e, sizeof e, "cp '%s' '%s'", base, path) || sql(path, q);
+}
+
+/* A file whose tables bear ktune's names but not its rules is refused as
+** a whole and left as it is, as the user's cache and as the system cache:
+** a view in a table's place (one that never ends would hold every read), a
+** key compared without case (two keys' rows one), a time stored as text
+** (compared as text: "10" < "9"), a second unique key (one REPLACE deletes
+** another key's row). A trigger of the file never runs. */
+static void tables_ktune_did_not_make_are_refused(void) {
+  static const char pk[] = "kernel, spec_hash, device, key";
+  static char q[16][1024];
+  static const struct {
+    const char *sql, *why;
+  } bad[] = {
+      {"ALTER TABLE configs RENAME TO c0; CREATE VIEW configs AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL"
+       " SELECT x + 1 FROM n) SELECT c0.* FROM c0, n", "configs is a view, not a table"},
+      {q[0], "column configs.key compares as NOCASE, not BINARY"},
+      {q[1], "column configs.time_us is TEXT, not REAL"},
+      {q[2], "the primary key of configs compares key as NOCASE, not BINARY"},
+      {q[3], "column configs.spec_hash is not in the primary key"},
+      {"CREATE UNIQUE INDEX one_a_kernel ON configs (kernel)",
+       "table configs has a unique key besides its primary key (one_a_kernel)"},
+      {"DROP TABLE configs; CREATE VIRTUAL TABLE configs USING fts5(kernel, spec_hash, device, key, config)",
+       "configs is a virtual table"},
+      {"ALTER TABLE binaries DROP COLUMN digest", "table binaries has no column digest"},
+      {"DROP TABLE leases", "it has no table leases"},
+      {"DROP TABLE leases; CREATE VIEW leases AS SELECT 1", "leases is a view, not a table"},
+      {"UPDATE meta SET value = '2'", "it holds a table leases, which schema 2 does not have"},
+  };
+  snprintf(q[0], sizeof q[0], configs_as, " COLLATE NOCASE", "REAL", pk);
+  snprintf(q[1], sizeof q[1], configs_as, "", "TEXT", pk);
+  snprintf(q[2], sizeof q[2], configs_as, "", "REAL", "kernel, spec_hash, device, key COLLATE NOCASE");
+  snprintf(q[3], sizeof q[3], configs_as, "", "REAL", "kernel, key");
+  const char *base = fresh("made.db"), *user = fresh("user.db");
+  kt_store *s;
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 9};
+  ASSERT_STATUS(open_store(&s, base, NULL), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char path[800], want[1200];
+    snprintf(path, sizeof path, "%s/hostile-%zu.db", t_tmpdir(), i);
+    ASSERT_EQ(hostile_copy(base, path, bad[i].sql), 0);
+    size_t n;
+    char *before = slurp(path, &n);
+    ASSERT_TRUE(before);
+    int st = open_store(&s, path, NULL);
+    if (!st) kt__store_close(s);
+    static char logged[8192];
+    kt__store_opts o = {.path = user, .system_path = path, .log = {capture, logged, 3}};
+    logged[0] = 0;
+    int sys = kt__store_open(&s, &o, want, sizeof want);
+    char cfg[64] = "";
+    if (!sys) get_config_of(s, cfg, sizeof cfg), kt__store_close(s);
+    int same = same_bytes(path, before, n);
+    kt__free(before);
+    ASSERT_STATUS((kt_status)st, KT_ERR_CACHE);
+    snprintf(want, sizeof want, "%s: not a ktune cache (%s); it is left as it is", path, bad[i].why);
+    ASSERT_STR_EQ(err, want);
+    ASSERT_STATUS((kt_status)sys, KT_OK);
+    ASSERT_STR_EQ(cfg, "");
+    snprintf(want, sizeof want, "%s: system cache not used: %s: not a ktune cache (%s)\n", path, path, bad[i].why);
+    ASSERT_STR_EQ(logged, want);
+    ASSERT_TRUE(same);
+  }
+  /* A trigger that would rewrite every config is left in the file, and
+  ** never fires. */
+  const char *trig = fresh("trigger.db");
+  ASSERT_EQ(hostile_copy(base, trig, "CREATE TRIGGER rewrite AFTER INSERT ON configs BEGIN"
+                                     " UPDATE configs SET config = 'x', time_us = 0; END"), 0);
+  ASSERT_STATUS(open_store(&s, trig, NULL), KT_OK);
+  r.key = "{\"D\":2}";
+  r.config = "{\"B\":2}";
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  char rows[256];
+  t_db_text(trig, "SELECT group_concat(config || ' ' || time_us, ',') FROM configs", rows, sizeof rows);
+  ASSERT_STR_EQ(rows, "{\"B\":1} 9.0,{\"B\":2} 9.0\n");
+  ASSERT_EQ(t_db_int(trig, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 1);
+}
+
 const kt_test t_trust_tests[] = {
     {"trust: a damaged cubin is compiled again, never loaded", damaged_binaries_are_compiled_again},
     {"trust: without NVRTC a config whose cubin is damaged is skipped", unbuildable_cached_config_is_skipped},
@@ -620,5 +719,6 @@ const kt_test t_trust_tests[] = {
     {"trust: commands that only read change no file, refuse foreign ones", reading_commands_change_nothing},
     {"trust: compile then gc keeps the cubins; -o writes a checked manifest", compile_then_gc_keeps_cubins},
     {"trust: a cache and a system cache in a read-only directory are read", read_only_directories_are_read},
+    {"trust: tables ktune did not make are refused; the file's triggers never run", tables_ktune_did_not_make_are_refused},
     {NULL, NULL},
 };
