@@ -83,8 +83,9 @@ void kt__row_params(char *buf, size_t n, const kt__table *t, int first);
 int kt__row_col(const kt__table *t, const char *name);
 
 /* schema.c */
-/* The schema version recorded in meta (0 when there is no meta table);
-** *foreign is set when the file holds tables but no ktune meta. */
+/* The schema version recorded in meta (0 when there is no meta table, -1
+** when its schema_version is not a number from 1 to INT_MAX); *foreign is
+** set when the file holds tables but no ktune version. */
 int kt__schema_read(sqlite3 *db, int *version, int *foreign);
 /* Create or migrate the schema in one transaction. */
 int kt__schema_ensure(kt_store *s, char *err, size_t errlen);

@@ -1,6 +1,8 @@
 /* The schema, made from the table descriptions of rows.h: created in a new
 ** file, and brought up to date in an older one by adding what it lacks, in
 ** one transaction. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,14 @@ static const char views[] =
     "  SELECT kernel, device, key, config, status, round(median_us, 2) AS median_us,"
     "         round(spread_us, 2) AS spread_us, registers, smem_bytes, spill_bytes, detail"
     "  FROM trials;";
+
+/* meta's schema_version: a decimal number from 1 to INT_MAX, else -1. */
+static int version_of(const char *text) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  return end == text || *end || errno || v < 1 || v > INT_MAX ? -1 : (int)v;
+}
 
 int kt__schema_read(sqlite3 *db, int *version, int *foreign) {
   *version = 0;
@@ -39,7 +49,7 @@ int kt__schema_read(sqlite3 *db, int *version, int *foreign) {
     if (rc == SQLITE_OK) {
       rc = kt__db_step(st);
       int oom = 0;
-      if (rc == SQLITE_ROW) *version = atoi(kt__db_text(st, 0, &oom));
+      if (rc == SQLITE_ROW) *version = version_of(kt__db_text(st, 0, &oom));
       if (oom) rc = SQLITE_NOMEM;
     }
     sqlite3_finalize(st);

@@ -205,19 +205,30 @@ static int writable(const char *path) {
   return access(dir, W_OK) == 0 && (access(path, F_OK) != 0 || access(path, W_OK) == 0);
 }
 
-/* The schema version of the file just opened; another application's
-** database, or tables of ktune's names made otherwise than ktune makes
-** them, are refused, untouched. */
+/* Why the file just opened is not a ktune cache, into why ("" when it is
+** one, or holds nothing yet): another application's tables, or tables of
+** ktune's names made otherwise than ktune makes them. Its schema version
+** in *version. Returns a SQLite error code. */
+static int why_not_ours(sqlite3 *db, int *version, char *why, size_t n) {
+  int foreign = 0, rc = kt__schema_read(db, version, &foreign);
+  why[0] = 0;
+  if (rc) return rc;
+  if (*version < 0) snprintf(why, n, "its schema_version is not a version number");
+  else if (foreign) snprintf(why, n, "it holds tables of another application");
+  else if (*version > 0) rc = kt__schema_check(db, *version, why, n);
+  return rc;
+}
+
+/* Such a file is refused, untouched. */
 static int check_schema(kt_store *s, char *err, size_t errlen) {
-  char why[512] = "it holds tables of another application";
-  int foreign = 0, rc = kt__schema_read(s->db, &s->version, &foreign);
-  if (!rc && !foreign && s->version > 0) rc = kt__schema_check(s->db, s->version, why, sizeof why), foreign = !!*why;
+  char why[512];
+  int rc = why_not_ours(s->db, &s->version, why, sizeof why);
   if (rc == SQLITE_NOMEM) return kt__db_err(s, s->db, "reading the schema", err, errlen);
   if (rc) {
     snprintf(err, errlen, "%s: %s; the file is left as it is", s->path, sqlite3_errmsg(s->db));
     return KT__C_CACHE;
   }
-  if (foreign) {
+  if (*why) {
     snprintf(err, errlen, "%s: not a ktune cache (%s); it is left as it is", s->path, why);
     return KT__C_CACHE;
   }
@@ -294,22 +305,27 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   return KT__C_OK;
 }
 
+/* "SYSTEM PATH: what: sqlite's message" (kt__db_err names the user's). */
+static int sys_err(kt_store *s, const char *what, char *err, size_t errlen) {
+  snprintf(err, errlen, "%s: %s: %s", s->sys_path, what, sqlite3_errmsg(s->sys));
+  return sqlite3_errcode(s->sys) == SQLITE_NOMEM ? KT__C_NOMEM : KT__C_CACHE;
+}
+
 static void open_system(kt_store *s) {
   char err[2048];
   struct stat sb;
-  int v = 0, foreign = 0, st = KT__C_CACHE;
+  int v = 0, st = KT__C_CACHE;
   if (stat(s->sys_path, &sb)) snprintf(err, sizeof err, "%s: %s", s->sys_path, strerror(errno));
   else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: %s, not a cache file", s->sys_path, not_a_file(&sb));
   else st = open_ro(s, &s->sys, s->sys_path, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
   char why[512] = "";
-  if (!st && (kt__schema_read(s->sys, &v, &foreign) || foreign || !v || kt__schema_check(s->sys, v, why, sizeof why) ||
-              *why))
-    st = KT__C_CACHE, snprintf(err, sizeof err, "%s: not a ktune cache%s%s%s", s->sys_path, *why ? " (" : "", why,
-                               *why ? ")" : "");
+  if (!st && why_not_ours(s->sys, &v, why, sizeof why)) st = sys_err(s, "reading the schema", err, sizeof err);
+  else if (!st && (*why || v < 1))
+    st = KT__C_CACHE, snprintf(err, sizeof err, "%s: not a ktune cache (%s)", s->sys_path, *why ? why : "no ktune schema");
   s->sys_version = v;
   if (!st && sqlite3_prepare_v2(s->sys, "SELECT config, time_us FROM configs" KT__WHERE_KEY, -1, &s->sys_get, NULL))
-    st = kt__db_err(s, s->sys, "preparing a statement", err, sizeof err);
+    st = sys_err(s, "preparing a statement", err, sizeof err);
   if (!st) return;
   kt__db_log(s, 1, "%s: system cache not used: %s", s->sys_path, err);
   sqlite3_finalize(s->sys_get);

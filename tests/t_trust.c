@@ -637,7 +637,7 @@ static int hostile_copy(const char *base, const char *path, const char *q) {
 ** another key's row). A trigger of the file never runs. */
 static void tables_ktune_did_not_make_are_refused(void) {
   static const char pk[] = "kernel, spec_hash, device, key";
-  static char q[16][1024];
+  static char q[4][1024];
   static const struct {
     const char *sql, *why;
   } bad[] = {
@@ -655,6 +655,8 @@ static void tables_ktune_did_not_make_are_refused(void) {
       {"DROP TABLE leases", "it has no table leases"},
       {"DROP TABLE leases; CREATE VIEW leases AS SELECT 1", "leases is a view, not a table"},
       {"UPDATE meta SET value = '2'", "it holds a table leases, which schema 2 does not have"},
+      {"UPDATE meta SET value = '99999999999'", "its schema_version is not a version number"},
+      {"UPDATE meta SET value = '4x'", "its schema_version is not a version number"},
   };
   snprintf(q[0], sizeof q[0], configs_as, " COLLATE NOCASE", "REAL", pk);
   snprintf(q[1], sizeof q[1], configs_as, "", "TEXT", pk);
