@@ -5,14 +5,26 @@
 
 #include "cache/db.h"
 
-int kt__configs_merge(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen) {
-  int st = KT__C_OK;
+/* Whether the stored row at t gives way to r: r is faster, the stored time
+** is no time (damaged: text, negative, not finite, which nothing would
+** ever beat), or the stored config is the stale one the caller found
+** outside the spec's space. */
+static int gives_way(sqlite3_stmt *t, const kt__cfgrow *r, const char *stale, int *oom) {
+  double was = sqlite3_column_double(t, 0);
+  int type = sqlite3_column_type(t, 0);
+  if ((type != SQLITE_FLOAT && type != SQLITE_INTEGER) || !(was >= 0) || !isfinite(was)) return 1;
+  return r->time_us < was || (stale && !strcmp(kt__db_text(t, 1, oom), stale));
+}
+
+int kt__configs_merge(kt_store *s, const kt__cfgrow *r, const char *stale, int *outcome, char *err, size_t errlen) {
+  int st = KT__C_OK, oom = 0;
   sqlite3_stmt *t = kt__db_stmt(s, ST_TIME_OF, &st, err, errlen), *u;
   if (!t) return st;
   kt__db_bind_key(t, r->kernel, r->spec_hash, r->device, r->key);
   int rc = kt__db_step(t), oc = KT__ADDED;
-  if (rc == SQLITE_ROW) oc = r->time_us < sqlite3_column_double(t, 0) ? KT__REPLACED : KT__KEPT;
+  if (rc == SQLITE_ROW) oc = gives_way(t, r, stale, &oom) ? KT__REPLACED : KT__KEPT;
   else if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading configs", err, errlen);
+  if (oom) st = (snprintf(err, errlen, "%s: reading configs: out of memory", s->path), KT__C_NOMEM);
   sqlite3_reset(t);
   if (!st && oc != KT__KEPT && (u = kt__db_stmt(s, ST_PUT_CONFIG, &st, err, errlen))) {
     kt__cfgrow w = *r;
@@ -27,7 +39,8 @@ int kt__configs_merge(kt_store *s, const kt__cfgrow *r, int *outcome, char *err,
   return st;
 }
 
-int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen) {
+int kt__store_replace_config(kt_store *s, const kt__cfgrow *r, const char *stale, int *outcome, char *err,
+                             size_t errlen) {
   if (s->readonly) return kt__db_readonly_err(s, err, errlen);
   if (!(r->time_us >= 0) || !isfinite(r->time_us)) {
     snprintf(err, errlen, "%s: configs: time_us %g is not a finite number >= 0", s->path, r->time_us);
@@ -35,10 +48,14 @@ int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *e
   }
   pthread_mutex_lock(&s->lock);
   int st = kt__db_begin(s, err, errlen);
-  if (!st) st = kt__configs_merge(s, r, outcome, err, errlen);
+  if (!st) st = kt__configs_merge(s, r, stale, outcome, err, errlen);
   st = kt__db_end(s, st, err, errlen);
   pthread_mutex_unlock(&s->lock);
   return st;
+}
+
+int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen) {
+  return kt__store_replace_config(s, r, NULL, outcome, err, errlen);
 }
 
 static int get_config_from(kt_store *s, sqlite3 *db, sqlite3_stmt *q, const char *const *k, char *config, size_t n,

@@ -64,8 +64,9 @@ int kt__db_readonly_err(const kt_store *s, char *err, size_t errlen);
 
 /* configs.c: within a transaction, how a config compares with the stored
 ** one (KT__ADDED, KT__KEPT, KT__REPLACED), and the row written when it is
-** faster or new. */
-int kt__configs_merge(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen);
+** new, faster, or the stored one is stale (kt__store_replace_config) or
+** damaged. */
+int kt__configs_merge(kt_store *s, const kt__cfgrow *r, const char *stale, int *outcome, char *err, size_t errlen);
 
 /* binaries.c: whether a row's blob (bytes long) is the one its size and
 ** digest describe. */

@@ -9,7 +9,7 @@
 static void stmt_sql(const kt_store *s, int id, char *q, size_t n) {
   static const char *const fixed[ST_COUNT] = {
       [ST_GET_CONFIG] = "SELECT config, time_us FROM configs" KT__WHERE_KEY,
-      [ST_TIME_OF] = "SELECT time_us FROM configs" KT__WHERE_KEY,
+      [ST_TIME_OF] = "SELECT time_us, config FROM configs" KT__WHERE_KEY,
       [ST_Q_DEL] = "DELETE FROM quarantine" KT__WHERE_KEY " AND config=?5",
       [ST_Q_GET] = "SELECT reason FROM quarantine" KT__WHERE_KEY " AND config=?5",
       /* The configs other keys of a kernel chose, the most chosen first. */
@@ -44,17 +44,20 @@ static void stmt_sql(const kt_store *s, int id, char *q, size_t n) {
       kt__row_columns(cols, sizeof cols, rows[i].t);
       kt__row_params(params, sizeof params, rows[i].t, 1);
       int u = snprintf(q, n, "%s %s (%s) VALUES (%s)", rows[i].head, rows[i].t->name, cols, params);
-      /* A config replaces the stored one only when faster; created_at stays. */
+      /* The stored row updated in place, created_at kept: whether it gives
+      ** way was decided in the same transaction (kt__configs_merge). */
       if (!rows[i].tail && u > 0 && (size_t)u < n) {
-        size_t w = (size_t)u + (size_t)snprintf(q + u, n - (size_t)u, " ON CONFLICT (kernel, spec_hash, device, key) DO UPDATE SET");
         const kt__table *t = rows[i].t;
-        /* Every column after the key's four, but created_at. */
-        for (int c = 4, first = 1; c < t->ncols && w < n; c++)
+        size_t w = (size_t)u;
+        for (int c = 0; c < t->npk && w < n; c++)
+          w += (size_t)snprintf(q + w, n - w, "%s%s", c ? ", " : " ON CONFLICT (", t->cols[c].name);
+        if (w < n) w += (size_t)snprintf(q + w, n - w, ") DO UPDATE SET");
+        /* Every column after the key's, but created_at. */
+        for (int c = t->npk, first = 1; c < t->ncols && w < n; c++)
           if (strcmp(t->cols[c].name, "created_at")) {
             w += (size_t)snprintf(q + w, n - w, "%s %s=excluded.%s", first ? "" : ",", t->cols[c].name, t->cols[c].name);
             first = 0;
           }
-        if (w < n) snprintf(q + w, n - w, " WHERE excluded.time_us < configs.time_us");
       }
     }
   }

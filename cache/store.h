@@ -66,9 +66,17 @@ int kt__store_binaries_trusted(const kt_store *s);
 /* configs.c */
 enum { KT__ADDED = 1, KT__KEPT = 2, KT__REPLACED = 3 };
 /* Insert, or replace only if faster: the fastest measured config wins and
-** a later equal-or-slower result never overwrites it. time_us must be a
-** finite number >= 0. *outcome may be NULL. */
+** a later equal-or-slower result never overwrites it. A stored row whose
+** time is damaged (not a finite number >= 0) gives way to any result.
+** time_us must be a finite number >= 0. *outcome may be NULL. */
 int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen);
+/* The same, and the stored row gives way too where its config is still
+** stale (stale may be NULL): one the caller found outside the spec's
+** space, which no process would use again and no slower result would
+** ever replace. Compared in the write's transaction, so a config another
+** process stored meanwhile is kept unless r is faster. */
+int kt__store_replace_config(kt_store *s, const kt__cfgrow *r, const char *stale, int *outcome, char *err,
+                             size_t errlen);
 /* The config for a key (user database, then system). KT__C_NOT_FOUND when
 ** neither has it. */
 int kt__store_get_config(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,

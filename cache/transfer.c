@@ -344,7 +344,7 @@ static int import_config(kt_store *s, inrow *r, long *counts, char *why, size_t 
     return snprintf(why, wl, "config: %s", w), KT__C_INVALID;
   row.key = key;
   row.config = cfg;
-  int oc, st = kt__configs_merge(s, &row, &oc, err, errlen);
+  int oc, st = kt__configs_merge(s, &row, NULL, &oc, err, errlen);
   if (!st) counts[oc - 1]++;
   return st;
 }

@@ -119,6 +119,59 @@ static void configs_fastest_wins(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM v_configs WHERE age_s BETWEEN 0 AND 60"), 1);
 }
 
+/* time_us of the stored row of {"D":256} set to what (SQL) by sqlite3's
+** shell, the store closed meanwhile and opened again into *s. */
+static int set_stored_time(kt_store **s, const char *p, const char *what) {
+  char out[1024];
+  kt__store_close(*s);
+  if (t_sh(out, sizeof out, "sqlite3 '%s' \"UPDATE configs SET time_us = %s\"", p, what)) return -1;
+  return open_store(s, p, NULL, NULL, err, sizeof err);
+}
+
+/* A stored row that no result would ever beat gives way: one whose time is
+** damaged (text, negative, infinite), and one whose config the caller
+** found stale, while it is still that config. */
+static void damaged_or_stale_rows_give_way(void) {
+  const char *p = tmpfile_in("give.db");
+  static const char *const damaged[] = {"'fast'", "-1", "-9e999", "9e999", "X'00'"};
+  kt_store *s;
+  int oc;
+  char cfg[256];
+  double t;
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  kt__cfgrow r = row("{\"D\":256}", "{\"BLOCK\":128}", 10.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+  for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
+    ASSERT_STATUS((kt_status)set_stored_time(&s, p, damaged[i]), KT_OK);
+    r = row("{\"D\":256}", i % 2 ? "{\"BLOCK\":128}" : "{\"BLOCK\":64}", 1e6 + (double)i);
+    ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+    ASSERT_EQ(oc, KT__REPLACED);
+    ASSERT_STATUS(get_config(s, "{\"D\":256}", cfg, sizeof cfg, &t), KT_OK);
+    ASSERT_TRUE(t == 1e6 + (double)i);
+  }
+  /* A sound row: a slower result is kept out, unless it names the stored
+  ** config stale; a stale name another config has replaced is no reason. */
+  ASSERT_STATUS((kt_status)set_stored_time(&s, p, "0"), KT_OK);
+  r = row("{\"D\":256}", "{\"BLOCK\":512}", 3.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__KEPT);
+  ASSERT_STATUS(kt__store_replace_config(s, &r, "{\"BLOCK\":512}", &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__KEPT);
+  ASSERT_STATUS(kt__store_replace_config(s, &r, "{\"BLOCK\":64}", &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__REPLACED);
+  ASSERT_STATUS(get_config(s, "{\"D\":256}", cfg, sizeof cfg, &t), KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"BLOCK\":512}");
+  ASSERT_TRUE(t == 3.0);
+  r = row("{\"D\":256}", "{\"BLOCK\":1024}", 5.0);
+  ASSERT_STATUS(kt__store_replace_config(s, &r, "{\"BLOCK\":64}", &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__KEPT);
+  r = row("{\"D\":300}", "{\"BLOCK\":1024}", 5.0);
+  ASSERT_STATUS(kt__store_replace_config(s, &r, "{\"BLOCK\":64}", &oc, err, sizeof err), KT_OK);
+  ASSERT_EQ(oc, KT__ADDED);
+  kt__store_close(s);
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs"), 2);
+}
+
 /* A stored text longer than the room for it is no config ktune wrote:
 ** none is read, where its first 255 bytes would have made a valid one. */
 static void long_config_text_is_not_cut(void) {
@@ -791,6 +844,7 @@ static void a_fifo_or_device_is_no_cache(void) {
 
 const kt_test t_store_tests[] = {
     {"cache: configs round trip, fastest wins", configs_fastest_wins},
+    {"cache: a stored row with a damaged time, or a stale config, gives way", damaged_or_stale_rows_give_way},
     {"cache: a FIFO or a device is no cache, never waited on", a_fifo_or_device_is_no_cache},
     {"cache: a stored config longer than the room for it is not read cut", long_config_text_is_not_cut},
     {"cache: trials, binaries and quarantine round trip", trials_binaries_quarantine},
