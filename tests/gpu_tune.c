@@ -171,6 +171,55 @@ static void in_place_call_applies_once(void) {
   kt_runtime_close(rt);
 }
 
+/* One call of add_one (1000 elements) by a runtime on cache whose log goes
+** to l; the runtime's counters, tunings (uint64_t)-1 where a step failed
+** or the result was wrong. */
+static kt_stats add_one_once(const char *cache, logbuf *l) {
+  kt_stats n = {.size = sizeof n, .tunings = (uint64_t)-1};
+  kt_runtime *rt = open_with(cache, l);
+  kt_kernel *k;
+  enum { N = 1000 };
+  float h[N];
+  uint64_t x = 0;
+  if (!rt) return n;
+  for (int i = 0; i < N; i++) h[i] = (float)i;
+  kt_arg a[] = {kt_arg_ptr(0, KT_F32), kt_arg_i64(N)};
+  int bad = kt_kernel_load(rt, "tests/specs/add_one.json", &k) || kt_device_alloc(rt, sizeof h, &x) ||
+            kt_device_upload(rt, x, h, sizeof h);
+  a[0] = kt_arg_ptr(x, KT_F32);
+  bad = bad || kt_launch(k, NULL, a, 2) || kt_stream_sync(rt, NULL) || kt_device_download(rt, h, x, sizeof h);
+  for (int i = 0; i < N && !bad; i++) bad = h[i] != (float)i + 1.0f;
+  if (bad) printf("    %s\n", kt_errmsg(rt));
+  if (bad || kt_runtime_stats(rt, &n)) n.tunings = (uint64_t)-1;
+  if (x) kt_device_free(rt, x);
+  kt_runtime_close(rt);
+  return n;
+}
+
+/* A stored config the spec's space no longer holds (a candidate taken out
+** of a list keeps the spec hash) is ignored, and the tuning that follows
+** replaces it, however fast it was said to be: the next process loads
+** the new winner instead of tuning the key again, every time. */
+static void a_stale_stored_config_is_replaced(void) {
+  static logbuf lb;
+  kt_runtime *probe = open_with(fresh_cache(), &lb);
+  if (!probe) return;
+  kt_runtime_close(probe);
+  const char *cache = fresh_cache();
+  kt_stats n = add_one_once(cache, &lb);
+  ASSERT_EQ(n.tunings, 1);
+  char out[1024];
+  ASSERT_EQ(t_sh(out, sizeof out, "sqlite3 '%s' \"UPDATE configs SET config = '{\\\"BLOCK\\\":1024,\\\"ITEMS\\\":1}',"
+                                  " time_us = 0.001\"", cache), 0);
+  n = add_one_once(cache, &lb);
+  ASSERT_EQ(n.tunings * 10 + n.cache_loads, 10);
+  ASSERT_CONTAINS(lb.text, "cached config {\"BLOCK\":1024,\"ITEMS\":1} is not in the spec's space");
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM configs WHERE json_extract(config, '$.BLOCK') IN (64, 128, 256, 512)"
+                            " AND time_us > 0.001"), 1);
+  n = add_one_once(cache, &lb);
+  ASSERT_EQ(n.tunings * 10 + n.cache_loads, 1);
+}
+
 /* A runtime on a fresh cache with a tuning budget of budget_s, its log at
 ** info and above going to l (cleared first). */
 static kt_runtime *open_budget(logbuf *l, double budget_s) {
@@ -975,6 +1024,7 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: 16 threads launch while another thread tunes", threads_launch_while_one_tunes},
     {"gpu tune: an aliased call to a kernel that cannot run in place", aliased_call_is_refused_or_staged},
     {"gpu tune: an in-place call applies the kernel once", in_place_call_applies_once},
+    {"gpu tune: a stored config outside the space is replaced by the next tuning", a_stale_stored_config_is_replaced},
     {"gpu tune: after kt_runtime_stop_tuning a miss runs untuned", stopped_runtime_runs_misses_untuned},
     {"gpu tune: a key met at one row is timed at its tune_at", a_key_met_at_one_row_is_timed_at_tune_at},
     {"gpu tune: a permutation met at three rows is timed at its tune_at",

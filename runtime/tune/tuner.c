@@ -573,15 +573,30 @@ static void pick(kt__tuner *t, const int64_t *reference) {
   y->outcome = y->win < 0 ? KT_TUNE_NO_VALID : y->unconfirmed ? KT_TUNE_TUNED_LOCAL : KT_TUNE_TUNED;
 }
 
+/* The key's stored config where the spec's space no longer holds it (a
+** candidate taken out of a list leaves the spec hash as it was), into
+** json; NULL where there is none or it is in the space. No process would
+** use it again, and no slower winner would ever replace it. */
+static const char *stale_config(const kt__tuner *t, char *json, size_t n) {
+  char err[KT_ERRMAX];
+  int64_t cfg[KT_MAX_CFIELDS];
+  const kt__prog *p = t->p;
+  if (kt__store_get_config(t->env->store, p->spec->name, p->spec_hash, t->env->fingerprint, t->key, json, n, NULL,
+                           err, sizeof err))
+    return NULL;
+  return *json && kt__config_from_json(p->spec, json, cfg) ? json : NULL;
+}
+
 static void store_winner(kt__tuner *t, const kt__cand *w, const kt__tuneresult *y) {
   if (!writable(t)) return;
-  char nv[16], drv[16], err[KT_ERRMAX];
+  char nv[16], drv[16], err[KT_ERRMAX], stale[KT_CONFIG_JSON_MAX];
   snprintf(nv, sizeof nv, "%d", kt__nvrtc_version());
   snprintf(drv, sizeof drv, "%d", t->env->dev.driver_version);
   kt__cfgrow row = {.kernel = t->p->spec->name, .spec_hash = t->p->spec_hash, .device = t->env->fingerprint,
                     .key = t->key, .config = w->json, .time_us = w->median, .candidates = y->tried,
                     .rejected = y->rejected, .nvrtc_version = nv, .driver_version = drv};
-  if (kt__store_put_config(t->env->store, &row, NULL, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
+  if (kt__store_replace_config(t->env->store, &row, stale_config(t, stale, sizeof stale), NULL, err, sizeof err))
+    kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
 }
 
 /* The key timed at the caller's call after all: each candidate's call made
