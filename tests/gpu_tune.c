@@ -208,9 +208,7 @@ static void a_stale_stored_config_is_replaced(void) {
   const char *cache = fresh_cache();
   kt_stats n = add_one_once(cache, &lb);
   ASSERT_EQ(n.tunings, 1);
-  char out[1024];
-  ASSERT_EQ(t_sh(out, sizeof out, "sqlite3 '%s' \"UPDATE configs SET config = '{\\\"BLOCK\\\":1024,\\\"ITEMS\\\":1}',"
-                                  " time_us = 0.001\"", cache), 0);
+  ASSERT_EQ(t_db_exec(cache, "UPDATE configs SET config = '{\"BLOCK\":1024,\"ITEMS\":1}', time_us = 0.001"), 0);
   n = add_one_once(cache, &lb);
   ASSERT_EQ(n.tunings * 10 + n.cache_loads, 10);
   ASSERT_CONTAINS(lb.text, "cached config {\"BLOCK\":1024,\"ITEMS\":1} is not in the spec's space");

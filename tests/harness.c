@@ -186,6 +186,14 @@ long long t_db_int(const char *path, const char *sql) {
   return v;
 }
 
+int t_db_exec(const char *path, const char *sql) {
+  sqlite3 *db;
+  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+  sqlite3_close(db);
+  return rc;
+}
+
 void t_db_text(const char *path, const char *sql, char *out, size_t n) {
   sqlite3 *db;
   sqlite3_stmt *st;

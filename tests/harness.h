@@ -41,6 +41,9 @@ int t_bounds_spec(const char *dir, char *path, size_t n);
 /* One integer from an SQLite query on the file at path (-999 when none),
 ** and every row's first column, one per line ("(none)" when it fails). */
 long long t_db_int(const char *path, const char *sql);
+/* Run sql on the database at path, read-write; SQLite's result code. Not
+** the sqlite3 shell, which GPU hosts may lack. */
+int t_db_exec(const char *path, const char *sql);
 void t_db_text(const char *path, const char *sql, char *out, size_t n);
 /* Whether a CUDA driver can be loaded here. */
 int t_have_driver(void);
