@@ -293,6 +293,14 @@ static void row_from_fields(const inrow *r, void *row) {
   }
 }
 
+/* Whether s holds a byte below 0x20 or 0x7f: no name, hash, version or
+** device ktune writes does, and printed it would move a terminal's cursor. */
+static int has_control(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) return 1;
+  return 0;
+}
+
 /* Read and check the fields of the row json: KT__C_OK, KT__C_INVALID with
 ** why, or KT__C_NOMEM. */
 static int read_row(inrow *r, const char *json, char *why, size_t wl) {
@@ -324,6 +332,8 @@ static int read_row(inrow *r, const char *json, char *why, size_t wl) {
              : t == F_INT  ? !strcmp(type, "integer") && r->i[k] >= 0
                            : (!strcmp(type, "integer") || !strcmp(type, "real")) && r->d[k] >= 0 && isfinite(r->d[k]);
     if (!ok) return snprintf(why, wl, "\"%s\" must be %s", c->name, want[t]), KT__C_INVALID;
+    if (t == F_TEXT && has_control(r->text[k]))
+      return snprintf(why, wl, "\"%s\" holds a control character", c->name), KT__C_INVALID;
   }
   return KT__C_OK;
 }

@@ -1,6 +1,8 @@
 /* The ktune CLI's offline commands, run as a user would ($KTUNE_BIN). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "../tools/shape.h"
@@ -540,10 +542,38 @@ static void export_whole_or_not_at_all(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* Text a cache file holds (a device, a kernel, a path) reaches the terminal
+** with its control bytes written \xNN: a hostile row can neither forge a
+** line of the table nor send the terminal escape sequences. */
+static void text_from_files_is_printed_escaped(void) {
+  char out[16384], db[700], cmd[800];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(db, sizeof db, "%s/esc.db", dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at, updated_at)"
+                          " VALUES ('k' || char(7), 'h', 'GPU' || char(27) || '[31mRED' || char(10) || 'fake row',"
+                          " '{\"D\":1}', '{\"B\":1}', 1.5, 1, strftime('%s', 'now'))"), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_STR_EQ(out, "kernel  device                      key      config   time_us  age  source\n"
+                     "k\\x07   GPU\\x1b[31mRED\\x0afake row  {\"D\":1}  {\"B\":1}     1.50  0s   user\n");
+  snprintf(cmd, sizeof cmd, "%s show 'k\a' --cache %s", bin(), db);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s", cmd), 0);
+  ASSERT_CONTAINS(out, "k\\x07  GPU\\x1b[31mRED\\x0afake row  {\"D\":1}\n  config {\"B\":1}: 1.50 us\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache '%s/no\033[2Jpe'", bin(), dir), 1);
+  snprintf(cmd, sizeof cmd, "ktune list: %s/no\\x1b[2Jpe: no cache there (nothing was created)\n", dir);
+  ASSERT_STR_EQ(out, cmd);
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_SYSTEM_CACHE='%s/sys\nline' %s list --cache %s", dir, bin(), db), 0);
+  snprintf(cmd, sizeof cmd, "ktune: warn: %s/sys\\x0aline: system cache not used: %s/sys\\x0aline: %s\n", dir, dir,
+           strerror(ENOENT));
+  ASSERT_CONTAINS(out, cmd);
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: an export is written whole or not at all, and never into the cache", export_whole_or_not_at_all},
     {"cli: --help and --version", help_and_version},
+    {"cli: text from a cache file is printed with its control bytes escaped", text_from_files_is_printed_escaped},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant", compile_writes_cubins},
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},

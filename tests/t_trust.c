@@ -4,6 +4,7 @@
 ** the middle of an import leaves nothing half done. Rows are checked in
 ** SQLite, files byte for byte. */
 #include <cjson/cJSON.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -314,6 +315,10 @@ static void imports_are_all_or_nothing(void) {
        " \"time_us\": 1}", 0, "x.json: configs[50]: key: a key holds numbers and strings only"},
       {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1, \"D\": 2}, \"config\": {\"B\": 1},"
        " \"time_us\": 1}", 0, "x.json: configs[50]: key: \"D\" given twice"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU\\u001b[2J\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
+       " \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
+      {"{\"kernel\": \"k\\nl\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
+       " \"time_us\": 1}", 0, "x.json: configs[50]: \"kernel\" holds a control character"},
       {"7", 0, "x.json: configs[50]: expected an object"},
       {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\":"
        " {\"lowered\": \"f\"}, \"size\": 5, \"cubin\": \"f0VMRg==\"}", 1,
@@ -710,6 +715,28 @@ static void tables_ktune_did_not_make_are_refused(void) {
   ASSERT_EQ(t_db_int(trig, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 1);
 }
 
+/* The runtime's own log (no callback given) writes a message's control
+** bytes as \xNN: a path or cached text it quotes stays on its line. */
+static void the_runtime_log_escapes_control_bytes(void) {
+  const char *p = fresh("stderr.txt");
+  fflush(stderr);
+  int saved = dup(2), fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_TRUE(saved >= 0 && fd >= 0);
+  dup2(fd, 2);
+  close(fd);
+  kt__log_stderr(NULL, KT_LOG_WARN, "a\nb\x1b[2Jc\x7f\td");
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  size_t n;
+  char *text = slurp(p, &n);
+  ASSERT_TRUE(text);
+  int same = !strcmp(text, "ktune: warn: a\\x0ab\\x1b[2Jc\\x7f\\x09d\n");
+  if (!same) printf("    got %s", text);
+  kt__free(text);
+  ASSERT_TRUE(same);
+}
+
 const kt_test t_trust_tests[] = {
     {"trust: a damaged cubin is compiled again, never loaded", damaged_binaries_are_compiled_again},
     {"trust: without NVRTC a config whose cubin is damaged is skipped", unbuildable_cached_config_is_skipped},
@@ -721,6 +748,7 @@ const kt_test t_trust_tests[] = {
     {"trust: commands that only read change no file, refuse foreign ones", reading_commands_change_nothing},
     {"trust: compile then gc keeps the cubins; -o writes a checked manifest", compile_then_gc_keeps_cubins},
     {"trust: a cache and a system cache in a read-only directory are read", read_only_directories_are_read},
+    {"trust: the runtime's own log writes control bytes as \\xNN", the_runtime_log_escapes_control_bytes},
     {"trust: tables ktune did not make are refused; the file's triggers never run", tables_ktune_did_not_make_are_refused},
     {NULL, NULL},
 };

@@ -88,12 +88,12 @@ int cli_usage(const char *cmd, const char *fmt, ...) {
 }
 
 int cli_fail(const char *cmd, const char *fmt, ...) {
+  char msg[4096], vis[16384];
   va_list ap;
-  fprintf(stderr, "ktune %s: ", cmd);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
+  fprintf(stderr, "ktune %s: %s\n", cmd, cli_visible(msg, vis, sizeof vis));
   return EXIT_FAIL;
 }
 
@@ -105,10 +105,24 @@ const char *cli_errmsg(const kt_runtime *rt) {
   return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
 }
 
+const char *cli_visible(const char *s, char *buf, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p >= 0x20 && *p != 0x7f) p++;
+  if (!*p || n < 5) return s;
+  size_t u = 0;
+  for (p = (const unsigned char *)s; *p && u + 5 <= n; p++) {
+    if (*p < 0x20 || *p == 0x7f) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", *p);
+    else buf[u++] = (char)*p;
+  }
+  buf[u] = 0;
+  return buf;
+}
+
 void cli_log(void *user, kt_log_level level, const char *msg) {
   static const char *names[] = {"error", "warn", "info", "debug"};
+  char vis[8192];
   (void)user;
-  fprintf(stderr, "ktune: %s: %s\n", level <= KT_LOG_DEBUG ? names[level] : "log", msg);
+  fprintf(stderr, "ktune: %s: %s\n", level <= KT_LOG_DEBUG ? names[level] : "log", cli_visible(msg, vis, sizeof vis));
 }
 
 void cli_options(kt_options *o, const char *arch, int no_device) {

@@ -131,7 +131,8 @@ static int keep_cells(listing *l, const char *const *cells) {
     l->lines = q;
     l->cap = cap;
   }
-  for (int c = 0; c < NCOLS; c++) l->lines[l->n * NCOLS + c] = strdup(cells[c]);
+  char vis[16384];
+  for (int c = 0; c < NCOLS; c++) l->lines[l->n * NCOLS + c] = strdup(cli_visible(cells[c], vis, sizeof vis));
   l->n++;
   return 0;
 }
@@ -155,12 +156,13 @@ static void print_table(const listing *l) {
 }
 
 static int print_trial(void *user, const kt_trial_row *t) {
-  char med[32] = "-", spr[32] = "-";
+  char med[32] = "-", spr[32] = "-", v[3][4096];
   (void)user;
   if (t->median_us >= 0) snprintf(med, sizeof med, "%.2f", t->median_us);
   if (t->spread_us >= 0) snprintf(spr, sizeof spr, "%.2f", t->spread_us);
-  printf("    %-40s %-13s %9s %8s %5d %7d %6d  %s\n", t->config, t->status, med, spr, t->registers, t->smem_bytes,
-         t->spill_bytes, t->detail ? t->detail : "");
+  printf("    %-40s %-13s %9s %8s %5d %7d %6d  %s\n", cli_visible(t->config, v[0], sizeof v[0]),
+         cli_visible(t->status, v[1], sizeof v[1]), med, spr, t->registers, t->smem_bytes, t->spill_bytes,
+         cli_visible(t->detail ? t->detail : "", v[2], sizeof v[2]));
   return 0;
 }
 
@@ -171,7 +173,10 @@ static int on_row(void *user, const kt_cache_row *r) {
     return 0;
   }
   if (l->trials) {
-    printf("%s  %s  %s\n  config %s: %.2f us\n", r->kernel, r->device, r->key, r->config, r->time_us);
+    char v[4][4096];
+    printf("%s  %s  %s\n  config %s: %.2f us\n", cli_visible(r->kernel, v[0], sizeof v[0]),
+           cli_visible(r->device, v[1], sizeof v[1]), cli_visible(r->key, v[2], sizeof v[2]),
+           cli_visible(r->config, v[3], sizeof v[3]), r->time_us);
     printf("    %-40s %-13s %9s %8s %5s %7s %6s  %s\n", "candidate", "status", "median_us", "spread", "regs", "smem",
            "spill", "detail");
     kt_cache_trials(l->rt, r, print_trial, l);

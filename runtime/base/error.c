@@ -53,12 +53,26 @@ void kt__err_clear(uint64_t id) {
 
 static const char *level_names[] = {"error", "warn", "info", "debug"};
 
+/* msg with its control bytes as \xNN: a line of the log stays one line,
+** and text from a file it quotes (a path, a cached config) cannot move a
+** terminal's cursor. */
+static const char *visible(const char *msg, char *buf, size_t n) {
+  size_t u = 0;
+  for (const unsigned char *p = (const unsigned char *)msg; *p && u + 5 <= n; p++) {
+    if (*p < 0x20 || *p == 0x7f) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", *p);
+    else buf[u++] = (char)*p;
+  }
+  buf[u] = 0;
+  return buf;
+}
+
 void kt__log_stderr(void *user, kt_log_level level, const char *msg) {
+  char vis[4 * KT_ERRMAX + 1];
   (void)user;
   fprintf(stderr, "ktune: %s: %s\n",
           level >= KT_LOG_ERROR && level <= KT_LOG_DEBUG ? level_names[level]
                                                          : "log",
-          msg);
+          visible(msg, vis, sizeof vis));
 }
 
 int kt__log_level_from_env(void) {
