@@ -171,6 +171,23 @@ static int emit(FILE *out, cJSON *row, const char *sep) {
   return KT__C_OK;
 }
 
+/* Whether s holds a byte below 0x20 or 0x7f: no name, hash, version or
+** device ktune writes does, and printed it would move a terminal's cursor. */
+static int has_control(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) return 1;
+  return 0;
+}
+
+/* Whether a text column of row (a row of t) holds a control byte: a row
+** ktune did not write, which an import would refuse. */
+static int row_has_control(const kt__table *t, const void *row) {
+  for (int k = 0; k < t->ncols; k++)
+    if (field_type(&t->cols[k]) == F_TEXT && has_control(*(const char *const *)((const char *)row + t->cols[k].off)))
+      return 1;
+  return 0;
+}
+
 static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
   char cols[1024], q[1200];
   kt__row_select(cols, sizeof cols, &kt__configs_table, s->version);
@@ -187,7 +204,8 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
     if ((st = kt__row_read(p, &kt__configs_table, &r, 0))) break;
     /* A row another program wrote that no lookup could match. */
     if (kt__codec_canon(r.key, 0, key, sizeof key, why, sizeof why) ||
-        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || !isfinite(r.time_us) || r.time_us < 0) {
+        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || !isfinite(r.time_us) || r.time_us < 0 ||
+        row_has_control(&kt__configs_table, &r)) {
       skipped++;
       continue;
     }
@@ -221,7 +239,7 @@ static int export_binaries(kt_store *s, FILE *out, char *err, size_t errlen) {
     if ((st = kt__row_read(p, &kt__binaries_table, &r, 0))) break;
     if (!kt__binary_intact(&r, sqlite3_column_bytes(p, blob)) ||
         kt__codec_canon(r.constants, 0, constants, sizeof constants, why, sizeof why) ||
-        !strstr(constants, "\"lowered\":\"")) {
+        !strstr(constants, "\"lowered\":\"") || row_has_control(&kt__binaries_table, &r)) {
       skipped++;
       continue;
     }
@@ -233,7 +251,9 @@ static int export_binaries(kt_store *s, FILE *out, char *err, size_t errlen) {
   if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
   if (st == KT__C_NOMEM) snprintf(err, errlen, "%s: exporting: out of memory", s->path);
   sqlite3_finalize(p);
-  if (skipped) kt__db_log(s, 1, "%s: %d binaries fail their size or digest check and are not exported", s->path, skipped);
+  if (skipped)
+    kt__db_log(s, 1, "%s: %d binaries fail their checks (size, digest, lowered name, text) and are not exported",
+               s->path, skipped);
   return st;
 }
 
@@ -291,14 +311,6 @@ static void row_from_fields(const inrow *r, void *row) {
       default: break; /* the blob: decoded by the caller */
     }
   }
-}
-
-/* Whether s holds a byte below 0x20 or 0x7f: no name, hash, version or
-** device ktune writes does, and printed it would move a terminal's cursor. */
-static int has_control(const char *s) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if (*p < 0x20 || *p == 0x7f) return 1;
-  return 0;
 }
 
 /* Read and check the fields of the row json: KT__C_OK, KT__C_INVALID with
