@@ -51,7 +51,8 @@ int kt__db_exec(sqlite3 *db, const char *sql) {
 }
 
 int kt__db_harden(sqlite3 *db) {
-  static const int off[] = {SQLITE_DBCONFIG_ENABLE_TRIGGER, SQLITE_DBCONFIG_ENABLE_VIEW, SQLITE_DBCONFIG_TRUSTED_SCHEMA};
+  static const int off[] = {SQLITE_DBCONFIG_ENABLE_TRIGGER, SQLITE_DBCONFIG_ENABLE_VIEW,
+                            SQLITE_DBCONFIG_TRUSTED_SCHEMA};
   int rc = sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
   for (size_t i = 0; i < sizeof off / sizeof off[0] && !rc; i++) rc = sqlite3_db_config(db, off[i], 0, NULL);
   return rc;

@@ -133,7 +133,8 @@ static int check_object(sqlite3 *db, const kt__table *t, int v, int *exists, cha
     int oom = 0;
     const char *type = kt__db_text(st, 0, &oom);
     if (oom) rc = SQLITE_NOMEM;
-    else if (strcmp(type, "table")) snprintf(why, n, "%s is a%s %s, not a table", t->name, *type == 'i' ? "n" : "", type);
+    else if (strcmp(type, "table"))
+      snprintf(why, n, "%s is a%s %s, not a table", t->name, *type == 'i' ? "n" : "", type);
     else if (sqlite3_column_int(st, 1)) snprintf(why, n, "%s is a virtual table", t->name);
     else if (t->version > v) snprintf(why, n, "it holds a table %s, which schema %d does not have", t->name, v);
   } else if (rc == SQLITE_DONE && t->version <= v) {
@@ -179,7 +180,8 @@ static int check_keys(sqlite3 *db, const kt__table *t, char *why, size_t n) {
     const char *index = kt__db_text(st, 0, &oom), *origin = kt__db_text(st, 1, &oom);
     const char *col = kt__db_text(st, 2, &oom), *coll = kt__db_text(st, 3, &oom);
     if (oom) rc = SQLITE_NOMEM;
-    else if (strcmp(origin, "pk")) snprintf(why, n, "table %s has a unique key besides its primary key (%s)", t->name, index);
+    else if (strcmp(origin, "pk"))
+      snprintf(why, n, "table %s has a unique key besides its primary key (%s)", t->name, index);
     else if (strcasecmp(coll, "BINARY"))
       snprintf(why, n, "the primary key of %s compares %s as %s, not BINARY", t->name, col, coll);
     if (oom) break;

@@ -322,7 +322,8 @@ static void open_system(kt_store *s) {
   char why[512] = "";
   if (!st && why_not_ours(s->sys, &v, why, sizeof why)) st = sys_err(s, "reading the schema", err, sizeof err);
   else if (!st && (*why || v < 1))
-    st = KT__C_CACHE, snprintf(err, sizeof err, "%s: not a ktune cache (%s)", s->sys_path, *why ? why : "no ktune schema");
+    st = KT__C_CACHE,
+    snprintf(err, sizeof err, "%s: not a ktune cache (%s)", s->sys_path, *why ? why : "no ktune schema");
   s->sys_version = v;
   if (!st && sqlite3_prepare_v2(s->sys, "SELECT config, time_us FROM configs" KT__WHERE_KEY, -1, &s->sys_get, NULL))
     st = sys_err(s, "preparing a statement", err, sizeof err);

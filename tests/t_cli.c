@@ -551,8 +551,9 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_TRUE(dir);
   snprintf(db, sizeof db, "%s/esc.db", dir);
   ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
-  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at, updated_at)"
-                          " VALUES ('k' || char(7), 'h', 'GPU' || char(27) || '[31mRED' || char(10) || 'fake row',"
+  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
+                          " updated_at) VALUES ('k' || char(7), 'h',"
+                          " 'GPU' || char(27) || '[31mRED' || char(10) || 'fake row',"
                           " '{\"D\":1}', '{\"B\":1}', 1.5, 1, strftime('%s', 'now'))"), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
   ASSERT_STR_EQ(out, "kernel  device                      key      config   time_us  age  source\n"

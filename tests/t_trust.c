@@ -315,8 +315,8 @@ static void imports_are_all_or_nothing(void) {
        " \"time_us\": 1}", 0, "x.json: configs[50]: key: a key holds numbers and strings only"},
       {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1, \"D\": 2}, \"config\": {\"B\": 1},"
        " \"time_us\": 1}", 0, "x.json: configs[50]: key: \"D\" given twice"},
-      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU\\u001b[2J\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
-       " \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU\\u001b[2J\", \"key\": {\"D\": 1},"
+       " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
       {"{\"kernel\": \"k\\nl\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
        " \"time_us\": 1}", 0, "x.json: configs[50]: \"kernel\" holds a control character"},
       {"7", 0, "x.json: configs[50]: expected an object"},
@@ -673,7 +673,8 @@ static void tables_ktune_did_not_make_are_refused(void) {
   snprintf(q[3], sizeof q[3], configs_as, "", "REAL", "kernel, key");
   const char *base = fresh("made.db"), *user = fresh("user.db");
   kt_store *s;
-  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 9};
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}",
+                  .time_us = 9};
   ASSERT_STATUS(open_store(&s, base, NULL), KT_OK);
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   kt__store_close(s);
@@ -753,6 +754,7 @@ const kt_test t_trust_tests[] = {
     {"trust: compile then gc keeps the cubins; -o writes a checked manifest", compile_then_gc_keeps_cubins},
     {"trust: a cache and a system cache in a read-only directory are read", read_only_directories_are_read},
     {"trust: the runtime's own log writes control bytes as \\xNN", the_runtime_log_escapes_control_bytes},
-    {"trust: tables ktune did not make are refused; the file's triggers never run", tables_ktune_did_not_make_are_refused},
+    {"trust: tables ktune did not make are refused; the file's triggers never run",
+     tables_ktune_did_not_make_are_refused},
     {NULL, NULL},
 };
