@@ -3,17 +3,23 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cache/codec.h"
 #include "cache/db.h"
 
-/* Whether the stored row at t gives way to r: r is faster, the stored time
-** is no time (damaged: text, negative, not finite, which nothing would
-** ever beat), or the stored config is the stale one the caller found
-** outside the spec's space. */
+/* Whether the stored row at t gives way to r: r is faster; the row is
+** damaged (its time is no time: text, negative, not finite, which nothing
+** would ever beat; or its config is no config, which no reader would
+** use); or its config is the stale one the caller found outside the
+** spec's space. */
 static int gives_way(sqlite3_stmt *t, const kt__cfgrow *r, const char *stale, int *oom) {
   double was = sqlite3_column_double(t, 0);
   int type = sqlite3_column_type(t, 0);
+  const char *config = kt__db_text(t, 1, oom);
+  char canon[KT__JSON_MAX(KT__KV_MAX)], why[128];
+  if (*oom) return 0;
   if ((type != SQLITE_FLOAT && type != SQLITE_INTEGER) || !(was >= 0) || !isfinite(was)) return 1;
-  return r->time_us < was || (stale && !strcmp(kt__db_text(t, 1, oom), stale));
+  if (kt__codec_canon(config, 1, canon, sizeof canon, why, sizeof why)) return 1;
+  return r->time_us < was || (stale && !strcmp(config, stale));
 }
 
 int kt__configs_merge(kt_store *s, const kt__cfgrow *r, const char *stale, int *outcome, char *err, size_t errlen) {

@@ -66,8 +66,9 @@ int kt__store_binaries_trusted(const kt_store *s);
 /* configs.c */
 enum { KT__ADDED = 1, KT__KEPT = 2, KT__REPLACED = 3 };
 /* Insert, or replace only if faster: the fastest measured config wins and
-** a later equal-or-slower result never overwrites it. A stored row whose
-** time is damaged (not a finite number >= 0) gives way to any result.
+** a later equal-or-slower result never overwrites it. A stored row that is
+** damaged (its time not a finite number >= 0, or its config no config the
+** codec reads) gives way to any result.
 ** time_us must be a finite number >= 0. *outcome may be NULL. */
 int kt__store_put_config(kt_store *s, const kt__cfgrow *r, int *outcome, char *err, size_t errlen);
 /* The same, and the stored row gives way too where its config is still

@@ -149,6 +149,18 @@ static void damaged_or_stale_rows_give_way(void) {
     ASSERT_STATUS(get_config(s, "{\"D\":256}", cfg, sizeof cfg, &t), KT_OK);
     ASSERT_TRUE(t == 1e6 + (double)i);
   }
+  /* A config that is no config (garbage, or longer than any config). */
+  static const char *const no_config[] = {"'garbage'", "'{\"B\":1.5}'", "printf('{\"B%0*d\":1}', 20000, 0)"};
+  for (size_t i = 0; i < sizeof no_config / sizeof no_config[0]; i++) {
+    char q[256];
+    snprintf(q, sizeof q, "UPDATE configs SET config = %s, time_us = 0", no_config[i]);
+    kt__store_close(s);
+    ASSERT_EQ(t_db_exec(p, q), 0);
+    ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+    r = row("{\"D\":256}", "{\"BLOCK\":64}", 50.0);
+    ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
+    ASSERT_EQ(oc, KT__REPLACED);
+  }
   /* A sound row: a slower result is kept out, unless it names the stored
   ** config stale; a stale name another config has replaced is no reason. */
   ASSERT_STATUS((kt_status)set_stored_time(&s, p, "0"), KT_OK);
