@@ -827,8 +827,9 @@ KT_API kt_status kt_cache_export(kt_runtime *rt, const char *path,
                                  int with_binaries);
 
 /* Merge an export (path, or "-": standard input) into the user cache, all
-** or nothing: a config replaces the cached one only when it is faster. counts: configs added, kept, replaced, and
-** binaries added. Returns KT_OK, KT_ERR_IO, KT_ERR_INVALID (not an export;
+** or nothing: a config replaces the cached one only when it is faster, or
+** the cached row is damaged (docs/cache.md). counts: configs added, kept,
+** replaced, and binaries added. Returns KT_OK, KT_ERR_IO, KT_ERR_INVALID (not an export;
 ** the message says why), KT_ERR_READONLY or KT_ERR_CACHE. */
 KT_API kt_status kt_cache_import(kt_runtime *rt, const char *path,
                                  long counts[4] /* OUT */);
