@@ -19,11 +19,14 @@ void kt__db_log(const kt_store *s, int level, const char *fmt, ...) {
   s->log.fn(s->log.user, level, buf);
 }
 
-int kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t errlen) {
+int kt__db_err_at(const char *path, sqlite3 *db, const char *what, char *err, size_t errlen) {
   int rc = db ? sqlite3_errcode(db) : SQLITE_ERROR;
-  snprintf(err, errlen, "%s: %s: %s", s && s->path ? s->path : "cache", what,
-           db ? sqlite3_errmsg(db) : "no database");
+  snprintf(err, errlen, "%s: %s: %s", path ? path : "cache", what, db ? sqlite3_errmsg(db) : "no database");
   return rc == SQLITE_NOMEM ? KT__C_NOMEM : KT__C_CACHE;
+}
+
+int kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t errlen) {
+  return kt__db_err_at(s ? s->path : NULL, db, what, err, errlen);
 }
 
 int kt__db_readonly_err(const kt_store *s, char *err, size_t errlen) {

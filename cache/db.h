@@ -38,6 +38,8 @@ struct kt_store {
 /* "PATH: what: sqlite's message"; returns KT__C_NOMEM when SQLite ran out
 ** of memory, else KT__C_CACHE. */
 int kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t errlen);
+/* The same for the file at path (the system cache's, say). */
+int kt__db_err_at(const char *path, sqlite3 *db, const char *what, char *err, size_t errlen);
 /* Step a statement until it is done or has a row, waiting out SQLITE_BUSY
 ** beyond the busy timeout too (the cache must never fail with "database is
 ** locked"). */

@@ -149,21 +149,23 @@ static void immutable_uri(const char *path, char *uri, size_t n) {
   snprintf(uri + u, n - u, "?immutable=1");
 }
 
-static int probe(sqlite3 *db) {
-  return sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+/* A connection just opened (rc, open_v2's result) made ready and tried:
+** the busy timeout set before the probe, so that its first read waits out
+** a writer (an import into the same file) like every later one, instead of
+** failing at once; hardened before anything of the file is read. */
+static int settle(sqlite3 *db, int rc) {
+  sqlite3_busy_timeout(db, KT__BUSY_TIMEOUT_MS);
+  if (rc == SQLITE_OK) rc = kt__db_harden(db);
+  return rc == SQLITE_OK ? sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) : rc;
 }
 
 /* An existing file for reading only; in a directory where SQLite can
 ** create nothing (a WAL file needs its -shm), as immutable. */
-static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_t errlen) {
+static int open_ro(sqlite3 **db, const char *path, char *err, size_t errlen) {
   int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
   /* Without memory for the connection itself, SQLite leaves no handle. */
   if (!*db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
-  /* Before the probe: its first read waits out a writer (an import into
-  ** the same file) like every later one, instead of failing at once. */
-  sqlite3_busy_timeout(*db, KT__BUSY_TIMEOUT_MS);
-  if (rc == SQLITE_OK) rc = kt__db_harden(*db);
-  if (rc == SQLITE_OK) rc = probe(*db);
+  rc = settle(*db, rc);
   if (rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY) {
     char uri[PATH_MAX * 3 + 32];
     immutable_uri(path, uri, sizeof uri);
@@ -171,11 +173,9 @@ static int open_ro(kt_store *s, sqlite3 **db, const char *path, char *err, size_
     *db = NULL;
     rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (!*db) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
-    sqlite3_busy_timeout(*db, KT__BUSY_TIMEOUT_MS);
-    if (rc == SQLITE_OK) rc = kt__db_harden(*db);
-    if (rc == SQLITE_OK) rc = probe(*db);
+    rc = settle(*db, rc);
   }
-  if (rc == SQLITE_NOMEM) return kt__db_err(s, *db, "opening", err, errlen);
+  if (rc == SQLITE_NOMEM) return kt__db_err_at(path, *db, "opening", err, errlen);
   if (rc != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot open read-only: %s", path, sqlite3_errmsg(*db));
     return KT__C_CACHE;
@@ -281,7 +281,7 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   int foreign_side = exists && foreign_side_file(path, side, sizeof side, &why);
   s->readonly = want_ro || foreign_side || (exists && !writable(path));
   if (!s->readonly && !exists && make_parent(path, err, errlen)) return KT__C_CACHE;
-  if ((st = s->readonly ? open_ro(s, &s->db, path, err, errlen) : open_rw(s, path, err, errlen))) return st;
+  if ((st = s->readonly ? open_ro(&s->db, path, err, errlen) : open_rw(s, path, err, errlen))) return st;
   if (foreign_side)
     kt__db_log(s, 1, "%s: %s: opened read-only for configs; compiled kernels are not loaded from it, and nothing is "
                      "written to it or checkpointed", side, why);
@@ -293,7 +293,7 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
     sqlite3_close(s->db);
     s->db = NULL;
     s->readonly = 1;
-    if ((st = open_ro(s, &s->db, path, err, errlen))) return st;
+    if ((st = open_ro(&s->db, path, err, errlen))) return st;
     kt__db_log(s, 1, "%s: written by a newer ktune (schema %d, this one knows %d): opened read-only, nothing will be "
                      "written to it", path, s->version, KT__SCHEMA_VERSION);
   }
@@ -305,28 +305,22 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   return KT__C_OK;
 }
 
-/* "SYSTEM PATH: what: sqlite's message" (kt__db_err names the user's). */
-static int sys_err(kt_store *s, const char *what, char *err, size_t errlen) {
-  snprintf(err, errlen, "%s: %s: %s", s->sys_path, what, sqlite3_errmsg(s->sys));
-  return sqlite3_errcode(s->sys) == SQLITE_NOMEM ? KT__C_NOMEM : KT__C_CACHE;
-}
-
 static void open_system(kt_store *s) {
   char err[2048];
   struct stat sb;
   int v = 0, st = KT__C_CACHE;
   if (stat(s->sys_path, &sb)) snprintf(err, sizeof err, "%s: %s", s->sys_path, strerror(errno));
   else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: %s, not a cache file", s->sys_path, not_a_file(&sb));
-  else st = open_ro(s, &s->sys, s->sys_path, err, sizeof err);
+  else st = open_ro(&s->sys, s->sys_path, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
   char why[512] = "";
-  if (!st && why_not_ours(s->sys, &v, why, sizeof why)) st = sys_err(s, "reading the schema", err, sizeof err);
+  if (!st && why_not_ours(s->sys, &v, why, sizeof why)) st = kt__db_err_at(s->sys_path, s->sys, "reading the schema", err, sizeof err);
   else if (!st && (*why || v < 1))
     st = KT__C_CACHE,
     snprintf(err, sizeof err, "%s: not a ktune cache (%s)", s->sys_path, *why ? why : "no ktune schema");
   s->sys_version = v;
   if (!st && sqlite3_prepare_v2(s->sys, "SELECT config, time_us FROM configs" KT__WHERE_KEY, -1, &s->sys_get, NULL))
-    st = sys_err(s, "preparing a statement", err, sizeof err);
+    st = kt__db_err_at(s->sys_path, s->sys, "preparing a statement", err, sizeof err);
   if (!st) return;
   kt__db_log(s, 1, "%s: system cache not used: %s", s->sys_path, err);
   sqlite3_finalize(s->sys_get);
