@@ -119,12 +119,13 @@ static void configs_fastest_wins(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM v_configs WHERE age_s BETWEEN 0 AND 60"), 1);
 }
 
-/* time_us of the stored row of {"D":256} set to what (SQL) by sqlite3's
-** shell, the store closed meanwhile and opened again into *s. */
-static int set_stored_time(kt_store **s, const char *p, const char *what) {
-  char out[1024];
+/* The stored row of {"D":256} changed by "UPDATE configs SET set" from
+** outside the store, closed meanwhile and opened again into *s. */
+static int change_stored_row(kt_store **s, const char *p, const char *set) {
+  char q[256];
+  snprintf(q, sizeof q, "UPDATE configs SET %s", set);
   kt__store_close(*s);
-  if (t_sh(out, sizeof out, "sqlite3 '%s' \"UPDATE configs SET time_us = %s\"", p, what)) return -1;
+  if (t_db_exec(p, q)) return -1;
   return open_store(s, p, NULL, NULL, err, sizeof err);
 }
 
@@ -133,7 +134,8 @@ static int set_stored_time(kt_store **s, const char *p, const char *what) {
 ** found stale, while it is still that config. */
 static void damaged_or_stale_rows_give_way(void) {
   const char *p = tmpfile_in("give.db");
-  static const char *const damaged[] = {"'fast'", "-1", "-9e999", "9e999", "X'00'"};
+  static const char *const damaged[] = {"time_us = 'fast'", "time_us = -1", "time_us = -9e999", "time_us = 9e999",
+                                        "time_us = X'00'"};
   kt_store *s;
   int oc;
   char cfg[256];
@@ -142,7 +144,7 @@ static void damaged_or_stale_rows_give_way(void) {
   kt__cfgrow r = row("{\"D\":256}", "{\"BLOCK\":128}", 10.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
   for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
-    ASSERT_STATUS((kt_status)set_stored_time(&s, p, damaged[i]), KT_OK);
+    ASSERT_STATUS((kt_status)change_stored_row(&s, p, damaged[i]), KT_OK);
     r = row("{\"D\":256}", i % 2 ? "{\"BLOCK\":128}" : "{\"BLOCK\":64}", 1e6 + (double)i);
     ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
     ASSERT_EQ(oc, KT__REPLACED);
@@ -150,20 +152,17 @@ static void damaged_or_stale_rows_give_way(void) {
     ASSERT_TRUE(t == 1e6 + (double)i);
   }
   /* A config that is no config (garbage, or longer than any config). */
-  static const char *const no_config[] = {"'garbage'", "'{\"B\":1.5}'", "printf('{\"B%0*d\":1}', 20000, 0)"};
+  static const char *const no_config[] = {"config = 'garbage', time_us = 0", "config = '{\"B\":1.5}', time_us = 0",
+                                          "config = printf('{\"B%0*d\":1}', 20000, 0), time_us = 0"};
   for (size_t i = 0; i < sizeof no_config / sizeof no_config[0]; i++) {
-    char q[256];
-    snprintf(q, sizeof q, "UPDATE configs SET config = %s, time_us = 0", no_config[i]);
-    kt__store_close(s);
-    ASSERT_EQ(t_db_exec(p, q), 0);
-    ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+    ASSERT_STATUS((kt_status)change_stored_row(&s, p, no_config[i]), KT_OK);
     r = row("{\"D\":256}", "{\"BLOCK\":64}", 50.0);
     ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
     ASSERT_EQ(oc, KT__REPLACED);
   }
   /* A sound row: a slower result is kept out, unless it names the stored
   ** config stale; a stale name another config has replaced is no reason. */
-  ASSERT_STATUS((kt_status)set_stored_time(&s, p, "0"), KT_OK);
+  ASSERT_STATUS((kt_status)change_stored_row(&s, p, "time_us = 0"), KT_OK);
   r = row("{\"D\":256}", "{\"BLOCK\":512}", 3.0);
   ASSERT_STATUS(kt__store_put_config(s, &r, &oc, err, sizeof err), KT_OK);
   ASSERT_EQ(oc, KT__KEPT);
