@@ -38,6 +38,11 @@ typedef struct kt__kv {
 #define KT__NAME_MAX 64
 #define KT__JSON_MAX(n) (3 + (n) * (KT__NAME_MAX + 24))
 
+/* The bytes that hold any config's text, NUL included: a spec has at most
+** 24 config fields (spec/key.h checks that it agrees). A stored config
+** longer than that is one no reader takes: it reads as "". */
+#define KT__CONFIG_JSON_MAX KT__JSON_MAX(24)
+
 /* Write n fields (any order; v is sorted in place) as canonical JSON.
 ** Returns 0, or -1 when out is too small or a name is repeated or not
 ** printable ASCII (out is then ""). */

@@ -15,10 +15,11 @@ static int gives_way(sqlite3_stmt *t, const kt__cfgrow *r, const char *stale, in
   double was = sqlite3_column_double(t, 0);
   int type = sqlite3_column_type(t, 0);
   const char *config = kt__db_text(t, 1, oom);
-  char canon[KT__JSON_MAX(KT__KV_MAX)], why[128];
+  char canon[KT__CONFIG_JSON_MAX], why[128];
   if (*oom) return 0;
   if ((type != SQLITE_FLOAT && type != SQLITE_INTEGER) || !(was >= 0) || !isfinite(was)) return 1;
-  if (kt__codec_canon(config, 1, canon, sizeof canon, why, sizeof why)) return 1;
+  /* A reader takes a config's text whole or not at all (get_config_from). */
+  if (strlen(config) >= sizeof canon || kt__codec_canon(config, 1, canon, sizeof canon, why, sizeof why)) return 1;
   return r->time_us < was || (stale && !strcmp(config, stale));
 }
 

@@ -200,7 +200,7 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
   int rc, n = 0, skipped = 0, st = KT__C_OK;
   while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
     kt__cfgrow r;
-    char key[KT__JSON_MAX(KT__KV_MAX)], cfg[KT__JSON_MAX(KT__KV_MAX)], why[256];
+    char key[KT__JSON_MAX(KT__KV_MAX)], cfg[KT__CONFIG_JSON_MAX], why[256];
     if ((st = kt__row_read(p, &kt__configs_table, &r, 0))) break;
     /* A row another program wrote that no lookup could match. */
     if (kt__codec_canon(r.key, 0, key, sizeof key, why, sizeof why) ||
@@ -358,7 +358,7 @@ static int hex(const char *s, size_t min, size_t max) {
 /* A configs row of an export merged under the fastest-wins rule, its key
 ** and config made canonical first. */
 static int import_config(kt_store *s, inrow *r, long *counts, char *why, size_t wl, char *err, size_t errlen) {
-  char key[KT__JSON_MAX(KT__KV_MAX)], cfg[KT__JSON_MAX(KT__KV_MAX)], w[256];
+  char key[KT__JSON_MAX(KT__KV_MAX)], cfg[KT__CONFIG_JSON_MAX], w[256];
   kt__cfgrow row;
   row_from_fields(r, &row);
   if (kt__codec_canon(row.key, 0, key, sizeof key, w, sizeof w)) return snprintf(why, wl, "key: %s", w), KT__C_INVALID;

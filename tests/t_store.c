@@ -151,9 +151,12 @@ static void damaged_or_stale_rows_give_way(void) {
     ASSERT_STATUS(get_config(s, "{\"D\":256}", cfg, sizeof cfg, &t), KT_OK);
     ASSERT_TRUE(t == 1e6 + (double)i);
   }
-  /* A config that is no config (garbage, or longer than any config). */
+  /* A config that is no config: garbage, longer than any config, or
+  ** longer than a reader takes (a name, or spaces, past KT_CONFIG_MAX). */
   static const char *const no_config[] = {"config = 'garbage', time_us = 0", "config = '{\"B\":1.5}', time_us = 0",
-                                          "config = printf('{\"B%0*d\":1}', 20000, 0), time_us = 0"};
+                                          "config = printf('{\"B%0*d\":1}', 20000, 0), time_us = 0",
+                                          "config = printf('{\"B%0*d\":1}', 3000, 0), time_us = 0",
+                                          "config = printf('{\"B\":1%*s}', 3000, ''), time_us = 0"};
   for (size_t i = 0; i < sizeof no_config / sizeof no_config[0]; i++) {
     ASSERT_STATUS((kt_status)change_stored_row(&s, p, no_config[i]), KT_OK);
     r = row("{\"D\":256}", "{\"BLOCK\":64}", 50.0);

@@ -342,6 +342,15 @@ static void imports_are_all_or_nothing(void) {
       return;
     }
   }
+  /* A config longer than any reader takes (KT_CONFIG_MAX) is none. */
+  char longer[4096];
+  snprintf(longer, sizeof longer,
+           "{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1},"
+           " \"config\": {\"B%0*d\": 1}, \"time_us\": 1}", KT_CONFIG_MAX, 0);
+  ASSERT_STATUS(import_after_50(p, longer, 0), KT_ERR_INVALID);
+  ASSERT_STR_EQ(err, "x.json: configs[50]: config: too long");
+  dump(p, after, sizeof after);
+  ASSERT_STR_EQ(after, before);
   ASSERT_STATUS(import_after_50(p, "", 1), KT_OK);
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs"), 51);
 }

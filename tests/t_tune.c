@@ -746,6 +746,10 @@ static void cli_key_and_lint(void) {
   ASSERT_CONTAINS(out, "D is in the tuning key; give its value");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape D=1,T=bf16,Q=3", bin), 2);
   ASSERT_CONTAINS(out, "Q is not a param or type variable of rmsnorm_fwd");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,N=2", bin), 2);
+  ASSERT_CONTAINS(out, "--shape N=1,D=256,T=bf16,N=2: N is given twice");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,x=null,x@16", bin), 2);
+  ASSERT_CONTAINS(out, "x is given twice");
   /* A value outside its param's type is refused, never wrapped. */
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=4294967552,T=bf16", bin), 2);
   ASSERT_STR_EQ(out, "ktune key: --shape N=1,D=4294967552,T=bf16: D=4294967552 is not an i32 (a whole number from "

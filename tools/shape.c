@@ -26,6 +26,12 @@ static int parse(const char *shape, item *it, int max, char *err, size_t errlen)
       return -1;
     }
     snprintf(it[n].name, sizeof it[n].name, "%.*s", (int)(sep - p), p);
+    for (int i = 0; i < n; i++)
+      if (!strcmp(it[i].name, it[n].name)) {
+        /* The first would be taken and the second named as no param. */
+        snprintf(err, errlen, "%s is given twice", it[n].name);
+        return -1;
+      }
     snprintf(it[n].value, sizeof it[n].value, "%s%.*s", sep == at ? "@" : "", (int)(len - (size_t)(sep - p) - 1), sep + 1);
     it[n].used = 0;
     n++;

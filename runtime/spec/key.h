@@ -22,6 +22,7 @@
 #define KT_CONFIG_JSON_MAX KT__JSON_MAX(KT_MAX_CFIELDS)
 _Static_assert(KT_KEY_JSON_MAX == KT_KEY_MAX && KT_CONFIG_JSON_MAX == KT_CONFIG_MAX && KT__NAME_MAX == KT_NAME_MAX,
                "ktune.h states the bounds");
+_Static_assert(KT_CONFIG_JSON_MAX == KT__CONFIG_JSON_MAX, "the cache gives way to a config no reader takes");
 
 enum { KT__KF_SCALAR, KT__KF_F32, KT__KF_POW2, KT__KF_PTR, KT__KF_TYPE, KT__KF_DERIVED };
 
