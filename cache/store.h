@@ -141,9 +141,12 @@ int kt__store_counts(kt_store *s, long counts[4] /* configs trials binaries quar
 int kt__store_export(kt_store *s, FILE *out, int with_binaries, char *err, size_t errlen);
 /* Merge an export, all or nothing, in one transaction: every row is
 ** validated and its key and config made canonical; a config replaces the
-** stored one only when faster. counts: configs added, kept, replaced, then
-** binaries added. KT__C_INVALID names the file, the row and what is wrong. */
-int kt__store_import(kt_store *s, const char *name, const char *json, long counts[4], char *err, size_t errlen);
+** stored one only when faster. Binaries are checked, and added only
+** with_binaries. counts: configs added, kept, replaced, binaries added,
+** binaries left out. KT__C_INVALID names the file, the row and what is
+** wrong. */
+int kt__store_import(kt_store *s, const char *name, const char *json, int with_binaries, long counts[5], char *err,
+                     size_t errlen);
 /* Remove configs (and their trials and quarantine rows) of the named
 ** kernels whose spec hash differs from the one given, then binaries that
 ** neither a config nor a named kernel's current spec hash refers to. */

@@ -371,8 +371,9 @@ static int import_config(kt_store *s, inrow *r, long *counts, char *why, size_t 
   return st;
 }
 
-/* A binaries row of an export, added when its hash is new, once its blob
-** matches its size (and digest, when the row has one). */
+/* A binaries row of an export, checked, then added when its hash is new and
+** ins is given (NULL: counted as left out), once its blob matches its size
+** (and digest, when the row has one). */
 static int import_binary(kt_store *s, sqlite3_stmt *ins, inrow *r, long *counts, char *why, size_t wl, char *err,
                          size_t errlen) {
   char constants[4096], w[256];
@@ -396,7 +397,9 @@ static int import_binary(kt_store *s, sqlite3_stmt *ins, inrow *r, long *counts,
   if ((int64_t)n != row.size) st = KT__C_INVALID, snprintf(why, wl, "the cubin has %zu bytes, \"size\" says %lld", n, (long long)row.size);
   else if (r->present[dig] && strcmp(r->text[dig], digest))
     st = KT__C_INVALID, snprintf(why, wl, "the cubin does not match its digest");
-  if (!st) {
+  if (!st && !ins) {
+    counts[4]++;
+  } else if (!st) {
     row.digest = digest;
     if (!row.created_at) row.created_at = kt__db_now();
     sqlite3_reset(ins);
@@ -436,7 +439,8 @@ static int check_header(kt_store *s, const char *name, const char *json, char *e
   return st;
 }
 
-/* Every row of one array of the export, through fn. */
+/* Every row of one array of the export, through fn; binaries: 0 (configs),
+** 1 (binaries, checked and left out) or 2 (binaries, added). */
 static int import_rows(kt_store *s, const char *name, const char *json, int binaries, long *counts, char *err,
                        size_t errlen) {
   inrow r = {.t = binaries ? &kt__binaries_table : &kt__configs_table};
@@ -449,7 +453,7 @@ static int import_rows(kt_store *s, const char *name, const char *json, int bina
       sqlite3_prepare_v2(s->db, binaries ? "SELECT key, type, value FROM json_each(?1, '$.binaries')"
                                          : "SELECT key, type, value FROM json_each(?1, '$.configs')",
                          -1, &each, NULL) ||
-      (binaries && sqlite3_prepare_v2(s->db, sql, -1, &ins, NULL))) {
+      (binaries == 2 && sqlite3_prepare_v2(s->db, sql, -1, &ins, NULL))) {
     int st = kt__db_err(s, s->db, "import", err, errlen);
     sqlite3_finalize(r.q);
     sqlite3_finalize(each);
@@ -480,18 +484,19 @@ static int import_rows(kt_store *s, const char *name, const char *json, int bina
   return st;
 }
 
-int kt__store_import(kt_store *s, const char *name, const char *json, long counts[4], char *err, size_t errlen) {
-  memset(counts, 0, 4 * sizeof *counts);
+int kt__store_import(kt_store *s, const char *name, const char *json, int with_binaries, long counts[5], char *err,
+                     size_t errlen) {
+  memset(counts, 0, 5 * sizeof *counts);
   if (s->readonly) return kt__db_readonly_err(s, err, errlen);
   pthread_mutex_lock(&s->lock);
   int st = check_header(s, name, json, err, errlen);
   if (!st) st = kt__db_begin(s, err, errlen);
   if (!st) {
     st = import_rows(s, name, json, 0, counts, err, errlen);
-    if (!st) st = import_rows(s, name, json, 1, counts, err, errlen);
+    if (!st) st = import_rows(s, name, json, with_binaries ? 2 : 1, counts, err, errlen);
     st = kt__db_end(s, st, err, errlen);
   }
-  if (st) memset(counts, 0, 4 * sizeof *counts);
+  if (st) memset(counts, 0, 5 * sizeof *counts);
   pthread_mutex_unlock(&s->lock);
   return st;
 }

@@ -828,11 +828,15 @@ KT_API kt_status kt_cache_export(kt_runtime *rt, const char *path,
 
 /* Merge an export (path, or "-": standard input) into the user cache, all
 ** or nothing: a config replaces the cached one only when it is faster, or
-** the cached row is damaged (docs/cache.md). counts: configs added, kept,
-** replaced, and binaries added. Returns KT_OK, KT_ERR_IO, KT_ERR_INVALID (not an export;
-** the message says why), KT_ERR_READONLY or KT_ERR_CACHE. */
+** the cached row is damaged (docs/cache.md). An export's cubins run on the
+** GPU as they are: with_binaries adds them, for an export of a source
+** trusted like one's own code; without it they are checked and left out.
+** counts: configs added, kept, replaced, binaries added, binaries left out.
+** Returns KT_OK, KT_ERR_IO, KT_ERR_INVALID (not an export; the message says
+** why), KT_ERR_READONLY or KT_ERR_CACHE. */
 KT_API kt_status kt_cache_import(kt_runtime *rt, const char *path,
-                                 long counts[4] /* OUT */);
+                                 int with_binaries,
+                                 long counts[5] /* OUT */);
 
 /* Remove configs (with their trials and quarantine rows) of the given
 ** kernels' names whose spec hash is not the kernel's current one, then

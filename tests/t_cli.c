@@ -68,6 +68,25 @@ static void compile_writes_cubins(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* An export's cubins run on the GPU as they are: import adds them only
+** when --binaries says the export is trusted; otherwise it counts them. */
+static void import_adds_cubins_only_when_asked(void) {
+  char out[8192];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s/a.db tests/specs/small.json", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export --binaries -o %s/a.json --cache %s/a.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/a.json --cache %s/b.db", bin(), dir, dir), 0);
+  ASSERT_STR_EQ(out, "0 added, 0 kept, 0 replaced, 0 binaries added, 8 left out (--binaries adds an export's cubins)\n");
+  char db[1024];
+  snprintf(db, sizeof db, "%s/b.db", dir);
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import --binaries --json %s/a.json --cache %s/b.db", bin(), dir, dir), 0);
+  ASSERT_STR_EQ(out, "{\"added\":0,\"kept\":0,\"replaced\":0,\"binaries_added\":8,\"binaries_left_out\":0}\n");
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 8);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 static void gpu_commands_without_a_gpu(void) {
   if (t_have_driver()) SKIP("a CUDA driver is present; this checks the behaviour without one");
   char out[8192];
@@ -577,6 +596,7 @@ const kt_test t_cli_tests[] = {
     {"cli: text from a cache file is printed with its control bytes escaped", text_from_files_is_printed_escaped},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant", compile_writes_cubins},
+    {"cli: import adds an export's cubins only with --binaries", import_adds_cubins_only_when_asked},
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
     {"cli: compile --shape: the variants calls can use", compile_for_shapes},
     {"cli: compile --shape: the norm pipeline only where it runs", compile_norm_pipeline_where_it_runs},

@@ -85,7 +85,7 @@ static void json_everywhere(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache %s/c.db | %s import --json - --cache %s/c.db", bin(), dir, bin(),
                  dir),
             0);
-  ASSERT_STR_EQ(out, "{\"added\":0,\"kept\":0,\"replaced\":0,\"binaries_added\":0}\n");
+  ASSERT_STR_EQ(out, "{\"added\":0,\"kept\":0,\"replaced\":0,\"binaries_added\":0,\"binaries_left_out\":0}\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s/c.db", bin(), dir), 0);
   ASSERT_STR_EQ(out, "[]\n");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);

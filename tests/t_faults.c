@@ -84,13 +84,13 @@ static int act(int which) {
   if (which == OPEN) remove_cache(work);
   int st = open_store(&s, work);
   if (st) return st;
-  long c[4], cr, br;
+  long c[5], cr, br;
   kt__cfgrow r = config_row("{\"D\":3}", 1.5);
   const char *k[] = {"k"}, *h[] = {"h"};
   FILE *f;
   switch (which) {
     case PUT: st = kt__store_put_config(s, &r, NULL, err, sizeof err); break;
-    case IMPORT: st = kt__store_import(s, "x.json", export_text, c, err, sizeof err); break;
+    case IMPORT: st = kt__store_import(s, "x.json", export_text, 1, c, err, sizeof err); break;
     case EXPORT:
       f = tmpfile();
       st = f ? kt__store_export(s, f, 1, err, sizeof err) : KT__C_IO;

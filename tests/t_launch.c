@@ -60,7 +60,7 @@ static void misuse_is_named(void) {
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
   kt_arg a[7] = {0};
   char buf[64];
-  long n[4], gone;
+  long n[5], gone;
   double us;
   int64_t elems[7];
   kt_tune_report *rep;
@@ -107,8 +107,8 @@ static void misuse_is_named(void) {
   MISUSE(kt_cache_quarantine_claim(rt, 1, NULL, NULL, NULL), rt, "kt_cache_quarantine_claim: reason is NULL");
   MISUSE(kt_cache_export(rt, NULL, 0), rt, "kt_cache_export: path is NULL");
   MISUSE(kt_cache_export(rt, "", 0), rt, "kt_cache_export: path is empty");
-  MISUSE(kt_cache_import(rt, "", n), rt, "kt_cache_import: path is empty");
-  MISUSE(kt_cache_import(rt, "-", NULL), rt, "kt_cache_import: counts is NULL");
+  MISUSE(kt_cache_import(rt, "", 0, n), rt, "kt_cache_import: path is empty");
+  MISUSE(kt_cache_import(rt, "-", 0, NULL), rt, "kt_cache_import: counts is NULL");
   MISUSE(kt_cache_gc(rt, NULL, -1, &gone, &gone), rt, "kt_cache_gc: n is negative");
   MISUSE(kt_cache_gc(rt, NULL, 1, &gone, &gone), rt, "kt_cache_gc: kernels is NULL");
   /* An entry of the list NULL was read as a kernel before. */

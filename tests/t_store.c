@@ -706,16 +706,22 @@ static void export_import_round_trip(void) {
   char *json;
   ASSERT_EQ(kt__read_file(j, KT__SPEC_MAX, &json, NULL), 0);
   ASSERT_STATUS(open_store(&s, b, NULL, NULL, err, sizeof err), KT_OK);
-  long c[4];
-  kt_status st = kt__store_import(s, j, json, c, err, sizeof err);
+  long c[5];
+  /* An export's cubins run on the GPU: checked, and added only when asked. */
+  kt_status st = kt__store_import(s, j, json, 0, c, err, sizeof err);
   if (st) t_fail(__FILE__, __LINE__, "%s", err);
   ASSERT_STATUS(st, KT_OK);
   ASSERT_EQ(c[0], 16); /* 20 rows, 16 distinct keys */
-  ASSERT_EQ(c[3], 1);
-  ASSERT_STATUS(kt__store_import(s, j, json, c, err, sizeof err), KT_OK);
+  ASSERT_EQ(c[3], 0);
+  ASSERT_EQ(c[4], 1);
+  ASSERT_EQ(t_db_int(b, "SELECT count(*) FROM binaries"), 0);
+  ASSERT_STATUS(kt__store_import(s, j, json, 1, c, err, sizeof err), KT_OK);
   ASSERT_EQ(c[0] + c[2], 0);
   ASSERT_EQ(c[1], 16);
-  ASSERT_EQ(c[3], 0);
+  ASSERT_EQ(c[3] * 10 + c[4], 10);
+  ASSERT_STATUS(kt__store_import(s, j, json, 1, c, err, sizeof err), KT_OK);
+  ASSERT_EQ(c[1], 16);
+  ASSERT_EQ(c[3] + c[4], 0);
   kt__free(json);
   void *got;
   size_t n;
@@ -728,15 +734,15 @@ static void export_import_round_trip(void) {
       "{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [{\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": "
       "\"00000000deadbeef\", \"device\": \"NVIDIA H100 80GB HBM3/sm_90/132\", \"key\": "
       "{\"D\":64,\"T\":\"bf16\",\"align\":16}, \"config\": {\"BLOCK\":1024,\"VEC\":8}, \"time_us\": 0.5}]}";
-  ASSERT_STATUS(kt__store_import(s, "fast.json", fast, c, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_import(s, "fast.json", fast, 1, c, err, sizeof err), KT_OK);
   ASSERT_EQ(c[2], 1);
-  ASSERT_STATUS(kt__store_import(s, "x.json", "{\"configs\": []}", c, err, sizeof err), KT_ERR_INVALID);
+  ASSERT_STATUS(kt__store_import(s, "x.json", "{\"configs\": []}", 1, c, err, sizeof err), KT_ERR_INVALID);
   ASSERT_STR_EQ(err, "x.json: not a ktune cache export (expected \"format\": \"ktune-cache\", \"version\": 1)");
-  ASSERT_STATUS(kt__store_import(s, "y.json", "{\"format\": \"ktune-cache\", ", c, err, sizeof err), KT_ERR_INVALID);
+  ASSERT_STATUS(kt__store_import(s, "y.json", "{\"format\": \"ktune-cache\", ", 1, c, err, sizeof err), KT_ERR_INVALID);
   ASSERT_CONTAINS(err, "y.json: not JSON: malformed JSON");
   ASSERT_STATUS(kt__store_import(s, "z.json",
                                  "{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [{\"kernel\": \"k\"}]}",
-                                 c, err, sizeof err),
+                                 1, c, err, sizeof err),
                 KT_ERR_INVALID);
   ASSERT_STR_EQ(err, "z.json: configs[0]: missing \"spec_hash\"");
   kt__store_close(s);

@@ -261,11 +261,11 @@ static size_t config_line(char *out, size_t n, int i, const char *key, const cha
 }
 
 /* Import text into path; the status and message. */
-static kt_status import_text(const char *path, const char *text, long *c) {
+static kt_status import_text(const char *path, const char *text, long c[5]) {
   kt_store *s;
   kt_status st = open_store(&s, path, NULL);
   if (st) return st;
-  st = kt__store_import(s, "x.json", text, c, err, sizeof err);
+  st = kt__store_import(s, "x.json", text, 1, c, err, sizeof err);
   kt__store_close(s);
   return st;
 }
@@ -281,7 +281,7 @@ static kt_status import_after_50(const char *path, const char *last, int binarie
   }
   u += (size_t)snprintf(text + u, sizeof text - u, "%s%s%s]}", binaries ? "], \"binaries\": [" : ", ", last,
                         binaries ? "" : "");
-  long c[4];
+  long c[5];
   return import_text(path, text, c);
 }
 
@@ -360,7 +360,7 @@ static void imports_are_all_or_nothing(void) {
 static void imports_are_canonical(void) {
   const char *p = fresh("canon.db");
   char text[2048];
-  long c[4];
+  long c[5];
   snprintf(text, sizeof text,
            "%s{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"T\": \"bf\\u0031\\u0036\","
            " \"D\": 256.0, \"eps\": 0.1}, \"config\": {\"VEC\": 8, \"BLOCK\": 128}, \"time_us\": 5}]}",
@@ -409,7 +409,7 @@ static void a_killed_import_leaves_nothing_partial(void) {
     pid_t pid = fork();
     ASSERT_TRUE(pid >= 0);
     if (pid == 0) {
-      long c[4];
+      long c[5];
       _exit(import_text(p, text, c) ? 1 : 0);
     }
     usleep((useconds_t)(round * 12000));
@@ -461,7 +461,7 @@ static void exports_are_valid_json(void) {
   cJSON *parsed = cJSON_Parse(json);
   int valid = parsed != NULL, rows = cJSON_GetArraySize(cJSON_GetObjectItem(parsed, "configs"));
   cJSON_Delete(parsed);
-  long c[4];
+  long c[5];
   kt_status st = import_text(b, json, c);
   kt__free(json);
   ASSERT_TRUE(valid);

@@ -22,11 +22,14 @@ static const char export_help[] =
     "Write the configs (and with --binaries the compiled cubins, base64) as\n"
     "JSON, to FILE or standard output (-o - or no -o).\n";
 static const char import_help[] =
-    "usage: ktune import FILE [--json] [--cache PATH]\n"
+    "usage: ktune import FILE [--binaries] [--json] [--cache PATH]\n"
     "\n"
     "Merge an export into the cache (FILE - reads standard input), all or\n"
     "nothing: a config replaces the cached one only when it is faster.\n"
-    "Reports configs added, kept and replaced, and binaries added.\n";
+    "An export's cubins run on the GPU as they are: --binaries adds them,\n"
+    "for an export from a source you trust like your own code; without it\n"
+    "they are checked and left out (each is compiled again when needed).\n"
+    "Reports configs added, kept and replaced, binaries added and left out.\n";
 static const char gc_help[] =
     "usage: ktune gc [SPEC...] [--json] [--cache PATH]\n"
     "\n"
@@ -235,23 +238,28 @@ int cmd_export(int argc, char **argv) {
 
 int cmd_import(int argc, char **argv) {
   args a = {0};
-  const cli_opt opts[] = {{"json", 0, NULL, NULL, &a.json}, {"cache", 0, &a.cache, NULL, NULL}, {0}};
+  const cli_opt opts[] = {{"json", 0, NULL, NULL, &a.json},
+                          {"binaries", 0, NULL, NULL, &a.binaries},
+                          {"cache", 0, &a.cache, NULL, NULL},
+                          {0}};
   cli_cmd c = {"import", import_help, opts, &a.pos, 1, 1, "file to import (- for standard input)"};
   int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
   kt_runtime *rt = open_cache("import", &a, 0);
   if (!rt) return EXIT_FAIL;
-  long n[4];
-  kt_status st = kt_cache_import(rt, a.pos.v[0], n);
+  long n[5];
+  kt_status st = kt_cache_import(rt, a.pos.v[0], a.binaries, n);
   if (st) {
     cli_fail("import", "%s", cli_errmsg(rt));
   } else if (a.json) {
     cJSON *o = cJSON_CreateObject();
-    static const char *names[4] = {"added", "kept", "replaced", "binaries_added"};
-    for (int i = 0; o && i < 4; i++) cJSON_AddNumberToObject(o, names[i], n[i]);
+    static const char *names[5] = {"added", "kept", "replaced", "binaries_added", "binaries_left_out"};
+    for (int i = 0; o && i < 5; i++) cJSON_AddNumberToObject(o, names[i], n[i]);
     rc = cli_print_json(o);
   } else {
-    printf("%ld added, %ld kept, %ld replaced, %ld binaries added\n", n[0], n[1], n[2], n[3]);
+    printf("%ld added, %ld kept, %ld replaced, %ld binaries added", n[0], n[1], n[2], n[3]);
+    if (n[4]) printf(", %ld left out (--binaries adds an export's cubins)", n[4]);
+    putchar('\n');
   }
   kt_runtime_close(rt);
   return st || rc ? EXIT_FAIL : EXIT_OK;

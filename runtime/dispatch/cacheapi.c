@@ -137,7 +137,7 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
   return export_result(rt, st, path, err);
 }
 
-kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
+kt_status kt_cache_import(kt_runtime *rt, const char *path, int with_binaries, long counts[5]) {
   kt_status st = need_store(rt, "kt_cache_import",
                             !path ? "path is NULL" : !*path ? "path is empty" : !counts ? "counts is NULL" : NULL);
   if (st) return st;
@@ -149,7 +149,7 @@ kt_status kt_cache_import(kt_runtime *rt, const char *path, long counts[4]) {
     return kt__err(rt->env.id, e == ENOMEM ? KT_ERR_NOMEM : e < 0 ? KT_ERR_INVALID : KT_ERR_IO, "%s: cannot read: %s",
                    name, kt__read_strerror(e, KT__IMPORT_MAX, buf, sizeof buf));
   char err[KT_ERRMAX];
-  st = kt__store_import(rt->env.store, name, text, counts, err, sizeof err);
+  st = kt__store_import(rt->env.store, name, text, with_binaries, counts, err, sizeof err);
   kt__free(text);
   return st ? kt__err(rt->env.id, st, "%s", err) : KT_OK;
 }

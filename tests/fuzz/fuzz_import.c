@@ -43,8 +43,8 @@ int kt_fuzz_import(const uint8_t *data, size_t size) {
   if (!text) return 0;
   memcpy(text, data, size);
   text[size] = 0;
-  long counts[4];
-  kt__store_import(store(), "fuzz.json", text, counts, err, sizeof err);
+  long counts[5];
+  kt__store_import(store(), "fuzz.json", text, 1, counts, err, sizeof err);
   kt__codec_canon(text, 0, out, sizeof out, err, sizeof err);
   kt__codec_canon(text, 1, out, sizeof out, err, sizeof err);
   free(text);

@@ -81,7 +81,7 @@ def _tune_and_merge(a, lines, rank, world, local, dist, tmp):
             part = os.path.join(tmp, "part%d.json" % i)
             with open(part, "w") as f:
                 f.write(p)
-            rc = _run([ktune, "import", part, "--cache", a.out]) or rc
+            rc = _run([ktune, "import", part, "--binaries", "--cache", a.out]) or rc
         print("ktune.prewarm: %d shapes over %d ranks merged into %s%s" % (
             len(lines), world, a.out, "; %d ranks failed" % failed if failed else ""), flush=True)
     return rc, failed
