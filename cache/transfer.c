@@ -171,11 +171,12 @@ static int emit(FILE *out, cJSON *row, const char *sep) {
   return KT__C_OK;
 }
 
-/* Whether s holds a byte below 0x20 or 0x7f: no name, hash, version or
-** device ktune writes does, and printed it would move a terminal's cursor. */
+/* Whether s holds a control character (a byte below 0x20, 0x7f, or a C1
+** in UTF-8, U+0080 to U+009F): no name, hash, version or device ktune
+** writes does, and printed it would move a terminal's cursor. */
 static int has_control(const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if (*p < 0x20 || *p == 0x7f) return 1;
+    if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) return 1;
   return 0;
 }
 

@@ -572,14 +572,14 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES ('k' || char(7), 'h',"
-                          " 'GPU' || char(27) || '[31mRED' || char(10) || 'fake row',"
+                          " 'GPU' || char(27) || '[31mRED' || char(10) || 'fake' || char(155) || '2Jrow',"
                           " '{\"D\":1}', '{\"B\":1}', 1.5, 1, strftime('%s', 'now'))"), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
-  ASSERT_STR_EQ(out, "kernel  device                      key      config   time_us  age  source\n"
-                     "k\\x07   GPU\\x1b[31mRED\\x0afake row  {\"D\":1}  {\"B\":1}     1.50  0s   user\n");
+  ASSERT_STR_EQ(out, "kernel  device                               key      config   time_us  age  source\n"
+                     "k\\x07   GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}  {\"B\":1}     1.50  0s   user\n");
   snprintf(cmd, sizeof cmd, "%s show 'k\a' --cache %s", bin(), db);
   ASSERT_EQ(t_sh(out, sizeof out, "%s", cmd), 0);
-  ASSERT_CONTAINS(out, "k\\x07  GPU\\x1b[31mRED\\x0afake row  {\"D\":1}\n  config {\"B\":1}: 1.50 us\n");
+  ASSERT_CONTAINS(out, "k\\x07  GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}\n  config {\"B\":1}: 1.50 us\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache '%s/no\033[2Jpe'", bin(), dir), 1);
   snprintf(cmd, sizeof cmd, "ktune list: %s/no\\x1b[2Jpe: no cache there (nothing was created)\n", dir);
   ASSERT_STR_EQ(out, cmd);

@@ -319,6 +319,8 @@ static void imports_are_all_or_nothing(void) {
        " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
       {"{\"kernel\": \"k\\nl\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
        " \"time_us\": 1}", 0, "x.json: configs[50]: \"kernel\" holds a control character"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU\\u009b2J\", \"key\": {\"D\": 1},"
+       " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
       {"7", 0, "x.json: configs[50]: expected an object"},
       {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\":"
        " {\"lowered\": \"f\"}, \"size\": 5, \"cubin\": \"f0VMRg==\"}", 1,
@@ -738,14 +740,14 @@ static void the_runtime_log_escapes_control_bytes(void) {
   ASSERT_TRUE(saved >= 0 && fd >= 0);
   dup2(fd, 2);
   close(fd);
-  kt__log_stderr(NULL, KT_LOG_WARN, "a\nb\x1b[2Jc\x7f\td");
+  kt__log_stderr(NULL, KT_LOG_WARN, "a\nb\x1b[2Jc\x7f\td\xc2\x9b" "2J\xc2\xa0\xc3\xa9");
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
   size_t n;
   char *text = slurp(p, &n);
   ASSERT_TRUE(text);
-  int same = !strcmp(text, "ktune: warn: a\\x0ab\\x1b[2Jc\\x7f\\x09d\n");
+  int same = !strcmp(text, "ktune: warn: a\\x0ab\\x1b[2Jc\\x7f\\x09d\\xc2\\x9b2J\xc2\xa0\xc3\xa9\n");
   if (!same) printf("    got %s", text);
   kt__free(text);
   ASSERT_TRUE(same);

@@ -105,13 +105,23 @@ const char *cli_errmsg(const kt_runtime *rt) {
   return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
 }
 
+/* The bytes of a control character at p: C0 and DEL (one), or a C1
+** (U+0080 to U+009F, two in UTF-8), which some terminals obey as well:
+** U+009B is an escape sequence's start. 0 for any other byte. */
+static int control_at(const unsigned char *p) {
+  if (*p < 0x20 || *p == 0x7f) return *p ? 1 : 0;
+  return p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f ? 2 : 0;
+}
+
 const char *cli_visible(const char *s, char *buf, size_t n) {
   const unsigned char *p = (const unsigned char *)s;
-  while (*p >= 0x20 && *p != 0x7f) p++;
-  if (!*p || n < 5) return s;
+  while (*p && !control_at(p)) p++;
+  if (!*p || n < 9) return s;
   size_t u = 0;
-  for (p = (const unsigned char *)s; *p && u + 5 <= n; p++) {
-    if (*p < 0x20 || *p == 0x7f) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", *p);
+  for (p = (const unsigned char *)s; *p && u + 9 <= n; p++) {
+    int c = control_at(p);
+    for (int i = 0; i < c; i++) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", p[i]);
+    if (c) p += c - 1;
     else buf[u++] = (char)*p;
   }
   buf[u] = 0;

@@ -58,8 +58,12 @@ static const char *level_names[] = {"error", "warn", "info", "debug"};
 ** terminal's cursor. */
 static const char *visible(const char *msg, char *buf, size_t n) {
   size_t u = 0;
-  for (const unsigned char *p = (const unsigned char *)msg; *p && u + 5 <= n; p++) {
-    if (*p < 0x20 || *p == 0x7f) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", *p);
+  for (const unsigned char *p = (const unsigned char *)msg; *p && u + 9 <= n; p++) {
+    /* C0 and DEL, and C1 in UTF-8 (U+0080 to U+009F: U+009B starts an
+    ** escape sequence in some terminals). */
+    int c = *p < 0x20 || *p == 0x7f ? 1 : p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f ? 2 : 0;
+    for (int i = 0; i < c; i++) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", p[i]);
+    if (c) p += c - 1;
     else buf[u++] = (char)*p;
   }
   buf[u] = 0;
