@@ -15,6 +15,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/fileio.h"
+#include "base/outfile.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
 #include "harness.h"
@@ -432,6 +433,51 @@ static void a_killed_import_leaves_nothing_partial(void) {
   ASSERT_TRUE(outcomes[0] > 0);
 }
 
+/* A process killed while it writes a file (an export, cubins) leaves the
+** file that was there and nothing beside it: the bytes go to a file with
+** no name (O_TMPFILE), named and renamed over the path once complete. */
+static void a_killed_writer_leaves_nothing_beside(void) {
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  int probe = open(dir, O_TMPFILE | O_WRONLY, 0600);
+  if (probe < 0) SKIP("no O_TMPFILE file here: a killed writer leaves its new file, named, beside the path");
+  close(probe);
+  char p[1024], out[4096];
+  snprintf(p, sizeof p, "%s/out.json", dir);
+  FILE *f = fopen(p, "w");
+  ASSERT_TRUE(f);
+  fputs("old\n", f);
+  fclose(f);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  ASSERT_TRUE(pid >= 0);
+  if (pid == 0) {
+    kt__outfile o;
+    if (kt__out_open(&o, p, 0)) _exit(1);
+    for (int i = 0; i < 100000; i++) fputs("0123456789", o.f);
+    fflush(o.f);
+    if (write(ready[1], "w", 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  close(ready[0]);
+  close(ready[1]);
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && ls -A && cat out.json", dir), 0);
+  ASSERT_STR_EQ(out, "out.json\nold\n");
+  /* The same write, committed, replaces it and leaves nothing beside. */
+  kt__outfile o;
+  ASSERT_EQ(kt__out_open(&o, p, 0), 0);
+  fputs("new\n", o.f);
+  ASSERT_EQ(kt__out_commit(&o), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && ls -A && cat out.json && rm -rf '%s'", dir, dir), 0);
+  ASSERT_STR_EQ(out, "out.json\nnew\n");
+}
+
 /* Exports are valid JSON whatever the rows hold, and import back to the
 ** same rows; a row another program left non-canonical is left out. */
 static void exports_are_valid_json(void) {
@@ -760,6 +806,7 @@ const kt_test t_trust_tests[] = {
     {"trust: an import is all or nothing; every row validated", imports_are_all_or_nothing},
     {"trust: imported keys and configs are canonical", imports_are_canonical},
     {"trust: a killed import leaves nothing partial", a_killed_import_leaves_nothing_partial},
+    {"trust: a killed writer leaves the file as it was and nothing beside it", a_killed_writer_leaves_nothing_beside},
     {"trust: exports are valid JSON and import back identical", exports_are_valid_json},
     {"trust: commands that only read change no file, refuse foreign ones", reading_commands_change_nothing},
     {"trust: compile then gc keeps the cubins; -o writes a checked manifest", compile_then_gc_keeps_cubins},

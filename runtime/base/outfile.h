@@ -11,13 +11,16 @@
 
 typedef struct kt__outfile {
   FILE *f;             /* where to write, between open and commit or abort */
-  char tmp[PATH_MAX];  /* the new file; "" where path itself is written */
+  char tmp[PATH_MAX];  /* the new file; "" where path itself is written, or the new file has no name yet */
   char dst[PATH_MAX];  /* what it becomes: path, or the file a link names */
+  int unnamed;         /* the new file is named only at commit (O_TMPFILE) */
 } kt__outfile;
 
-/* Opens a new file "DST.ktune-tmp-PID-N" beside path (beside the file it
-** names, where path is a link), with the mode of the file it replaces, or
-** 0666 less the umask. Where path is not a regular file (a device such as
+/* Opens a new file beside path (beside the file it names, where path is a
+** link), with the mode of the file it replaces, or 0666 less the umask: one
+** with no name (O_TMPFILE), linked as "DST.ktune-tmp-PID-N" at commit, so
+** that a process killed while writing leaves nothing; where the filesystem
+** makes none, that name from the start. Where path is not a regular file (a device such as
 ** /dev/null, a pipe) or no file can be made beside it (a directory this
 ** user may not write to), path itself is opened, as fopen(path, "w") would.
 ** binary: "wb". 0, or an errno value (path cannot be written). */
