@@ -77,7 +77,8 @@ static void import_adds_cubins_only_when_asked(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s/a.db tests/specs/small.json", bin(), dir), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s export --binaries -o %s/a.json --cache %s/a.db", bin(), dir, dir), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/a.json --cache %s/b.db", bin(), dir, dir), 0);
-  ASSERT_STR_EQ(out, "0 added, 0 kept, 0 replaced, 0 binaries added, 8 left out (--binaries adds an export's cubins)\n");
+  ASSERT_STR_EQ(out,
+                "0 added, 0 kept, 0 replaced, 0 binaries added, 8 left out (--binaries adds an export's cubins)\n");
   char db[1024];
   snprintf(db, sizeof db, "%s/b.db", dir);
   ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 0);

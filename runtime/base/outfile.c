@@ -97,6 +97,7 @@ int kt__out_open(kt__outfile *o, const char *path, int binary) {
 
 int kt__out_commit(kt__outfile *o) {
   int e = 0;
+  errno = 0;
   /* An unnamed file gets its name while its descriptor is open. */
   if (o->unnamed && (fflush(o->f) || ferror(o->f))) e = errno ? errno : EIO;
   else if (o->unnamed && name_beside(o, link_as, fileno(o->f)) < 0) e = errno, o->tmp[0] = 0;

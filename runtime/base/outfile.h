@@ -20,9 +20,10 @@ typedef struct kt__outfile {
 ** link), with the mode of the file it replaces, or 0666 less the umask: one
 ** with no name (O_TMPFILE), linked as "DST.ktune-tmp-PID-N" at commit, so
 ** that a process killed while writing leaves nothing; where the filesystem
-** makes none, that name from the start. Where path is not a regular file (a device such as
-** /dev/null, a pipe) or no file can be made beside it (a directory this
-** user may not write to), path itself is opened, as fopen(path, "w") would.
+** makes none, that name from the start. Where path is not a regular file
+** (a device such as /dev/null, a pipe) or no file can be made beside it (a
+** directory this user may not write to), path itself is opened, as
+** fopen(path, "w") would.
 ** binary: "wb". 0, or an errno value (path cannot be written). */
 int kt__out_open(kt__outfile *o, const char *path, int binary);
 
