@@ -161,11 +161,13 @@ def same_bytes_copy_us(nbytes):
     return _same_bytes[nbytes]
 
 
-def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None):
+def report(name, shape, nbytes, t_kt, t_torch, copy_gbs, config=None, elems=0):
+    """One row of the tables; elems: a norm row's T * D (issue 17's targets
+    hold from 16M elements), 0 for the other kernels."""
     gbs = nbytes / t_kt / 1e3
     same = 100 * same_bytes_copy_us(nbytes) / t_kt if nbytes >= SAME_BYTES_FROM else None
     rows.append((name, shape, t_kt, gbs, 100 * gbs / copy_gbs, "%.0f%%" % same if same else "", t_torch,
-                 t_torch / t_kt, config or ""))
+                 t_torch / t_kt, config or "", elems))
     print("  %-16s %-26s ktune %8.1f us %6.0f GB/s %4.0f%% (same bytes %4s)  torch %8.1f us  x%.2f" % rows[-1][:8]
           + ("  [%s]" % config if config else ""), flush=True)
 
@@ -311,7 +313,7 @@ def bench_norm(ks, c, nsm, copy_gbs):
     t_kt, t_th, again = paired_times(lambda: fwd.launch(args), torch_norm_fwd(c))
     nio = 2 if c.r is None else 4
     report(family + " fwd", c.label + THREE[again], nio * c.T * c.D * c.es, t_kt, t_th, copy_gbs,
-           fwd.config_for(args))
+           fwd.config_for(args), c.T * c.D)
     # Backward: dx, dw (and db) from h (x + res, or x), dy and the saved statistics.
     mean = None if c.rms else torch.empty(c.T, device=dev)
     rstd = torch.empty(c.T, device=dev)
@@ -324,7 +326,7 @@ def bench_norm(ks, c, nsm, copy_gbs):
     print("    backward by P: " + "; ".join(seen))
     nio = 3 if dres is None else 4
     report(family + " bwd", "%s %s%s" % (c.label, best[1], THREE[again]), nio * c.T * c.D * c.es, t_kt, t_th,
-           copy_gbs, best[2])
+           copy_gbs, best[2], c.T * c.D)
 
 
 def bench_norm_bwd(ks, c, nsm, h, dy, dres, mean, rstd):
@@ -466,6 +468,27 @@ def bench_chunk(rt, copy_gbs):
                cf.config_for(args))
 
 
+# Issue 17's targets for the norms: from T * D = 16M elements a forward at
+# 90% of the copy bandwidth or more, a backward at 85%; at every shape no
+# slower than torch.
+TARGET_ELEMS, TARGET_PCT = 1 << 24, {"fwd": 90, "bwd": 85}
+
+
+def target_misses():
+    """(norm rows checked, a line for each row that misses a target)."""
+    misses, checked = [], 0
+    for name, shape, t_kt, _, pct, _, t_th, ratio, _, elems in rows:
+        if not name.startswith(("rmsnorm ", "layernorm ")):
+            continue
+        checked += 1
+        want = TARGET_PCT[name.split()[-1]]
+        if elems >= TARGET_ELEMS and pct < want:
+            misses.append("%s %s: %.0f%% of copy, under %d%%" % (name, shape, pct, want))
+        if ratio < 1:
+            misses.append("%s %s: %.1f us, torch %.1f (x%.2f)" % (name, shape, t_kt, t_th, ratio))
+    return checked, misses
+
+
 def print_tables(rt):
     """One table per kernel family, in the order first run; the runtime's
     tuning and compile totals."""
@@ -476,7 +499,12 @@ def print_tables(rt):
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for r in rows:
             if r[0] == fam:
-                print("| %s | %.1f | %.0f | %.0f%% | %s | %.1f | %.2f | %s |" % r[1:])
+                print("| %s | %.1f | %.0f | %.0f%% | %s | %.1f | %.2f | %s |" % r[1:9])
+    checked, misses = target_misses()
+    if checked:
+        print("\nissue 17's targets over %d norm rows: %s" % (checked, "%d missed" % len(misses) if misses else "met"))
+        for m in misses:
+            print("  " + m)
     st = rt.stats()
     print("\nktune stats: %d tunings in %.1f s, %d compiles (%.1f s of NVRTC), %d cache loads"
           % (st["tunings"], st["tuning_ms"] / 1000, st["compiles"], st["compile_ms"] / 1000, st["cache_loads"]))
