@@ -307,10 +307,13 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
 
 static void open_system(kt_store *s) {
   char err[2048];
-  struct stat sb;
+  struct stat sb, ub;
   int v = 0, st = KT__C_CACHE;
   if (stat(s->sys_path, &sb)) snprintf(err, sizeof err, "%s: %s", s->sys_path, strerror(errno));
   else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: %s, not a cache file", s->sys_path, not_a_file(&sb));
+  /* Read a second time it would list every row twice. */
+  else if (!stat(s->path, &ub) && ub.st_dev == sb.st_dev && ub.st_ino == sb.st_ino)
+    snprintf(err, sizeof err, "%s: it is the user cache", s->sys_path);
   else st = open_ro(&s->sys, s->sys_path, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
   char why[512] = "";
