@@ -383,6 +383,15 @@ static void tune_arguments(void) {
   ASSERT_CONTAINS(out, "l.jsonl:1: longer than 16384 bytes\n");
   ASSERT_CONTAINS(out, "l.jsonl:2: a NUL byte in the line\n");
   ASSERT_CONTAINS(out, "l.jsonl:3: \"N\": expected a number, a dtype string or null\n");
+  /* A file that is no shapes file says its first 20 bad lines, not all. */
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "k=$(realpath %s); s=$PWD/kernels_src/masked_softmax.json; cd %s && seq 1 30 > n.jsonl && "
+                 "$k tune $s --shapes n.jsonl 2>&1 | grep -c 'expected a JSON object per line'; "
+                 "$k tune $s --shapes n.jsonl 2>&1 | tail -n 2",
+                 bin(), dir),
+            0);
+  ASSERT_STR_EQ(out, "20\nktune tune: n.jsonl:20: expected a JSON object per line\n"
+                     "ktune tune: n.jsonl: 20 lines with errors; the lines after line 20 are not read\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shapes %s/none.jsonl", bin(), dir), 2);
   ASSERT_CONTAINS(out, "none.jsonl: No such file or directory");
   ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json", bin()), 2);

@@ -68,6 +68,9 @@ static int add_job(tune_run *r, int spec, const char *shape) {
 enum { SHAPES_LINE_MAX = 4 * SHAPE_MAX };
 _Static_assert(SHAPES_LINE_MAX == 16384, "read_line's message names the bound");
 #define SHAPES_FILE_MAX ((size_t)1 << 30)
+/* Lines with errors said before the rest of a file is left unread: a file
+** that is no shapes file at all (random bytes) would say millions. */
+enum { SHAPES_ERRORS_MAX = 20 };
 
 /* One line of f, its newline dropped, into line (SHAPES_LINE_MAX + 1
 ** bytes): 1, or 0 at the end of f (or past SHAPES_FILE_MAX bytes, *total
@@ -111,13 +114,15 @@ static int load_shapes(tune_run *r, const char *path) {
   }
   static char line[SHAPES_LINE_MAX + 1];
   size_t total = 0;
-  int lineno = 0, rc = 0;
-  for (const char *why; read_line(f, line, &total, &why);) {
+  int lineno = 0, rc = 0, bad = 0;
+  for (const char *why; bad < SHAPES_ERRORS_MAX && read_line(f, line, &total, &why);) {
     lineno++;
     const char *p = line + strspn(line, " \t");
-    if (why) rc = cli_fail("tune", "%s:%d: %s", path, lineno, why);
-    else if (*p && *p != '#' && shapes_line(r, path, lineno, p)) rc = 1;
+    if (why) rc = cli_fail("tune", "%s:%d: %s", path, lineno, why), bad++;
+    else if (*p && *p != '#' && shapes_line(r, path, lineno, p)) rc = 1, bad++;
   }
+  if (bad == SHAPES_ERRORS_MAX && read_line(f, line, &total, &(const char *){NULL}))
+    cli_fail("tune", "%s: %d lines with errors; the lines after line %d are not read", path, bad, lineno);
   int read_error = ferror(f);
   fclose(f);
   if (read_error) return cli_fail("tune", "%s: cannot read: %s", path, strerror(errno)), -1;
