@@ -36,6 +36,10 @@ static void usage_errors(void) {
   ASSERT_STR_EQ(out, "ktune compile: no spec given\nTry 'ktune compile --help'.\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile kernels_src/rmsnorm.json --arch", bin()), 2);
   ASSERT_STR_EQ(out, "ktune compile: option '--arch' needs a value\nTry 'ktune compile --help'.\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache ''", bin()), 2);
+  ASSERT_STR_EQ(out, "ktune list: option '--cache' needs a value; it is empty\nTry 'ktune list --help'.\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o '' --cache=", bin()), 2);
+  ASSERT_STR_EQ(out, "ktune export: option '--output' needs a value; it is empty\nTry 'ktune export --help'.\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --frob x.json", bin()), 2);
   ASSERT_CONTAINS(out, "unknown option '--frob'");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", bin()), 1);

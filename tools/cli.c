@@ -35,6 +35,9 @@ static const cli_opt *option_of(const cli_cmd *c, int code) {
 }
 
 static int take(const cli_cmd *c, const cli_opt *o, const char *value) {
+  /* No option means anything when empty: --cache "$UNSET" is a mistake,
+  ** not the default cache. */
+  if ((o->value || o->list) && !*value) return cli_usage(c->name, "option '--%s' needs a value; it is empty", o->name);
   if (o->flag) *o->flag = 1;
   if (o->value) *o->value = value;
   if (o->list) {
