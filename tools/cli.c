@@ -131,16 +131,10 @@ const char *cli_visible(const char *s, char *buf, size_t n) {
   return buf;
 }
 
-void cli_log(void *user, kt_log_level level, const char *msg) {
-  static const char *names[] = {"error", "warn", "info", "debug"};
-  char vis[8192];
-  (void)user;
-  fprintf(stderr, "ktune: %s: %s\n", level <= KT_LOG_DEBUG ? names[level] : "log", cli_visible(msg, vis, sizeof vis));
-}
-
+/* The library's own log serves: "ktune: LEVEL: message" on stderr, its
+** control characters escaped as cli_visible escapes them. */
 void cli_options(kt_options *o, const char *arch, int no_device) {
   kt_options_init(o);
-  o->log = cli_log;
   o->arch = arch;
   o->no_device = no_device;
 }

@@ -52,13 +52,13 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 const char *cli_errmsg(const kt_runtime *rt);
 
 /* The log sink of the CLI: "ktune: warn: ..." on stderr. */
-/* s with its control bytes (below 0x20, and 0x7f) as \xNN, in buf (n
-** bytes, cut where it ends), or s itself where it has none: text from a
-** file (a path, a cached row) printed to a terminal stays on its line and
-** cannot move the cursor or recolour what follows. */
+/* s with the bytes of its control characters (below 0x20, 0x7f, and C1 in
+** UTF-8, U+0080 to U+009F) as \xNN, in buf (n bytes, cut where it ends),
+** or s itself where it has none: text from a file (a path, a cached row)
+** printed to a terminal stays on its line and cannot move the cursor or
+** recolour what follows. */
 const char *cli_visible(const char *s, char *buf, size_t n);
-void cli_log(void *user, kt_log_level level, const char *msg);
-/* Options with the CLI's log sink; arch NULL means "from the device". */
+/* Options with the library's own log; arch NULL means "from the device". */
 void cli_options(kt_options *o, const char *arch, int no_device);
 /* A kt_progress_fn that draws "KERNEL: WHAT done/total" on a terminal's
 ** stderr (nothing elsewhere); key names what is counted. */
