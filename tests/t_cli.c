@@ -44,6 +44,12 @@ static void usage_errors(void) {
   ASSERT_CONTAINS(out, "unknown option '--frob'");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", bin()), 1);
   ASSERT_CONTAINS(out, "arch \"sm9\" is not of the form sm_90");
+  /* An arch NVRTC does not compile for: one line, not one a variant. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_35 kernels_src/rmsnorm.json --cache /nonexistent/x.db", bin()),
+            1);
+  ASSERT_TRUE(!strncmp(out, "ktune compile: NVRTC 13.", 24));
+  ASSERT_CONTAINS(out, " does not compile for sm_35 (it compiles for sm_75, ");
+  ASSERT_TRUE(strchr(out, '\n') == out + strlen(out) - 1);
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/nope.json", bin()), 1);
   ASSERT_CONTAINS(out, "tests/specs/nope.json: cannot read: No such file or directory");
   /* A shape too long to keep whole is refused, never tuned cut. */

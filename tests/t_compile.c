@@ -293,6 +293,53 @@ static void compile_walk_is_pruned_and_bounded(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* An arch is read whole: sm_90a is sm_90 to a spec's builtins (cc,
+** max_smem), where it once read as cc 0 and lost every variant that asks
+** for sm_80 or sm_90. One that NVRTC does not compile for is refused when
+** the runtime opens, with the archs it does, not once a variant. */
+static void an_arch_is_read_whole_and_checked(void) {
+  kt_options o;
+  t_offline_options(&o);
+  o.no_cache = 1;
+  o.arch = "sm_35";
+  kt_runtime *rt = NULL;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_TRUE(!strncmp(kt_errmsg(rt), "kt_runtime_open: NVRTC 13.", 26));
+  ASSERT_CONTAINS(kt_errmsg(rt), " does not compile for sm_35 (it compiles for sm_75, sm_80, ");
+  ASSERT_CONTAINS(kt_errmsg(rt), ", sm_90, ");
+  ASSERT_TRUE(kt_errmsg(rt)[strlen(kt_errmsg(rt)) - 1] == ')');
+  kt_runtime_close(rt);
+  char err[KT_ERRMAX];
+  ASSERT_STATUS(kt__nvrtc_check_arch(NULL, "sm_90a", 90, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__nvrtc_check_arch(NULL, "sm_1000", 1000, err, sizeof err), KT_ERR_INVALID);
+  ASSERT_CONTAINS(err, " does not compile for sm_1000 (it compiles for sm_75, ");
+
+  char dir[700], path[1024], out[800];
+  snprintf(dir, sizeof dir, "%s", t_tmpdir());
+  ASSERT_EQ(t_write_file(dir, "arch.cu", "template <int A>\n__global__ void arch(float *y) { y[0] = A; }\n", path,
+                         sizeof path), 0);
+  ASSERT_EQ(t_write_file(dir, "arch.json",
+                         "{\"name\": \"arch\", \"source\": \"arch.cu\", \"entry\": \"arch\", \"template\": [\"A\"],\n"
+                         " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\","
+                         " \"extent\": \"1\"}],\n \"config\": {\"A\": [1, 2, 3]}, \"default\": {\"A\": 1},\n"
+                         " \"constraints\": [\"A != 2 || cc == 90\", \"A != 3 || max_smem == 232448\"],"
+                         " \"grid\": 1, \"block\": 32}\n",
+                         path, sizeof path),
+            0);
+  o.arch = "sm_90a";
+  ASSERT_TRUE((rt = t_open(&o)));
+  kt_kernel *k = NULL;
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  static seen s;
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &s), KT_OK);
+  ASSERT_EQ(s.ok, 3);
+  ASSERT_EQ(s.failed, 0);
+  ASSERT_STR_EQ(kt_runtime_arch(rt), "sm_90a");
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 /* The spec g (A in 1..4, B in 1..2; A=3 fails a static_assert) in a
 ** fresh directory, a runtime without a device with its cache in db, and
 ** g loaded; dir gets the directory. */
@@ -892,6 +939,8 @@ const kt_test t_compile_tests[] = {
     {"compile: every variant of a space is one some call can use", compile_all_keeps_what_calls_can_use},
     {"compile: a space of more than KT_COMPILE_MAX_VARIANTS is refused before compiling", compile_refuses_a_space_too_large},
     {"compile: the walk over a space checks constraints early and is bounded", compile_walk_is_pruned_and_bounded},
+    {"compile: an arch is read whole, and one NVRTC cannot compile for is refused at open",
+     an_arch_is_read_whole_and_checked},
     {"compile: listing a space survives each allocation failing in turn", listing_survives_every_allocation_failure},
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},

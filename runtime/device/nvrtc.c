@@ -32,11 +32,25 @@ static struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded;  /* 1 ok, -1 failed */
 static int version;
+/* The archs it compiles for (ascending, as NVRTC lists them); none where
+** it cannot say. */
+static int archs[64], narchs;
 static char load_err[512];
 
 static atomic_int absent;
 
 void kt__nvrtc_absent(int on) { atomic_store(&absent, on); }
+
+/* The archs of the NVRTC in h, when it lists them (since CUDA 11.2) and
+** they fit. */
+static void list_archs(void *h) {
+  nvrtcResult (*count)(int *) = (nvrtcResult(*)(int *))dlsym(h, "nvrtcGetNumSupportedArchs");
+  nvrtcResult (*list)(int *) = (nvrtcResult(*)(int *))dlsym(h, "nvrtcGetSupportedArchs");
+  int n = 0;
+  if (count && list && count(&n) == NVRTC_SUCCESS && n > 0 && n <= (int)(sizeof archs / sizeof *archs) &&
+      list(archs) == NVRTC_SUCCESS)
+    narchs = n;
+}
 
 /* Load the first of names that opens (once per process); later calls
 ** report the first outcome. */
@@ -63,6 +77,7 @@ static kt_status load(const char *const *names, size_t k, const char *tried, cha
 #undef KT__SYM
       int ma = 0, mi = 0;
       if (loaded == 1 && nv.nvrtcVersion(&ma, &mi) == NVRTC_SUCCESS) version = ma * 1000 + mi * 10;
+      if (loaded == 1) list_archs(h);
     }
   }
   kt_status st = loaded == 1 ? KT_OK : KT_ERR_NO_NVRTC;
@@ -94,6 +109,20 @@ int kt__nvrtc_file(char *out, size_t n) {
 }
 
 int kt__nvrtc_version(void) { return version; }
+
+kt_status kt__nvrtc_check_arch(const char *cuda_home, const char *arch, int cc, char *err, size_t errlen) {
+  kt_status st = kt__nvrtc_load(cuda_home, err, errlen);
+  if (st) return st;
+  for (int i = 0; i < narchs; i++)
+    if (archs[i] == cc) return KT_OK;
+  if (!narchs) return KT_OK; /* it cannot say: the compile will */
+  size_t used = (size_t)snprintf(err, errlen, "NVRTC %d.%d does not compile for %s (it compiles for", version / 1000,
+                                 version % 1000 / 10, arch);
+  for (int i = 0; i < narchs && used < errlen; i++)
+    used += (size_t)snprintf(err + used, errlen - used, "%s sm_%d", i ? "," : "", archs[i]);
+  if (used < errlen) snprintf(err + used, errlen - used, ")");
+  return KT_ERR_INVALID;
+}
 
 /* The log's error lines joined by " | " and cut to fit; all of it when no
 ** line says "error" (PCH notes and warnings would bury the cause). */

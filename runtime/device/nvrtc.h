@@ -22,6 +22,12 @@ void kt__nvrtc_absent(int on);
 /* e.g. 13000 for 13.0; 0 when not loaded. */
 int kt__nvrtc_version(void);
 
+/* Whether the NVRTC loaded (from cuda_home as kt__nvrtc_load) compiles for
+** arch ("sm_35"; cc its 35): KT_OK, or KT_ERR_INVALID and "NVRTC 13.0 does
+** not compile for sm_35 (it compiles for sm_75, sm_80, ...)". KT_OK where
+** NVRTC lists no archs; NVRTC's load error where it does not load. */
+kt_status kt__nvrtc_check_arch(const char *cuda_home, const char *arch, int cc, char *err, size_t errlen);
+
 /* Compile src and instantiate exprs[0..n) (template instances) in one
 ** program: one cubin holding them all (several per program cost less than
 ** one each: the headers are parsed once). On success *cubin (caller frees

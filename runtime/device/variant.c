@@ -187,6 +187,21 @@ static void store_binary(kt__prog *p, const char *hash, const char *expr, const 
     kt__log(&env->log, KT_LOG_WARN, "%s", msg);
 }
 
+/* NVRTC's compile of exprs, unless it cannot compile for the device's arch
+** (a GPU newer than the toolkit): then that, with the archs it can. */
+static kt_status compile_many(kt__prog *p, const char *prog, const char *const *exprs, int n, void **cubin,
+                              size_t *size, char **lowered, char *err, size_t errlen) {
+  kt__env *env = p->env;
+  kt_status st = kt__nvrtc_check_arch(env->cuda_home, env->arch, env->cc, err, errlen);
+  if (st) {
+    *cubin = NULL;
+    for (int i = 0; i < n; i++) lowered[i] = NULL;
+    return st == KT_ERR_INVALID ? KT_ERR_COMPILE : st;
+  }
+  return kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, p->opts, p->nopts, cubin, size, lowered,
+                             err, errlen);
+}
+
 static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__variant *v, char **lowered,
                          char *err, size_t errlen) {
   kt__env *env = p->env;
@@ -194,8 +209,7 @@ static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__v
   char prog[300], msg[KT_ERRMAX];
   snprintf(prog, sizeof prog, "%s.cu", s->name);
   double t0 = kt__now_ms();
-  kt_status st = kt__rc_compile_many(&env->log, s->source, prog, &expr, 1, p->opts, p->nopts, &v->cubin,
-                                     &v->cubin_size, lowered, msg, sizeof msg);
+  kt_status st = compile_many(p, prog, &expr, 1, &v->cubin, &v->cubin_size, lowered, msg, sizeof msg);
   double ms = kt__now_ms() - t0;
   if (st) {
     snprintf(err, errlen, "%s: %s", vname, msg);
@@ -479,8 +493,7 @@ static void compile_group(kt__prog *p, pending **w, int n) {
   for (int i = 0; i < n; i++) exprs[i] = w[i]->expr;
   snprintf(prog, sizeof prog, "%s.cu", p->spec->name);
   double t0 = kt__now_ms();
-  kt_status st = kt__rc_compile_many(&p->env->log, p->spec->source, prog, exprs, n, p->opts, p->nopts, &cubin,
-                                     &size, lowered, err, sizeof err);
+  kt_status st = compile_many(p, prog, exprs, n, &cubin, &size, lowered, err, sizeof err);
   double ms = (kt__now_ms() - t0) / n;
   for (int i = 0; i < n; i++) {
     kt__variant *v = w[i]->v;

@@ -38,10 +38,10 @@ static kt_mode mode_from_env(const kt__logger *log) {
 static int parse_arch(const char *arch, int *cc) {
   int major = 0;
   if (strncmp(arch, "sm_", 3) || strlen(arch) < 5 || strlen(arch) > 7) return -1;
-  for (const char *p = arch + 3; *p; p++) {
-    if (*p < '0' || *p > '9') return *p == 'a' && !p[1] && p > arch + 4 ? 0 : -1;
-    major = major * 10 + (*p - '0');
-  }
+  const char *p = arch + 3;
+  for (; *p >= '0' && *p <= '9'; p++) major = major * 10 + (*p - '0');
+  /* "sm_90a": sm_90 with its arch-specific instructions. */
+  if (p < arch + 5 || (*p && (*p != 'a' || p[1]))) return -1;
   *cc = major;
   return 0;
 }
@@ -162,6 +162,11 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   if (o.arch && parse_arch(o.arch, &rt->env.cc))
     return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90", o.arch);
   if (o.arch) snprintf(rt->env.arch, sizeof rt->env.arch, "%s", o.arch);
+  /* An arch given to compile for, that NVRTC cannot: said once here, not
+  ** by every variant. Without NVRTC the cache may still serve it. */
+  char err[KT_ERRMAX];
+  if (o.arch && kt__nvrtc_check_arch(rt->env.cuda_home, o.arch, rt->env.cc, err, sizeof err) == KT_ERR_INVALID)
+    return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: %s", err);
   return o.no_device ? KT_OK : open_device(rt, &o);
 }
 
