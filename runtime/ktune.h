@@ -347,8 +347,10 @@ typedef struct kt_options {
   int no_device;          /* nonzero: never load the CUDA driver (compile and
                              cache work only; arch must then be given) */
   const char *arch;       /* "sm_90" or "sm_90a"; NULL: from the device.
-                             Copied. One the NVRTC found does not compile
-                             for fails kt_runtime_open (KT_ERR_INVALID). */
+                             Copied. One older than the NVRTC found
+                             compiles for, or between the archs it lists,
+                             fails kt_runtime_open (KT_ERR_INVALID); one
+                             newer than all is compiled to PTX */
   const char *cuda_home;  /* toolkit root for NVRTC includes; NULL:
                              $CUDA_HOME, else /usr/local/cuda. Copied. */
   const char *cache_path; /* config cache file; NULL: $KTUNE_CACHE, else

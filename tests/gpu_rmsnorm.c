@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "device/nvrtc.h"
 #include "gpu_util.h"
 #include "harness.h"
 
@@ -310,10 +311,57 @@ static void one_tuning_for_every_T(void) {
   kt_runtime_close(rt);
 }
 
+static char ptx_log[4096];
+
+static void keep_warnings(void *user, kt_log_level level, const char *msg) {
+  (void)user;
+  size_t n = strlen(ptx_log);
+  if (level <= KT_LOG_WARN) snprintf(ptx_log + n, sizeof ptx_log - n, "%s\n", msg);
+}
+
+/* A GPU newer than the toolkit's NVRTC (made so here: NVRTC lists no arch
+** from the device's on) gets PTX of the newest arch NVRTC has, which the
+** driver compiles as the module loads: every config runs and is right. */
+static void a_gpu_newer_than_nvrtc_runs_ptx(void) {
+  kt_options o;
+  kt_options_init(&o);
+  o.no_cache = 1;
+  o.log = keep_warnings;
+  o.log_level = KT_LOG_WARN;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt__nvrtc_cap_archs(atoi(kt_runtime_arch(rt) + 3) - 1);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  static const char *cfgs[] = {"BLOCK=128,ROWS=1,VEC=8", "BLOCK=128,ROWS=4,VEC=4", "BLOCK=1024,ROWS=2,VEC=1"};
+  bufs b;
+  shape s = {450, 1000, KT_BF16, 1, 0, 0};
+  int ok = !bufs_make(&b, rt, s, 91);
+  for (size_t i = 0; ok && i < sizeof cfgs / sizeof cfgs[0]; i++) {
+    kt_arg a[7];
+    char msg[512] = "";
+    ok = !bufs_reset(&b);
+    bufs_args(&b, a);
+    kt_status st = ok ? kt_launch_config(k, NULL, a, 7, cfgs[i]) : KT_ERR_INVALID;
+    long bad = st ? 0 : bufs_check(&b, msg, sizeof msg);
+    if (st || bad) t_fail(__FILE__, __LINE__, "%s: %s%s", cfgs[i], st ? kt_errmsg(rt) : "bad elements: ", msg);
+    ok = !st && !bad;
+  }
+  kt__nvrtc_cap_archs(0);
+  bufs_free(&b);
+  kt_stats n = {.size = sizeof n};
+  ASSERT_STATUS(kt_runtime_stats(rt, &n), KT_OK);
+  ASSERT_EQ((long)n.compiles, 3);
+  kt_runtime_close(rt);
+  ASSERT_CONTAINS(ptx_log, " does not compile for sm_");
+  ASSERT_CONTAINS(ptx_log, ": kernels are compiled to PTX (compute_");
+}
+
 const kt_test gpu_rmsnorm_tests[] = {
     {"gpu rmsnorm: one tuning for T from 1 to 24000", one_tuning_for_every_T},
     {"gpu rmsnorm: tuned config, every shape", tuned_config_every_shape},
     {"gpu rmsnorm: every allowed config is correct", every_config_is_correct},
     {"gpu rmsnorm: variants with other constants coexist", variants_coexist},
+    {"gpu rmsnorm: a GPU newer than NVRTC runs PTX the driver compiles", a_gpu_newer_than_nvrtc_runs_ptx},
     {NULL, NULL},
 };

@@ -309,10 +309,20 @@ static void an_arch_is_read_whole_and_checked(void) {
   ASSERT_CONTAINS(kt_errmsg(rt), ", sm_90, ");
   ASSERT_TRUE(kt_errmsg(rt)[strlen(kt_errmsg(rt)) - 1] == ')');
   kt_runtime_close(rt);
-  char err[KT_ERRMAX];
-  ASSERT_STATUS(kt__nvrtc_check_arch(NULL, "sm_90a", 90, err, sizeof err), KT_OK);
-  ASSERT_STATUS(kt__nvrtc_check_arch(NULL, "sm_1000", 1000, err, sizeof err), KT_ERR_INVALID);
-  ASSERT_CONTAINS(err, " does not compile for sm_1000 (it compiles for sm_75, ");
+  char err[KT_ERRMAX], opt[64];
+  ASSERT_STATUS(kt__nvrtc_target(NULL, "sm_90a", opt, sizeof opt, err, sizeof err), KT_OK);
+  ASSERT_STR_EQ(opt, "--gpu-architecture=sm_90a");
+  ASSERT_STATUS(kt__nvrtc_target(NULL, "sm_70", opt, sizeof opt, err, sizeof err), KT_ERR_INVALID);
+  ASSERT_CONTAINS(err, " does not compile for sm_70 (it compiles for sm_75, ");
+  ASSERT_CONTAINS(err, ", and newer archs through PTX)");
+  /* An arch newer than every one NVRTC lists (a GPU newer than the
+  ** toolkit) is compiled to PTX of the newest. */
+  kt__nvrtc_cap_archs(89);
+  ASSERT_STATUS(kt__nvrtc_target(NULL, "sm_90", opt, sizeof opt, err, sizeof err), KT_OK);
+  ASSERT_STR_EQ(opt, "--gpu-architecture=compute_89");
+  ASSERT_STATUS(kt__nvrtc_target(NULL, "sm_89", opt, sizeof opt, err, sizeof err), KT_OK);
+  ASSERT_STR_EQ(opt, "--gpu-architecture=sm_89");
+  kt__nvrtc_cap_archs(0);
 
   char dir[700], path[1024], out[800];
   snprintf(dir, sizeof dir, "%s", t_tmpdir());
@@ -337,6 +347,26 @@ static void an_arch_is_read_whole_and_checked(void) {
   ASSERT_EQ(s.failed, 0);
   ASSERT_STR_EQ(kt_runtime_arch(rt), "sm_90a");
   kt_runtime_close(rt);
+
+  /* sm_90 where NVRTC lists nothing past sm_89: PTX files, which the
+  ** driver loads as it loads cubins. */
+  kt__nvrtc_cap_archs(89);
+  o.arch = "sm_90";
+  rt = t_open(&o);
+  kt__nvrtc_cap_archs(rt ? 89 : 0);
+  ASSERT_TRUE(rt);
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  memset(&s, 0, sizeof s);
+  snprintf(path, sizeof path, "%s/out", dir);
+  t_sh(out, sizeof out, "mkdir '%s'", path);
+  kt_status st = kt_kernel_compile_all(k, path, on_variant, &s);
+  kt__nvrtc_cap_archs(0);
+  if (st) t_fail(__FILE__, __LINE__, "%s", s.first_err);
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_EQ(s.ok, 3);
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "grep -c -e '^\\.target sm_89$' -e '^\\.version ' '%s/out/arch.A=3.cubin'", dir);
+  ASSERT_STR_EQ(out, "2\n");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 

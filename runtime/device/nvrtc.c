@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -21,7 +22,9 @@
   X(nvrtcGetProgramLog)     \
   X(nvrtcGetLoweredName)    \
   X(nvrtcGetCUBINSize)      \
-  X(nvrtcGetCUBIN)
+  X(nvrtcGetCUBIN)          \
+  X(nvrtcGetPTXSize)        \
+  X(nvrtcGetPTX)
 
 #define KT__FIELD(name) __typeof__(&name) name;
 static struct {
@@ -35,6 +38,7 @@ static int version;
 /* The archs it compiles for (ascending, as NVRTC lists them); none where
 ** it cannot say. */
 static int archs[64], narchs;
+static atomic_int newest_cap; /* tests: archs above it are not listed */
 static char load_err[512];
 
 static atomic_int absent;
@@ -110,17 +114,33 @@ int kt__nvrtc_file(char *out, size_t n) {
 
 int kt__nvrtc_version(void) { return version; }
 
-kt_status kt__nvrtc_check_arch(const char *cuda_home, const char *arch, int cc, char *err, size_t errlen) {
+void kt__nvrtc_cap_archs(int cc) { atomic_store(&newest_cap, cc); }
+
+/* The archs listed (under the tests' cap) into list, and the newest. */
+static int listed(int *list) {
+  int cap = atomic_load(&newest_cap), n = 0;
+  for (int i = 0; i < narchs; i++)
+    if (!cap || archs[i] <= cap) list[n++] = archs[i];
+  return n;
+}
+
+kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, size_t optlen, char *err,
+                           size_t errlen) {
   kt_status st = kt__nvrtc_load(cuda_home, err, errlen);
   if (st) return st;
-  for (int i = 0; i < narchs; i++)
-    if (archs[i] == cc) return KT_OK;
-  if (!narchs) return KT_OK; /* it cannot say: the compile will */
+  int list[64], n = listed(list), cc = atoi(arch + (strncmp(arch, "sm_", 3) ? 0 : 3)), in = 0;
+  for (int i = 0; i < n; i++) in |= list[i] == cc;
+  /* Listed, or NVRTC lists none: the arch itself. */
+  if (in || !n) return snprintf(opt, optlen, "--gpu-architecture=%s", arch), KT_OK;
+  int newest = list[n - 1];
+  /* A GPU newer than this NVRTC: PTX of its newest arch, which the driver
+  ** compiles for the GPU when the module loads. */
+  if (cc > newest) return snprintf(opt, optlen, "--gpu-architecture=compute_%d", newest), KT_OK;
   size_t used = (size_t)snprintf(err, errlen, "NVRTC %d.%d does not compile for %s (it compiles for", version / 1000,
                                  version % 1000 / 10, arch);
-  for (int i = 0; i < narchs && used < errlen; i++)
-    used += (size_t)snprintf(err + used, errlen - used, "%s sm_%d", i ? "," : "", archs[i]);
-  if (used < errlen) snprintf(err + used, errlen - used, ")");
+  for (int i = 0; i < n && used < errlen; i++)
+    used += (size_t)snprintf(err + used, errlen - used, "%s sm_%d", i ? "," : "", list[i]);
+  if (used < errlen) snprintf(err + used, errlen - used, ", and newer archs through PTX)");
   return KT_ERR_INVALID;
 }
 
@@ -166,12 +186,17 @@ static kt_status results(nvrtcProgram p, const char *const *exprs, int n, void *
     if (!(lowered[i] = kt__strdup(low))) goto nomem;
   }
   NVCHECK("nvrtcGetCUBINSize", nv.nvrtcGetCUBINSize(p, size));
-  if (*size == 0) {
-    snprintf(err, errlen, "NVRTC: no cubin produced (is the architecture a real sm_XY?)");
+  /* A compute_XY target makes PTX (text, its NUL counted), which the
+  ** driver loads as it loads a cubin. */
+  int ptx = *size == 0;
+  if (ptx) NVCHECK("nvrtcGetPTXSize", nv.nvrtcGetPTXSize(p, size));
+  if (*size <= 1) {
+    snprintf(err, errlen, "NVRTC: no cubin or PTX produced");
     return KT_ERR_COMPILE;
   }
   if (!(*cubin = kt__malloc(*size))) goto nomem;
-  NVCHECK("nvrtcGetCUBIN", nv.nvrtcGetCUBIN(p, *cubin));
+  if (ptx) NVCHECK("nvrtcGetPTX", nv.nvrtcGetPTX(p, *cubin));
+  else NVCHECK("nvrtcGetCUBIN", nv.nvrtcGetCUBIN(p, *cubin));
 done:
   return st;
 nomem:
@@ -225,9 +250,10 @@ kt_status kt__nvrtc_warm(const char *arch, char *err, size_t errlen) {
     const char *opts[] = {opt};
     void *cubin = NULL;
     size_t size = 0;
-    snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
-    st = kt__nvrtc_compile_many("extern \"C\" __global__ void kt_warm(int *x) { *x = 1; }", "kt_warm.cu", NULL, 0, opts,
-                                1, &cubin, &size, NULL, err, errlen);
+    st = kt__nvrtc_target(NULL, arch, opt, sizeof opt, err, errlen);
+    if (!st)
+      st = kt__nvrtc_compile_many("extern \"C\" __global__ void kt_warm(int *x) { *x = 1; }", "kt_warm.cu", NULL, 0,
+                                  opts, 1, &cubin, &size, NULL, err, errlen);
     kt__free(cubin);
     done = !st;
   }

@@ -22,17 +22,26 @@ void kt__nvrtc_absent(int on);
 /* e.g. 13000 for 13.0; 0 when not loaded. */
 int kt__nvrtc_version(void);
 
-/* Whether the NVRTC loaded (from cuda_home as kt__nvrtc_load) compiles for
-** arch ("sm_35"; cc its 35): KT_OK, or KT_ERR_INVALID and "NVRTC 13.0 does
-** not compile for sm_35 (it compiles for sm_75, sm_80, ...)". KT_OK where
-** NVRTC lists no archs; NVRTC's load error where it does not load. */
-kt_status kt__nvrtc_check_arch(const char *cuda_home, const char *arch, int cc, char *err, size_t errlen);
+/* The NVRTC option that targets arch ("sm_90", "sm_90a") with the NVRTC
+** loaded from cuda_home (as kt__nvrtc_load), into opt:
+** "--gpu-architecture=sm_90" where NVRTC lists the arch (or lists none);
+** "--gpu-architecture=compute_121" for an arch newer than every one it
+** lists (a GPU newer than the toolkit: PTX, compiled by the driver at
+** load); else KT_ERR_INVALID and "NVRTC 13.0 does not compile for sm_35
+** (it compiles for sm_75, sm_80, ..., and newer archs through PTX)".
+** NVRTC's load error where it does not load. */
+kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, size_t optlen, char *err,
+                           size_t errlen);
+/* Tests: NVRTC lists no arch above cc (0: all it lists), as an older
+** toolkit would. */
+void kt__nvrtc_cap_archs(int cc);
 
 /* Compile src and instantiate exprs[0..n) (template instances) in one
 ** program: one cubin holding them all (several per program cost less than
 ** one each: the headers are parsed once). On success *cubin (caller frees
-** with kt__free), *size and lowered[0..n) (the mangled names, caller frees
-** each with kt__free). A failure fails them all; its message carries the
+** with kt__free; PTX text for a compute_XY target), *size and
+** lowered[0..n) (the mangled names, caller frees each with kt__free). A
+** failure fails them all; its message carries the
 ** compile log: "NVRTC: rmsnorm.cu(12): error: identifier "x" is undefined". */
 kt_status kt__nvrtc_compile_many(const char *src, const char *prog_name, const char *const *exprs, int n,
                                  const char *const *opts, int nopts, void **cubin, size_t *size, char **lowered,

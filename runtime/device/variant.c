@@ -187,19 +187,25 @@ static void store_binary(kt__prog *p, const char *hash, const char *expr, const 
     kt__log(&env->log, KT_LOG_WARN, "%s", msg);
 }
 
-/* NVRTC's compile of exprs, unless it cannot compile for the device's arch
-** (a GPU newer than the toolkit): then that, with the archs it can. */
+/* NVRTC's compile of exprs for the runtime's arch, or, on a GPU newer than
+** NVRTC, to PTX of the newest arch it has (said once a process). */
 static kt_status compile_many(kt__prog *p, const char *prog, const char *const *exprs, int n, void **cubin,
                               size_t *size, char **lowered, char *err, size_t errlen) {
+  static atomic_int said;
   kt__env *env = p->env;
-  kt_status st = kt__nvrtc_check_arch(env->cuda_home, env->arch, env->cc, err, errlen);
-  if (st) {
-    *cubin = NULL;
-    for (int i = 0; i < n; i++) lowered[i] = NULL;
-    return st == KT_ERR_INVALID ? KT_ERR_COMPILE : st;
-  }
-  return kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, p->opts, p->nopts, cubin, size, lowered,
-                             err, errlen);
+  char target[64];
+  const char *opts[sizeof p->opts / sizeof p->opts[0]];
+  *cubin = NULL;
+  for (int i = 0; i < n; i++) lowered[i] = NULL;
+  kt_status st = kt__nvrtc_target(env->cuda_home, env->arch, target, sizeof target, err, errlen);
+  if (st) return st == KT_ERR_INVALID ? KT_ERR_COMPILE : st;
+  for (int i = 0; i < p->nopts; i++) opts[i] = p->opts[i] == p->optbuf[0] ? target : p->opts[i];
+  if (strcmp(target, p->optbuf[0]) && !atomic_exchange(&said, 1))
+    kt__log(&env->log, KT_LOG_WARN, "NVRTC %d.%d does not compile for %s: kernels are compiled to PTX (%s), which "
+            "the driver compiles for the device", kt__nvrtc_version() / 1000, kt__nvrtc_version() % 1000 / 10,
+            env->arch, target + 19);
+  return kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, opts, p->nopts, cubin, size, lowered, err,
+                             errlen);
 }
 
 static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__variant *v, char **lowered,

@@ -48,8 +48,7 @@ static void *cubin;
 static char cubin_arch[16];
 
 kt_status kt__devcmp_image(const kt__env *env, void **out, int *mine, char *err, size_t errlen) {
-  char arch[32], inc[1100];
-  snprintf(arch, sizeof arch, "--gpu-architecture=%s", env->arch);
+  char arch[64], inc[1100];
   snprintf(inc, sizeof inc, "-I%s/include", env->cuda_home);
   const char *opts[] = {arch, inc, "-std=c++17"};
   const char *expr = "kt_cmp_f32"; /* extern "C": its own lowered name */
@@ -60,7 +59,8 @@ kt_status kt__devcmp_image(const kt__env *env, void **out, int *mine, char *err,
   pthread_mutex_lock(&lock);
   if (!cubin || strcmp(cubin_arch, env->arch)) {
     void *c = NULL;
-    st = kt__nvrtc_compile_many(source, "kt_compare.cu", &expr, 0, opts, 3, &c, &size, &lowered, err, errlen);
+    st = kt__nvrtc_target(env->cuda_home, env->arch, arch, sizeof arch, err, errlen);
+    if (!st) st = kt__nvrtc_compile_many(source, "kt_compare.cu", &expr, 0, opts, 3, &c, &size, &lowered, err, errlen);
     if (!st && !cubin) {
       cubin = c;
       snprintf(cubin_arch, sizeof cubin_arch, "%s", env->arch);
