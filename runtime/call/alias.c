@@ -86,18 +86,24 @@ int kt__alias_group(kt__range *r, int n) {
   if (n > 64) n = 64;
   for (int i = 0; i < n; i++) order[i] = &r[i];
   qsort(order, (size_t)n, sizeof order[0], by_start);
-  int groups = 0;
+  int groups = 0, open = -1; /* open: the group ranges up to end belong to */
   uint64_t end = 0;
   for (int i = 0; i < n; i++) {
     kt__range *x = order[i];
-    /* Overlap means sharing a byte: touching ranges stay apart. */
-    if (i == 0 || x->start >= end || x->start == x->end) {
+    /* An empty range shares no byte: a group of its own, which neither
+    ** ends the open group nor joins it. */
+    if (x->start == x->end) {
       x->group = groups++;
-      end = x->end;
-    } else {
-      x->group = groups - 1;
-      if (x->end > end) end = x->end;
+      continue;
     }
+    /* Overlap means sharing a byte: touching ranges stay apart. */
+    if (open < 0 || x->start >= end) {
+      open = groups++;
+      end = x->end;
+    } else if (x->end > end) {
+      end = x->end;
+    }
+    x->group = open;
   }
   return groups;
 }
