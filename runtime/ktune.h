@@ -766,7 +766,9 @@ typedef void (*kt_lint_fn)(void *user, const char *msg);
 ** without tune_at, that sets the grid beside a config field of several
 ** values (one tuning then serves every value of it); and a space that
 ** kt_kernel_compile_all refuses before compiling (a specialized param, a
-** space too large: see there), whose variants lint does not compile.
+** space too large: see there), whose variants lint does not compile; and a
+** constraint that holds config fields against a scalar the key ignores (a
+** call where it refuses the key's tuned config runs the fallback config).
 ** Returns KT_OK (even with problems) or an error. */
 KT_API kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user,
                                 int *problems /* OUT */);

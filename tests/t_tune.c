@@ -791,7 +791,9 @@ static void cli_key_and_lint(void) {
 ** noted (advice: exit status 0), unless it has a tune_at or the grid's
 ** config field has one value; --json lists notes apart from problems. The
 ** bug: chunk_state_fwd left batch x heads (its grid's second dimension) out
-** of its key, and a tile tuned at one value ran 3.9x slower at another. */
+** of its key, and a tile tuned at one value ran 3.9x slower at another. So
+** is a size the key leaves out that a constraint holds a config field
+** against. */
 static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
   const char *bin = getenv("KTUNE_BIN") ? getenv("KTUNE_BIN") : "build/ktune";
   const char *dir = t_tmpdir();
@@ -828,6 +830,40 @@ static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s lint --json %s", bin, path), 0);
   ASSERT_CONTAINS(out, "\"problems\":[],\"notes\":[\"BH is left out of the tuning key");
   ASSERT_CONTAINS(out, "\"problems\":0,\"notes\":1,\"not_loaded\":0}");
+  /* A constraint that holds a config field against a size the key leaves
+  ** out (through a derived constant here): a call where it refuses the
+  ** key's config runs the fallback. None where the key holds the size. */
+  static const char *const n_key[] = {"\"key\": \"ignore\"", "\"key\": \"pow2\""};
+  ASSERT_EQ(t_write_file(dir, "c.cu",
+                         "template <int TILE, int WIDE>\n__global__ void c(float *h, int BH, int N) {\n"
+                         "  if (threadIdx.x == 0) h[blockIdx.x] = TILE + WIDE + BH + N;\n}\n",
+                         path, sizeof path),
+            0);
+  for (int i = 0; i < 2; i++) {
+    char spec[1200], name[32];
+    snprintf(spec, sizeof spec,
+             "{\"name\": \"c\", \"source\": \"c.cu\", \"entry\": \"c\", \"template\": [\"TILE\", \"WIDE\"],\n"
+             " \"params\": [{\"name\": \"h\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\","
+             " \"extent\": \"64\"}, {\"name\": \"BH\", \"type\": \"i32\"},"
+             " {\"name\": \"N\", \"type\": \"i32\", %s}],\n"
+             " \"derived\": {\"WIDE\": \"N >= 32\"},\n"
+             " \"config\": {\"TILE\": [16, 32]}, \"default\": {\"TILE\": 16},\n"
+             " \"constraints\": [\"BH > 0\", \"TILE == 16 || WIDE\"],\n"
+             " \"grid\": [\"64 / TILE\", \"BH\"], \"block\": 32}\n",
+             n_key[i]);
+    snprintf(name, sizeof name, "c%d.json", i);
+    ASSERT_EQ(t_write_file(dir, name, spec, path, sizeof path), 0);
+    ASSERT_EQ(t_sh(out, sizeof out, "%s lint %s", bin, path), 0);
+    if (i == 0)
+      ASSERT_CONTAINS(out, ": note: constraints[1] (\"TILE == 16 || WIDE\") holds config fields against N, "
+                           "which the key leaves out (\"key\": \"ignore\"): a key tuned at one N serves every "
+                           "other, and a call whose N refuses the tuned config runs the default config (or the valid "
+                           "one nearest it), never tuned; put N in the key (\"pow2\" or \"exact\") or constrain "
+                           "what the key holds\n"
+                           "0 problems in 1 spec, 1 note\n");
+    else
+      ASSERT_STR_EQ(out, "0 problems in 1 spec\n");
+  }
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
@@ -1108,7 +1144,8 @@ const kt_test t_tune_tests[] = {
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},
-    {"tune: lint notes a size the key leaves out that sets the grid", lint_notes_sizes_the_key_leaves_out_of_the_grid},
+    {"tune: lint notes a size the key leaves out that sets the grid or a constraint",
+     lint_notes_sizes_the_key_leaves_out_of_the_grid},
     {"tune: pruning judges a field value beside each of the candidate's others", pruning_judges_values_beside_each_other},
     {"tune: the random search tries other keys' configs first", random_search_tries_other_keys_configs_first},
     {"tune: the local search leaves a stall through a batch", local_search_leaves_a_stall_through_a_batch},

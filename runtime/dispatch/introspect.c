@@ -158,13 +158,18 @@ static void phantom_fields(const kt__spec *s, lint_ctx *l) {
   }
 }
 
-/* Whether the grid reads slot, directly or through a derived constant. */
+/* Whether e reads slot, directly or through derived constants. */
+static int reads(const kt__spec *s, const kt__expr *e, int slot, int depth) {
+  if (kt__expr_uses(e, slot)) return 1;
+  for (int d = 0; d < s->nderived && depth < 8; d++)
+    if (kt__expr_uses(e, s->derived[d].slot) && reads(s, &s->derived[d].e, slot, depth + 1)) return 1;
+  return 0;
+}
+
+/* Whether the grid reads slot. */
 static int grid_reads(const kt__spec *s, int slot) {
-  for (int g = 0; g < 3; g++) {
-    if (kt__expr_uses(&s->grid[g], slot)) return 1;
-    for (int d = 0; d < s->nderived; d++)
-      if (kt__expr_uses(&s->grid[g], s->derived[d].slot) && kt__expr_uses(&s->derived[d].e, slot)) return 1;
-  }
+  for (int g = 0; g < 3; g++)
+    if (reads(s, &s->grid[g], slot, 0)) return 1;
   return 0;
 }
 
@@ -191,12 +196,35 @@ static void grid_blind_fields(const kt__spec *s, lint_ctx *l) {
   }
 }
 
+/* A constraint on a config field that reads a size the key leaves out: a
+** config tuned at one value serves every other, and where the constraint
+** refuses it the call runs the fallback config, never tuned. Advice, not
+** a problem: small calls may be meant to run a fallback. */
+static void constraint_blind_fields(const kt__spec *s, lint_ctx *l) {
+  for (int c = 0; c < s->nconstraints; c++) {
+    if (!s->constraints[c].uses_config) continue;
+    for (int i = 0; i < s->nparams; i++) {
+      const kt__param *p = &s->params[i];
+      if (p->type == KT__P_PTR || p->key != KT__KEY_IGNORE || !reads(s, &s->constraints[c].e, p->slot, 0)) continue;
+      char msg[900];
+      snprintf(msg, sizeof msg,
+               "note: constraints[%d] (\"%.200s\") holds config fields against %s, which the key leaves out "
+               "(\"key\": \"ignore\"): a key tuned at one %s serves every other, and a call whose %s refuses "
+               "the tuned config runs the default config (or the valid one nearest it), never tuned; put %s in the "
+               "key (\"pow2\" or \"exact\") or constrain what the key holds",
+               c, s->constraints[c].e.text, p->name, p->name, p->name, p->name);
+      note(l, msg);
+    }
+  }
+}
+
 kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems) {
   if (!k || !problems) return kt__misuse(kt__rt_of(k), "kt_kernel_lint", !k ? "k is NULL" : "problems is NULL");
   const kt__spec *s = k->p.spec;
   lint_ctx l = {fn, user, 0, 0, 0};
   phantom_fields(s, &l);
   grid_blind_fields(s, &l);
+  constraint_blind_fields(s, &l);
   kt_status st = kt_kernel_compile_all(k, NULL, on_variant, &l);
   if (st == KT_ERR_INVALID) {
     /* A specialized param, or a space too large: the other checks stand. */
