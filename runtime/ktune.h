@@ -553,7 +553,9 @@ KT_API kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args,
 ** JSON ({"BLOCK":256,"VEC":4}, as the cache and reports write it): every
 ** tunable field of the spec, each once. The config must lie in the spec's
 ** space and satisfy its constraints for this call (KT_ERR_CONSTRAINT names
-** the first one violated). The string is parsed on every call.
+** the first one violated), and the args the alias rules of kt_launch
+** (KT_ERR_ALIAS, or staged with kt_options.stage_aliased). The string is
+** parsed on every call.
 ** Thread-safe; args and config are borrowed for the call only. */
 KT_API kt_status kt_launch_config(kt_kernel *k, kt_stream stream,
                                   const kt_arg *args, int nargs,

@@ -239,10 +239,16 @@ static void alias_rules(void) {
     ASSERT_STR_EQ(kt_errmsg(rt), rmscases[i].msg);
     char cfg[256];
     ASSERT_STATUS(kt_kernel_config_for(rms, r, 7, cfg, sizeof cfg), KT_ERR_ALIAS);
+    /* A forced config obeys the same rules (it once launched). */
+    ASSERT_STATUS(kt_launch_config(rms, NULL, r, 7, "BLOCK=128,ROWS=1,VEC=1"), KT_ERR_ALIAS);
+    ASSERT_STR_EQ(kt_errmsg(rt), rmscases[i].msg);
   }
   r[0].v.ptr = X + 4096; /* adjacent: nothing shared */
   r[3].v.ptr = 0x200000;
   ASSERT_STATUS(kt_launch(rms, NULL, r, 7), KT_ERR_NO_DEVICE);
+  ASSERT_STATUS(kt_launch_config(rms, NULL, r, 7, "BLOCK=128,ROWS=1,VEC=1"), KT_ERR_NO_DEVICE);
+  r[0].v.ptr = X; /* identical: in place */
+  ASSERT_STATUS(kt_launch_config(rms, NULL, r, 7, "BLOCK=128,ROWS=1,VEC=1"), KT_ERR_NO_DEVICE);
 
   kt_arg a[] = {kt_arg_ptr(0x10000, KT_F32), kt_arg_ptr(0x10000, KT_F32), kt_arg_i32(100)};
   ASSERT_STATUS(kt_launch(sh, NULL, a, 3), KT_ERR_ALIAS);

@@ -191,13 +191,25 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
   return kt__stage_end(k, &sg, stream, st);
 }
 
+/* A forced config obeys the alias rules as kt_launch does: a call they
+** refuse is refused, or staged where the runtime stages such calls. */
 kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs, const char *config) {
   if (!k) return kt__misuse(NULL, "kt_launch_config", "k is NULL");
   kt__call c;
+  kt__range r[KT_MAX_PARAMS];
+  int nr;
   kt_status st;
-  if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_forced(&k->p, &c, config)) ||
-      (st = kt__call_launch(&k->p, &c, NULL, stream, args, NULL)))
-    return st;
+  if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_forced(&k->p, &c, config))) return st;
+  st = kt__call_alias(&k->p, &c, args, r, &nr);
+  if (!st) {
+    st = kt__call_launch(&k->p, &c, NULL, stream, args, NULL);
+  } else if (st == KT_ERR_ALIAS && k->rt->stage_aliased) {
+    kt__staging sg;
+    st = kt__stage_begin(k, &c, args, stream, &sg);
+    if (!st) st = kt__call_launch(&k->p, &c, NULL, stream, sg.args, NULL);
+    st = kt__stage_end(k, &sg, stream, st);
+  }
+  if (st) return st;
   atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
   return KT_OK;
 }
