@@ -701,7 +701,8 @@ KT_API void kt_inputs_free(kt_inputs *in);
 ** on a private stream between CUDA events until both 20 repetitions and
 ** 100 ms are reached; the median and the spread (max - min) in
 ** microseconds. config may be NULL (the launch kt_launch would make).
-** The args' buffers are written by the kernel as in a real call.
+** The args' buffers are written by the kernel as in a real call; args the
+** alias rules refuse are refused (KT_ERR_ALIAS), never staged.
 ** Returns what kt_launch returns, or KT_ERR_CUDA. */
 KT_API kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs,
                                 const char *config, double *median_us /* OUT */,

@@ -239,8 +239,13 @@ static void alias_rules(void) {
     ASSERT_STR_EQ(kt_errmsg(rt), rmscases[i].msg);
     char cfg[256];
     ASSERT_STATUS(kt_kernel_config_for(rms, r, 7, cfg, sizeof cfg), KT_ERR_ALIAS);
-    /* A forced config obeys the same rules (it once launched). */
+    /* A forced config obeys the same rules (it once launched), and so does
+    ** a timing, which launches the call again and again. */
     ASSERT_STATUS(kt_launch_config(rms, NULL, r, 7, "BLOCK=128,ROWS=1,VEC=1"), KT_ERR_ALIAS);
+    ASSERT_STR_EQ(kt_errmsg(rt), rmscases[i].msg);
+    double med, spread;
+    ASSERT_STATUS(kt_kernel_time(rms, r, 7, NULL, &med, &spread), KT_ERR_ALIAS);
+    ASSERT_STATUS(kt_kernel_time(rms, r, 7, "BLOCK=128,ROWS=1,VEC=1", &med, &spread), KT_ERR_ALIAS);
     ASSERT_STR_EQ(kt_errmsg(rt), rmscases[i].msg);
   }
   r[0].v.ptr = X + 4096; /* adjacent: nothing shared */

@@ -9,7 +9,11 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__choice *hit;
+  kt__range r[KT_MAX_PARAMS];
+  int nr;
+  /* The alias rules as kt_launch's: the launches write the args' buffers. */
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
+  if (!st) st = kt__call_alias(&k->p, &c, args, r, &nr);
   if (!st) st = config ? kt__call_forced(&k->p, &c, config) : kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);
   if (!st && !k->rt->env.have_device)
     st = kt__err(k->rt->env.id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", k->p.spec->name);
