@@ -254,6 +254,16 @@ static void alias_rules(void) {
   ASSERT_STATUS(kt_launch_config(rms, NULL, r, 7, "BLOCK=128,ROWS=1,VEC=1"), KT_ERR_NO_DEVICE);
   r[0].v.ptr = X; /* identical: in place */
   ASSERT_STATUS(kt_launch_config(rms, NULL, r, 7, "BLOCK=128,ROWS=1,VEC=1"), KT_ERR_NO_DEVICE);
+  /* A size below 0 describes no buffer: refused before any range is
+  ** compared (its bytes counted as none, it would share none). */
+  r[0].v.ptr = X + 4;
+  r[5] = kt_arg_i32(-256);
+  ASSERT_STATUS(kt_launch(rms, NULL, r, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 0 (y): its extent, N * D, is -1024 elements: below 0");
+  ASSERT_STATUS(kt_launch_config(rms, NULL, r, 7, "BLOCK=128,ROWS=1,VEC=1"), KT_ERR_ARGS);
+  double med_us, spread_us;
+  ASSERT_STATUS(kt_kernel_time(rms, r, 7, NULL, &med_us, &spread_us), KT_ERR_ARGS);
+  r[5] = kt_arg_i32(256);
 
   kt_arg a[] = {kt_arg_ptr(0x10000, KT_F32), kt_arg_ptr(0x10000, KT_F32), kt_arg_i32(100)};
   ASSERT_STATUS(kt_launch(sh, NULL, a, 3), KT_ERR_ALIAS);

@@ -14,8 +14,12 @@ kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt
     if (rc)
       return kt__err(p->env->id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, q->name,
                      kt__eval_strerror(rc), q->extent.text);
+    /* A size below 0 (D = -256) describes no buffer; a kernel indexing
+    ** rows by it would reach before the pointer. */
+    if (ext < 0)
+      return kt__err(p->env->id, KT_ERR_ARGS, "%s: arg %d (%s): its extent, %s, is %lld elements: below 0",
+                     s->name, i, q->name, q->extent.text, (long long)ext);
     uint64_t bytes;
-    if (ext < 0) ext = 0;
     /* A range past the end of the address space ends there: it still
     ** overlaps whatever it would have. */
     if (__builtin_mul_overflow((uint64_t)ext, (uint64_t)c->slots[q->esize_slot], &bytes) ||

@@ -24,7 +24,8 @@ typedef struct kt__range {
 } kt__range;
 
 /* Byte ranges of the non-null pointer args of a bound call (extent times
-** element size); *n of them. KT_ERR_EVAL names an extent that fails. */
+** element size); *n of them. KT_ERR_EVAL names an extent that fails,
+** KT_ERR_ARGS one below 0. */
 kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt__range *r, int *n);
 /* Index into r of a range that written range r[i] may not share bytes
 ** with, or -1 (always -1 when r[i] is only read). */

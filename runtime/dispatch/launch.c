@@ -192,15 +192,17 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
 }
 
 /* A forced config obeys the alias rules as kt_launch does: a call they
-** refuse is refused, or staged where the runtime stages such calls. */
+** refuse is refused, or staged where the runtime stages such calls. The
+** args are checked first, then the config, then the rules. */
 kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs, const char *config) {
   if (!k) return kt__misuse(NULL, "kt_launch_config", "k is NULL");
   kt__call c;
   kt__range r[KT_MAX_PARAMS];
   int nr;
-  kt_status st;
-  if ((st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_forced(&k->p, &c, config))) return st;
-  st = kt__call_alias(&k->p, &c, args, r, &nr);
+  kt_status st = kt__call_bind(&k->p, args, nargs, &c);
+  if (!st) st = kt__call_ranges(&k->p, &c, args, r, &nr);
+  if (!st) st = kt__call_forced(&k->p, &c, config);
+  if (!st) st = kt__alias_refuse(&k->p, r, nr);
   if (!st) {
     st = kt__call_launch(&k->p, &c, NULL, stream, args, NULL);
   } else if (st == KT_ERR_ALIAS && k->rt->stage_aliased) {

@@ -13,8 +13,10 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
   int nr;
   /* The alias rules as kt_launch's: the launches write the args' buffers. */
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
-  if (!st) st = kt__call_alias(&k->p, &c, args, r, &nr);
-  if (!st) st = config ? kt__call_forced(&k->p, &c, config) : kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);
+  if (!st) st = kt__call_ranges(&k->p, &c, args, r, &nr);
+  if (!st && config) st = kt__call_forced(&k->p, &c, config);
+  if (!st) st = kt__alias_refuse(&k->p, r, nr);
+  if (!st && !config) st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);
   if (!st && !k->rt->env.have_device)
     st = kt__err(k->rt->env.id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", k->p.spec->name);
   kt__benchopts o = {20, 100.0, 2000.0, 5000.0, NULL, NULL, NULL, NULL, 1};
