@@ -116,7 +116,7 @@ int kt__nvrtc_version(void) { return version; }
 
 void kt__nvrtc_cap_archs(int cc) { atomic_store(&newest_cap, cc); }
 
-/* The archs listed (under the tests' cap) into list, and the newest. */
+/* The archs listed (under the tests' cap) into list; their count. */
 static int listed(int *list) {
   int cap = atomic_load(&newest_cap), n = 0;
   for (int i = 0; i < narchs; i++)

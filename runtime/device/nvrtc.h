@@ -41,8 +41,8 @@ void kt__nvrtc_cap_archs(int cc);
 ** one each: the headers are parsed once). On success *cubin (caller frees
 ** with kt__free; PTX text for a compute_XY target), *size and
 ** lowered[0..n) (the mangled names, caller frees each with kt__free). A
-** failure fails them all; its message carries the
-** compile log: "NVRTC: rmsnorm.cu(12): error: identifier "x" is undefined". */
+** failure fails them all; its message carries the compile log:
+** "NVRTC: rmsnorm.cu(12): error: identifier "x" is undefined". */
 kt_status kt__nvrtc_compile_many(const char *src, const char *prog_name, const char *const *exprs, int n,
                                  const char *const *opts, int nopts, void **cubin, size_t *size, char **lowered,
                                  char *err, size_t errlen);
