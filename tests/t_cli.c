@@ -75,6 +75,17 @@ static void compile_writes_cubins(void) {
   struct stat sb;
   snprintf(path, sizeof path, "%s/cubins/rmsnorm_small.T=bf16.BLOCK=128.ROWS=1.VEC=8.HAS_RES=1.cubin", dir);
   ASSERT_EQ(stat(path, &sb), 0);
+  /* An arch newer than every one NVRTC lists: PTX of its newest, said
+  ** once, which a GPU of that arch loads as it loads a cubin. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_999 -o %s/ptx --cache %s/p.db tests/specs/small.json 2>&1",
+                 bin(), dir, dir),
+            0);
+  ASSERT_CONTAINS(out, "ktune: warn: NVRTC 13.");
+  ASSERT_CONTAINS(out, " does not compile for sm_999: kernels are compiled to PTX (compute_");
+  ASSERT_CONTAINS(out, "8 variants compiled for sm_999, 0 failed\n");
+  t_sh(out, sizeof out, "grep -c '^\\.target sm_' '%s/ptx/rmsnorm_small.T=bf16.BLOCK=128.ROWS=1.VEC=8.HAS_RES=1.cubin'",
+       dir);
+  ASSERT_STR_EQ(out, "1\n");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
@@ -615,7 +626,7 @@ const kt_test t_cli_tests[] = {
     {"cli: --help and --version", help_and_version},
     {"cli: text from a cache file is printed with its control bytes escaped", text_from_files_is_printed_escaped},
     {"cli: usage errors exit 2 with a message", usage_errors},
-    {"cli: compile writes one cubin per variant", compile_writes_cubins},
+    {"cli: compile writes one cubin per variant, PTX past NVRTC's newest arch", compile_writes_cubins},
     {"cli: import adds an export's cubins only with --binaries", import_adds_cubins_only_when_asked},
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
     {"cli: compile --shape: the variants calls can use", compile_for_shapes},
