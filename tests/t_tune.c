@@ -808,13 +808,19 @@ static void cli_key_and_lint(void) {
                      "0 problems in 2 specs, 1 note\n");
 }
 
+/* ktune lint's exit status on spec, written as dir/name; its output in out. */
+static int lint_written(const char *dir, const char *name, const char *spec, char *out, size_t n) {
+  const char *bin = getenv("KTUNE_BIN") ? getenv("KTUNE_BIN") : "build/ktune";
+  char path[800];
+  if (t_write_file(dir, name, spec, path, sizeof path)) return -1;
+  return t_sh(out, n, "%s lint %s", bin, path);
+}
+
 /* A size the key leaves out that sets the grid beside a config field is
 ** noted (advice: exit status 0), unless it has a tune_at or the grid's
 ** config field has one value; --json lists notes apart from problems. The
 ** bug: chunk_state_fwd left batch x heads (its grid's second dimension) out
-** of its key, and a tile tuned at one value ran 3.9x slower at another. So
-** is a size the key leaves out that a constraint holds a config field
-** against. */
+** of its key, and a tile tuned at one value ran 3.9x slower at another. */
 static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
   const char *bin = getenv("KTUNE_BIN") ? getenv("KTUNE_BIN") : "build/ktune";
   const char *dir = t_tmpdir();
@@ -837,8 +843,7 @@ static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
              " \"grid\": [\"64 / TILE\", \"BH\"], \"block\": 32}\n",
              bh[i]);
     snprintf(name, sizeof name, "g%d.json", i);
-    ASSERT_EQ(t_write_file(dir, name, spec, path, sizeof path), 0);
-    ASSERT_EQ(t_sh(out, sizeof out, "%s lint %s", bin, path), 0);
+    ASSERT_EQ(lint_written(dir, name, spec, out, sizeof out), 0);
     if (i == 0) {
       ASSERT_CONTAINS(out, ": note: BH is left out of the tuning key (\"key\": \"ignore\", no \"tune_at\") but sets "
                            "the grid, as the config field TILE does: ");
@@ -851,9 +856,15 @@ static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s lint --json %s", bin, path), 0);
   ASSERT_CONTAINS(out, "\"problems\":[],\"notes\":[\"BH is left out of the tuning key");
   ASSERT_CONTAINS(out, "\"problems\":0,\"notes\":1,\"not_loaded\":0}");
-  /* A constraint that holds a config field against a size the key leaves
-  ** out (through a derived constant here): a call where it refuses the
-  ** key's config runs the fallback. None where the key holds the size. */
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* A constraint that holds a config field against a size the key leaves
+** out (through a derived constant here) is noted: a call where it refuses
+** the key's config runs the fallback. None where the key holds the size. */
+static void lint_notes_constraints_on_sizes_the_key_leaves_out(void) {
+  const char *dir = t_tmpdir();
+  char out[8192], path[800];
   static const char *const n_key[] = {"\"key\": \"ignore\"", "\"key\": \"pow2\""};
   ASSERT_EQ(t_write_file(dir, "c.cu",
                          "template <int TILE, int WIDE>\n__global__ void c(float *h, int BH, int N) {\n"
@@ -873,8 +884,7 @@ static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
              " \"grid\": [\"64 / TILE\", \"BH\"], \"block\": 32}\n",
              n_key[i]);
     snprintf(name, sizeof name, "c%d.json", i);
-    ASSERT_EQ(t_write_file(dir, name, spec, path, sizeof path), 0);
-    ASSERT_EQ(t_sh(out, sizeof out, "%s lint %s", bin, path), 0);
+    ASSERT_EQ(lint_written(dir, name, spec, out, sizeof out), 0);
     if (i == 0)
       ASSERT_CONTAINS(out, ": note: constraints[1] (\"TILE == 16 || WIDE\") holds config fields against N, "
                            "which the key leaves out (\"key\": \"ignore\"): a key tuned at one N serves every "
@@ -887,6 +897,7 @@ static void lint_notes_sizes_the_key_leaves_out_of_the_grid(void) {
   }
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
+
 
 /* cfg from "BLOCK=256,ROWS=1,...", parsed as a forced config is. */
 static void cfg_of(kt_kernel *k, const char *text, int64_t *cfg) {
@@ -1165,8 +1176,8 @@ const kt_test t_tune_tests[] = {
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},
-    {"tune: lint notes a size the key leaves out that sets the grid or a constraint",
-     lint_notes_sizes_the_key_leaves_out_of_the_grid},
+    {"tune: lint notes a size the key leaves out that sets the grid", lint_notes_sizes_the_key_leaves_out_of_the_grid},
+    {"tune: lint notes a constraint on a size the key leaves out", lint_notes_constraints_on_sizes_the_key_leaves_out},
     {"tune: pruning judges a field value beside each of the candidate's others", pruning_judges_values_beside_each_other},
     {"tune: the random search tries other keys' configs first", random_search_tries_other_keys_configs_first},
     {"tune: the local search leaves a stall through a batch", local_search_leaves_a_stall_through_a_batch},
