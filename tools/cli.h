@@ -51,7 +51,6 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 ** an embedder sees first ("kt_runtime_open: arch ..." says "arch ..."). */
 const char *cli_errmsg(const kt_runtime *rt);
 
-/* The log sink of the CLI: "ktune: warn: ..." on stderr. */
 /* s with the bytes of its control characters (below 0x20, 0x7f, and C1 in
 ** UTF-8, U+0080 to U+009F) as \xNN, in buf (n bytes, cut where it ends),
 ** or s itself where it has none: text from a file (a path, a cached row)

@@ -23,7 +23,8 @@ static const char lint_help[] =
     "mostly do not compile. Every variant is compiled for the arch (sm_90 by\n"
     "default); a terminal shows the progress. Notes (advice, not problems)\n"
     "name sizes the key leaves out, without tune_at, that set the grid beside\n"
-    "a config field.\n"
+    "a config field, and sizes it leaves out that a constraint holds config\n"
+    "fields against.\n"
     "exit codes: 0 no problem, 1 problems found or a spec did not load, 2 usage\n";
 
 static kt_runtime *offline(const char *cmd, const char *arch) {
