@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 # Flags of other programs that the docs quote (NVRTC, compute-sanitizer, pip, torchrun, XLA).
-FOREIGN = {"--pch", "--no-cache", "--use_fast_math", "--gpu-architecture", "--tool", "--racecheck-report", "--error-exitcode",
+FOREIGN = {"--pch", "--no-cache", "--use_fast_math", "--gpu-architecture", "--include-path", "--pre-include", "--tool", "--racecheck-report", "--error-exitcode",
            "--no-index", "--no-build-isolation", "--system-site-packages", "--cflags", "--libs", "--nproc-per-node",
            "--xla_gpu_enable_command_buffer"}
 COMMANDS = ["compile", "tune", "bench", "key", "lint", "demo", "info", "list", "show", "export", "import", "gc"]

@@ -1,5 +1,6 @@
 /* The ktune CLI's offline commands, run as a user would ($KTUNE_BIN). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,37 @@ static void compile_writes_cubins(void) {
   t_sh(out, sizeof out, "grep -c '^\\.target sm_' '%s/ptx/rmsnorm_small.T=bf16.BLOCK=128.ROWS=1.VEC=8.HAS_RES=1.cubin'",
        dir);
   ASSERT_STR_EQ(out, "1\n");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* Which headers a variant is built from does not hang on the directory
+** ktune runs in: a quoted name that is not beside the source is not looked
+** for in the working directory (it would be compiled in, unhashed, and its
+** cubin served to every other process). A header of a subdirectory that
+** names one of the source's directory gets that one, as the hash does. */
+static void compile_ignores_the_working_directory(void) {
+  char out[8192], abs[1024], exe[PATH_MAX];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir && realpath(bin(), exe));
+  t_sh(out, sizeof out, "mkdir -p '%s/src/sub' '%s/cwd' && printf '#define V 7\\n' > '%s/cwd/v.cuh' && "
+       "printf '#include \"sub/s.cuh\"\\n#include \"v.cuh\"\\ntemplate <int B> __global__ void k(float *y) "
+       "{ *y = V + W; }\\n' > '%s/src/k.cu' && printf '#include \"w.cuh\"\\n' > '%s/src/sub/s.cuh' && "
+       "printf '#define W 1\\n' > '%s/src/w.cuh'", dir, dir, dir, dir, dir, dir);
+  ASSERT_TRUE(t_write_file(dir, "src/k.json",
+                           "{\"name\": \"k\", \"source\": \"k.cu\", \"entry\": \"k\", \"template\": [\"B\"],\n"
+                           " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": "
+                           "\"out\", \"extent\": \"1\"}],\n \"config\": {\"B\": [32]}, \"default\": {\"B\": 32}, "
+                           "\"grid\": 1, \"block\": \"B\"}\n",
+                           abs, sizeof abs) == 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s/cwd' && '%s' compile --arch sm_90 --cache '%s/c.db' ../src/k.json 2>&1", dir,
+                 exe, dir),
+            1);
+  ASSERT_CONTAINS(out, "/src/k.cu(2): catastrophic error: cannot open source file \"v.cuh\"");
+  t_sh(out, sizeof out, "mv '%s/cwd/v.cuh' '%s/src/v.cuh'", dir, dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s/cwd' && '%s' compile --arch sm_90 --cache '%s/c.db' ../src/k.json 2>&1", dir,
+                 exe, dir),
+            0);
+  ASSERT_CONTAINS(out, "1 variants compiled for sm_90, 0 failed\n");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
@@ -627,6 +659,7 @@ const kt_test t_cli_tests[] = {
     {"cli: text from a cache file is printed with its control bytes escaped", text_from_files_is_printed_escaped},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant, PTX past NVRTC's newest arch", compile_writes_cubins},
+    {"cli: compile ignores the working directory's headers", compile_ignores_the_working_directory},
     {"cli: import adds an export's cubins only with --binaries", import_adds_cubins_only_when_asked},
     {"cli: GPU commands say what is missing", gpu_commands_without_a_gpu},
     {"cli: compile --shape: the variants calls can use", compile_for_shapes},

@@ -379,10 +379,16 @@ static void headers_are_in_the_hash(void) {
   ASSERT_STATUS(kt__spec_parse("k.json", text, strlen(text), dir, &s, err, sizeof err), KT_ERR_SPEC);
   snprintf(want, sizeof want, "k.json: source: cannot read %s (included by h.cuh): not a regular file", fifo);
   ASSERT_STR_EQ(err, want);
-  /* A header that includes itself. */
-  write_text(dir, "h.cuh", "#include \"h.cuh\"\n");
+  /* Includes that never end. */
+  for (int i = 0; i < 9; i++) {
+    char name[16], inc[64];
+    snprintf(name, sizeof name, "n%d.cuh", i);
+    snprintf(inc, sizeof inc, "#include \"n%d.cuh\"\n", i + 1);
+    write_text(dir, name, inc);
+  }
+  write_text(dir, "h.cuh", "#include \"n0.cuh\"\n");
   ASSERT_STATUS(kt__spec_parse("k.json", text, strlen(text), dir, &s, err, sizeof err), KT_ERR_SPEC);
-  ASSERT_STR_EQ(err, "k.json: source: h.cuh (included by h.cuh): more than 32 headers or 8 levels of includes");
+  ASSERT_STR_EQ(err, "k.json: source: n7.cuh (included by n6.cuh): more than 32 headers or 8 levels of includes");
   /* A name too long to look up is refused: left out, it would leave its
   ** header out of the hash. */
   static char inc[400];
@@ -392,6 +398,69 @@ static void headers_are_in_the_hash(void) {
   ASSERT_STR_EQ(err, "k.json: source: #include \"000000000000000000000000000000... (in h.cuh): the name is longer than "
                      "255 bytes");
   t_sh(text, sizeof text, "rm -rf '%s'", dir);
+}
+
+/* The spec hash of a spec named k.json whose k.cu (in dir) holds src,
+** or 0 with the error in err. */
+static uint64_t hash_of(const char *dir, const char *src, char *err, size_t errlen) {
+  static const char spec[] =
+      "{\"name\": \"k\", \"source\": \"k.cu\", \"entry\": \"k\", \"template\": [\"BLOCK\"],\n"
+      " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", \"extent\": \"64\"}],\n"
+      " \"config\": {\"BLOCK\": [64]}, \"default\": {\"BLOCK\": 64}, \"grid\": \"1\", \"block\": \"BLOCK\"}\n";
+  char text[4096];
+  snprintf(text, sizeof text, "%s\ntemplate <int BLOCK> __global__ void k(float *y) {}\n", src);
+  write_text(dir, "k.cu", text);
+  kt__spec *s = NULL;
+  if (kt__spec_parse("k.json", spec, strlen(spec), dir, &s, err, errlen)) return 0;
+  uint64_t h = s->spec_hash;
+  kt__spec_free(s);
+  return h;
+}
+
+/* Headers are found where NVRTC finds them, and each is read once: a name
+** in angle brackets, or one in quotes that is not beside the header naming
+** it, is looked for in the source's directory (NVRTC's include path); a
+** header included again (guards, cycles, two headers sharing a third)
+** adds nothing. A name the preprocessor computes, and a flag that adds an
+** include path, are refused: the headers they reach could not be hashed. */
+static void headers_found_as_nvrtc_finds_them(void) {
+  const char *dir = t_tmpdir();
+  char err[2048], sub[800], out[256];
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  ASSERT_EQ(mkdir(sub, 0700), 0);
+  write_text(dir, "c.cuh", "#define C 1\n");
+  write_text(sub, "a.cuh", "#pragma once\n#include \"c.cuh\"\n#include \"b.cuh\"\n");
+  write_text(sub, "b.cuh", "#pragma once\n#include \"a.cuh\"\n");
+  static const char *const srcs[] = {"#include <c.cuh>", "#include \"sub/a.cuh\"", "#include\"sub/b.cuh\""};
+  for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+    uint64_t h0 = hash_of(dir, srcs[i], err, sizeof err);
+    ASSERT_TRUE(h0 != 0);
+    if (!h0) printf("    %s: %s\n", srcs[i], err);
+    write_text(dir, "c.cuh", "#define C 2\n");
+    ASSERT_TRUE(h0 != hash_of(dir, srcs[i], err, sizeof err));
+    write_text(dir, "c.cuh", "#define C 1\n");
+  }
+  /* One header named 40 times is one header of the 32. */
+  char many[2048] = "";
+  for (int i = 0; i < 40; i++) strcat(many, "#include \"c.cuh\"\n");
+  ASSERT_TRUE(hash_of(dir, many, err, sizeof err) != 0);
+  ASSERT_EQ(hash_of(dir, "#define HDR \"c.cuh\"\n  #  include HDR // the header", err, sizeof err), 0);
+  ASSERT_STR_EQ(err, "k.json: source: #include HDR (in k.cu): a name the preprocessor computes cannot be read for "
+                     "the hash; write the header's name in quotes");
+  ASSERT_TRUE(hash_of(dir, "#include <cuda_fp16.h>\n#include_next <x.h>\n# include files below", err, sizeof err));
+  static const char *const flags[] = {"-I/opt/x", "--include-path=/opt/x", "-include=c.cuh", "--pre-include=c.cuh"};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    char text[4096], want[512];
+    snprintf(text, sizeof text, "%s", edit("\"block\": [\"BLOCK\"]}", "\"block\": [\"BLOCK\"], \"options\": {}}"));
+    char *at = strstr(text, "{}}");
+    ASSERT_TRUE(at != NULL);
+    if (!at) return;
+    snprintf(at, sizeof text - (size_t)(at - text), "{\"flags\": [\"%s\"]}}", flags[i]);
+    snprintf(want, sizeof want, "bad.json: options.flags: \"%s\": headers come from the source's directory alone, "
+             "so that every header a variant is compiled from is in the spec hash", flags[i]);
+    BAD(text, KT_ERR_SPEC, want);
+  }
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
 /* "init" is checked when the spec loads, not when ktune tune first makes
@@ -556,6 +625,7 @@ const kt_test t_spec_tests[] = {
     {"spec: tune_at is for sizes the key ignores", tune_at_is_for_sizes_the_key_ignores},
     {"spec: init generators checked at load", malformed_init},
     {"spec: the headers a source includes are in the hash", headers_are_in_the_hash},
+    {"spec: headers found as NVRTC finds them, each once; computed names refused", headers_found_as_nvrtc_finds_them},
     {"spec: malformed config and default", malformed_config},
     {"spec: malformed expressions", malformed_expressions},
     {"spec: malformed template", malformed_template},

@@ -24,6 +24,8 @@ static kt_status program_options(kt__prog *p) {
   snprintf(p->optbuf[0], sizeof p->optbuf[0], "--gpu-architecture=%s", env->arch);
   snprintf(p->optbuf[1], sizeof p->optbuf[1], "-I%s/include", env->cuda_home);
   snprintf(p->optbuf[2], sizeof p->optbuf[2], "-I%s", s->source_dir);
+  const char *base = strrchr(s->source_path, '/');
+  snprintf(p->prog_name, sizeof p->prog_name, "%s/%s", s->source_dir, base ? base + 1 : s->source_path);
   enum { UNHASHED = 3 };
   p->opts[p->nopts++] = p->optbuf[1];
   p->opts[p->nopts++] = p->optbuf[2];

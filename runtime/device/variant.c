@@ -211,11 +211,9 @@ static kt_status compile_many(kt__prog *p, const char *prog, const char *const *
 static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__variant *v, char **lowered,
                          char *err, size_t errlen) {
   kt__env *env = p->env;
-  const kt__spec *s = p->spec;
-  char prog[300], msg[KT_ERRMAX];
-  snprintf(prog, sizeof prog, "%s.cu", s->name);
+  char msg[KT_ERRMAX];
   double t0 = kt__now_ms();
-  kt_status st = compile_many(p, prog, &expr, 1, &v->cubin, &v->cubin_size, lowered, msg, sizeof msg);
+  kt_status st = compile_many(p, p->prog_name, &expr, 1, &v->cubin, &v->cubin_size, lowered, msg, sizeof msg);
   double ms = kt__now_ms() - t0;
   if (st) {
     snprintf(err, errlen, "%s: %s", vname, msg);
@@ -493,13 +491,12 @@ static int take_group(kt__build *b, pending **out) {
 ** variant at a time, so that each error names its own variant. */
 static void compile_group(kt__prog *p, pending **w, int n) {
   const char *exprs[KT__GROUP_MAX];
-  char *lowered[KT__GROUP_MAX], err[KT_ERRMAX], prog[300];
+  char *lowered[KT__GROUP_MAX], err[KT_ERRMAX];
   void *cubin = NULL;
   size_t size = 0;
   for (int i = 0; i < n; i++) exprs[i] = w[i]->expr;
-  snprintf(prog, sizeof prog, "%s.cu", p->spec->name);
   double t0 = kt__now_ms();
-  kt_status st = compile_many(p, prog, exprs, n, &cubin, &size, lowered, err, sizeof err);
+  kt_status st = compile_many(p, p->prog_name, exprs, n, &cubin, &size, lowered, err, sizeof err);
   double ms = (kt__now_ms() - t0) / n;
   for (int i = 0; i < n; i++) {
     kt__variant *v = w[i]->v;

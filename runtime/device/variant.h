@@ -34,6 +34,9 @@ typedef struct kt__prog {
   const char *opts[16];   /* NVRTC options, borrowed from optbuf/spec */
   int nopts;
   char optbuf[3][1100];
+  char prog_name[1400];   /* the source's absolute path: NVRTC looks for its
+                             quoted includes beside it, never in the
+                             working directory */
 } kt__prog;
 
 /* Load the spec at path for env and prepare to compile it: NVRTC options,

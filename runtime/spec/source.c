@@ -1,7 +1,9 @@
 #include "spec/source.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -14,67 +16,134 @@
 typedef struct reader {
   XXH3_state_t *h;
   kt__source *s;
+  uint64_t seen[KT__MAX_HEADERS]; /* each header read: its real path, hashed */
   char *err;
   size_t errlen;
 } reader;
 
-/* The quoted name of an #include line starting at line, into name; 0 when
-** the line is not one, -1 when the name does not fit in n bytes (a header
-** left out of the hash would let a changed one reuse old binaries). */
-static int quoted_include(const char *line, char *name, size_t n) {
+/* What an #include line names. */
+typedef enum inc_kind { INC_NONE, INC_QUOTED, INC_ANGLE, INC_COMPUTED, INC_TOO_LONG } inc_kind;
+
+static int ident_char(char c) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* The include a line starting at line names, its name copied into name
+** (n bytes). A name too long to look up is INC_TOO_LONG: a header left out
+** of the hash would let a changed one reuse old binaries. So is a name the
+** preprocessor computes (#include HEADER, one macro and nothing after it):
+** no reader of the text can tell which file that is. */
+static inc_kind include_of(const char *line, char *name, size_t n) {
   const char *p = line + strspn(line, " \t");
-  if (*p++ != '#') return 0;
+  if (*p++ != '#') return INC_NONE;
   p += strspn(p, " \t");
-  if (strncmp(p, "include", 7)) return 0;
+  if (strncmp(p, "include", 7) || ident_char(p[7])) return INC_NONE;
   p += 7;
   p += strspn(p, " \t");
-  if (*p++ != '"') return 0;
-  size_t len = strcspn(p, "\"\n");
-  if (p[len] != '"' || !len) return 0;
-  if (len >= n) return -1;
+  char close = *p == '"' ? '"' : *p == '<' ? '>' : 0;
+  if (!close) {
+    size_t len = 0;
+    while (ident_char(p[len])) len++;
+    const char *rest = p + len + strspn(p + len, " \t\r");
+    int alone = len && !(*p >= '0' && *p <= '9') && (!*rest || *rest == '\n' || !strncmp(rest, "//", 2));
+    if (alone) snprintf(name, n, "%.*s", (int)len, p);
+    return alone ? INC_COMPUTED : INC_NONE;
+  }
+  p++;
+  size_t len = strcspn(p, close == '"' ? "\"\n" : ">\n");
+  if (p[len] != close || !len) return INC_NONE;
+  if (len >= n) return INC_TOO_LONG;
   memcpy(name, p, len);
   name[len] = 0;
-  return 1;
+  return close == '"' ? INC_QUOTED : INC_ANGLE;
+}
+
+/* Where NVRTC finds a header: a quoted name beside the file that includes
+** it, then on the include paths; an angle name on the include paths. The
+** include paths are the toolkit's and the source's directory; a name found
+** in neither of the source's places is the toolkit's (or NVRTC's own), not
+** read. Returns 1 with the file's path in path, 0 when it is not ours, -1
+** when the path does not fit. */
+static int locate(const reader *r, inc_kind kind, const char *dir, const char *name, char *path, size_t n) {
+  const char *dirs[2] = {kind == INC_QUOTED ? dir : r->s->dir, r->s->dir};
+  for (int i = 0; i < 2; i++) {
+    struct stat sb;
+    int w = snprintf(path, n, "%s/%s", dirs[i], name);
+    if (w < 0 || (size_t)w >= n) return -1;
+    if (!stat(path, &sb)) return 1;
+  }
+  return 0;
+}
+
+/* Whether path was read before (an include guard's second inclusion, a
+** header two others include): its bytes are in the hash already. Otherwise
+** it is recorded. -1 when its real path cannot be had. */
+static int seen_before(reader *r, const char *path) {
+  char real[PATH_MAX];
+  if (!realpath(path, real)) return -1;
+  uint64_t id = XXH3_64bits(real, strlen(real));
+  for (int i = 0; i < r->s->nheaders; i++)
+    if (r->seen[i] == id) return 1;
+  if (r->s->nheaders < KT__MAX_HEADERS) r->seen[r->s->nheaders] = id;
+  return 0;
 }
 
 static int read_text(reader *r, const char *path, const char *by, char **text);
+static int header(reader *r, const char *name, const char *path, const char *by, int depth);
 
-/* Every header text includes, found beside dir, hashed after its name. */
+/* Every header of ours that text (in dir, named by) includes, hashed after
+** its name, each once. */
 static int headers(reader *r, const char *text, const char *dir, const char *by, int depth) {
   char name[256], path[4096];
   for (const char *line = text; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-    struct stat sb;
-    int q = quoted_include(line, name, sizeof name);
-    if (!q) continue;
-    if (q < 0) {
+    inc_kind kind = include_of(line, name, sizeof name);
+    if (kind == INC_NONE) continue;
+    if (kind == INC_TOO_LONG) {
       snprintf(r->err, r->errlen, "%.40s... (in %s): the name is longer than %zu bytes", line, by, sizeof name - 1);
       return -1;
     }
-    int w = snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (w < 0 || (size_t)w >= sizeof path) {
+    if (kind == INC_COMPUTED) {
+      snprintf(r->err, r->errlen, "#include %s (in %s): a name the preprocessor computes cannot be read for the "
+               "hash; write the header's name in quotes", name, by);
+      return -1;
+    }
+    int found = locate(r, kind, dir, name, path, sizeof path);
+    if (found < 0) {
       snprintf(r->err, r->errlen, "%s (included by %s): its path is longer than %zu bytes", name, by, sizeof path - 1);
       return -1;
     }
-    if (stat(path, &sb)) continue; /* not ours: NVRTC looks in the toolkit */
-    if (depth >= KT__MAX_INCLUDE_DEPTH || r->s->nheaders == KT__MAX_HEADERS) {
-      snprintf(r->err, r->errlen, "%s (included by %s): more than %d headers or %d levels of includes", name, by,
-               KT__MAX_HEADERS, KT__MAX_INCLUDE_DEPTH);
-      return -1;
-    }
-    r->s->nheaders++;
-    char *sub;
-    int rc = read_text(r, path, by, &sub);
-    if (rc) return rc;
-    XXH3_64bits_update(r->h, name, strlen(name) + 1);
-    XXH3_64bits_update(r->h, sub, strlen(sub) + 1);
-    char subdir[4096];
-    snprintf(subdir, sizeof subdir, "%s", path);
-    *strrchr(subdir, '/') = 0;
-    rc = headers(r, sub, subdir, name, depth + 1);
-    kt__free(sub);
+    int rc = found ? header(r, name, path, by, depth) : 0;
     if (rc) return rc;
   }
   return 0;
+}
+
+/* One header found at path: read, hashed and searched in turn, unless it
+** was read before. */
+static int header(reader *r, const char *name, const char *path, const char *by, int depth) {
+  int again = seen_before(r, path);
+  if (again > 0) return 0;
+  if (again < 0) {
+    snprintf(r->err, r->errlen, "cannot read %s (included by %s): %s", path, by, strerror(errno));
+    return errno;
+  }
+  if (depth >= KT__MAX_INCLUDE_DEPTH || r->s->nheaders == KT__MAX_HEADERS) {
+    snprintf(r->err, r->errlen, "%s (included by %s): more than %d headers or %d levels of includes", name, by,
+             KT__MAX_HEADERS, KT__MAX_INCLUDE_DEPTH);
+    return -1;
+  }
+  r->s->nheaders++;
+  char *sub;
+  int rc = read_text(r, path, by, &sub);
+  if (rc) return rc;
+  XXH3_64bits_update(r->h, name, strlen(name) + 1);
+  XXH3_64bits_update(r->h, sub, strlen(sub) + 1);
+  char subdir[4096];
+  snprintf(subdir, sizeof subdir, "%s", path);
+  *strrchr(subdir, '/') = 0;
+  rc = headers(r, sub, subdir, name, depth + 1);
+  kt__free(sub);
+  return rc;
 }
 
 /* One file as text: regular, within the limit, no NUL byte. */
@@ -94,18 +163,30 @@ static int read_text(reader *r, const char *path, const char *by, char **text) {
   return e;
 }
 
+/* The source's directory as an absolute path: NVRTC gets it as the
+** program's place and include path, so neither the process's working
+** directory when it compiles nor a chdir() after the load can change which
+** headers a variant is built from. */
+static int source_dir(reader *r, const char *path) {
+  char dir[4096], real[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (!realpath(dir, real)) {
+    int e = errno;
+    snprintf(r->err, r->errlen, "cannot resolve the directory of %s: %s", path, strerror(e));
+    return e;
+  }
+  return (r->s->dir = kt__strdup(real)) ? 0 : ENOMEM;
+}
+
 int kt__source_read(const char *path, kt__source *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  reader r = {XXH3_createState(), out, err, errlen};
-  if (!r.h || !(out->dir = kt__strdup(path))) {
-    XXH3_freeState(r.h);
-    return ENOMEM;
-  }
-  char *slash = strrchr(out->dir, '/');
-  if (slash) *slash = 0;
-  else snprintf(out->dir, strlen(path) + 1, ".");
+  reader r = {XXH3_createState(), out, {0}, err, errlen};
+  if (!r.h) return ENOMEM;
   XXH3_64bits_reset(r.h);
   int rc = read_text(&r, path, NULL, &out->text);
+  if (!rc) rc = source_dir(&r, path);
   if (!rc) {
     XXH3_64bits_update(r.h, out->text, strlen(out->text) + 1);
     const char *base = strrchr(path, '/');

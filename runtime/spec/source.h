@@ -1,9 +1,11 @@
-/* A kernel's source and the headers it includes by quoted name
-** (#include "kt_device.cuh"), found beside the file that includes them. The
-** headers' bytes are read once, for the hash: a changed header must compile
-** anew and must never reuse a cubin built from the old one. NVRTC then gets
-** the source's directory as an include path. A quoted name found nowhere
-** beside it is left to NVRTC (it may be a toolkit header). */
+/* A kernel's source and the headers of its own it includes, found where
+** NVRTC finds them: a quoted name beside the file naming it, then in the
+** source's directory; an angle name in the source's directory. Each is
+** read once, for the hash: a changed header must compile anew and must
+** never reuse a cubin built from the old one. NVRTC then compiles the
+** source under its absolute path with that directory as an include path,
+** so the working directory is never searched. A name found in neither
+** place is the toolkit's, left to NVRTC; a computed name is refused. */
 #ifndef KT_SOURCE_H
 #define KT_SOURCE_H
 
@@ -15,7 +17,7 @@
 
 typedef struct kt__source {
   char *text;     /* the source file */
-  char *dir;      /* its directory */
+  char *dir;      /* its directory, absolute */
   uint64_t hash;  /* of the source and each header (name and bytes), in the
                      order they are included */
   int nheaders;

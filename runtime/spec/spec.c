@@ -703,6 +703,13 @@ static kt_status parse_options(ctx *c, const cJSON *opt) {
       return bad(c, "options.flags", "each flag must be a string starting with '-'");
     if (!strncmp(j->valuestring, "--gpu-architecture", 18) || !strncmp(j->valuestring, "-arch", 5))
       return bad(c, "options.flags", "the architecture comes from the device or --arch, not the spec");
+    /* A header found through another directory would be compiled in
+    ** without being in the spec hash: editing it would reuse old cubins. */
+    static const char *const includes[] = {"-I", "--include-path", "-include", "--pre-include"};
+    for (size_t i = 0; i < sizeof includes / sizeof includes[0]; i++)
+      if (!strncmp(j->valuestring, includes[i], strlen(includes[i])))
+        return bad(c, "options.flags", "\"%s\": headers come from the source's directory alone, so that every "
+                   "header a variant is compiled from is in the spec hash", j->valuestring);
     if (!(s->flags[s->nflags++] = kt__strdup(j->valuestring))) return nomem(c);
   }
   return KT_OK;
