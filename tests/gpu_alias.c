@@ -70,13 +70,24 @@ static long rms_bad(const float *y, const double *ref, int n) {
   return bad;
 }
 
-/* A refused call: KT_ERR_ALIAS naming both params, and the allocation at
-** base (bytes long, before holding what it held) bit-identical after. */
+/* A refused call: KT_ERR_ALIAS naming both params from kt_launch, from
+** kt_launch_config at the call's default config and from kt_kernel_time,
+** and the allocation at base (bytes long, before holding what it held)
+** bit-identical after all three. */
 static void refused(kt_runtime *rt, kt_kernel *k, const kt_arg *a, int n, uint64_t base, const void *before,
                     size_t bytes, const char *pair) {
-  ASSERT_STATUS(kt_launch(k, NULL, a, n), KT_ERR_ALIAS);
-  ASSERT_CONTAINS(kt_errmsg(rt), pair);
-  ASSERT_CONTAINS(kt_errmsg(rt), " bytes");
+  char cfg[KT_CONFIG_MAX];
+  ASSERT_STATUS(kt_kernel_default_for(k, a, n, cfg, sizeof cfg), KT_OK);
+  double med = -1, spread = -1;
+  for (int how = 0; how < 3; how++) {
+    kt_status st = how == 0   ? kt_launch(k, NULL, a, n)
+                   : how == 1 ? kt_launch_config(k, NULL, a, n, cfg)
+                              : kt_kernel_time(k, a, n, NULL, &med, &spread);
+    ASSERT_STATUS(st, KT_ERR_ALIAS);
+    ASSERT_CONTAINS(kt_errmsg(rt), pair);
+    ASSERT_CONTAINS(kt_errmsg(rt), " bytes");
+  }
+  ASSERT_TRUE(med == -1 && spread == -1);
   ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
   void *after = malloc(bytes);
   ASSERT_TRUE(after != NULL);
@@ -204,10 +215,32 @@ static void partial_overlaps_are_refused(void) {
   ASSERT_STR_EQ(out, "rmsnorm bad=0 shift bad=0 tunings=0\n");
 }
 
+/* rmsnorm_fwd with y one row ahead of x in buf (N + 1 rows holding h),
+** launched by kt_launch (cfg NULL) or kt_launch_config. Returns the bad
+** elements of y against the norm of x as it was, plus one for a first row
+** (the bytes before y) that changed; -1 where a call failed. */
+static long staged_rms(kt_runtime *rt, kt_kernel *rms, uint64_t buf, uint64_t dw, const float *h, const float *w,
+                       const char *cfg) {
+  enum { E = (N + 1) * D };
+  static float got[E];
+  static double ref[N * D];
+  kt_arg a[] = {kt_arg_ptr(buf + D * 4, KT_F32), kt_arg_ptr(buf, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_ptr(dw, KT_F32),
+                kt_arg_i32(N), kt_arg_i32(D), kt_arg_f32(1e-5f)};
+  if (kt_device_upload(rt, buf, h, sizeof got)) return -1;
+  kt_status st = cfg ? kt_launch_config(rms, NULL, a, 7, cfg) : kt_launch(rms, NULL, a, 7);
+  if (st || kt_stream_sync(rt, NULL) || kt_device_download(rt, got, buf, sizeof got)) {
+    t_fail(__FILE__, __LINE__, "%s: %s", cfg ? cfg : "kt_launch", kt_errmsg(rt));
+    return -1;
+  }
+  rms_ref(h, w, N, ref);
+  return rms_bad(got + D, ref, N) + (memcmp(got, h, D * 4) != 0);
+}
+
 /* With stage_aliased the same calls run as if out of place: y one row
-** ahead of x gets the norm of x as it was, and shift_left with x one
-** element past y (a left shift in place) gets y[i] = x[i + 1]. The bytes
-** outside y are untouched. */
+** ahead of x gets the norm of x as it was, from kt_launch and from
+** kt_launch_config at two configs, and shift_left with x one element past
+** y (a left shift in place) gets y[i] = x[i + 1]. The bytes outside y are
+** untouched. kt_kernel_time never stages: it refuses the call. */
 static void partial_overlaps_are_staged(void) {
   static logbuf lb;
   kt_runtime *rt = open_on(cache_named("stage.db"), &lb, 1);
@@ -216,28 +249,23 @@ static void partial_overlaps_are_staged(void) {
   if (g_load_kernels(rt, "kernels_src/rmsnorm.json", &rms, "tests/specs/shift.json", &sh, NULL)) return;
   size_t elems = (size_t)(N + 1) * D;
   static float h[(N + 1) * D], got[(N + 1) * D], w[D];
-  static double ref[N * D];
   fill(h, elems, 5);
   fill(w, D, 6);
   uint64_t buf, dw;
   ASSERT_STATUS(kt_device_alloc(rt, sizeof h, &buf), KT_OK);
   ASSERT_STATUS(kt_device_alloc(rt, sizeof w, &dw), KT_OK);
-  ASSERT_STATUS(kt_device_upload(rt, buf, h, sizeof h), KT_OK);
   ASSERT_STATUS(kt_device_upload(rt, dw, w, sizeof w), KT_OK);
-  kt_arg a[] = {kt_arg_ptr(buf + D * 4, KT_F32), kt_arg_ptr(buf, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_ptr(dw, KT_F32),
-                kt_arg_i32(N), kt_arg_i32(D), kt_arg_f32(1e-5f)};
-  kt_status st = kt_launch(rms, NULL, a, 7);
-  if (st) t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
-  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
-  ASSERT_STATUS(kt_device_download(rt, got, buf, sizeof got), KT_OK);
-  rms_ref(h, w, N, ref);
-  ASSERT_EQ(rms_bad(got + D, ref, N), 0);
-  ASSERT_TRUE(memcmp(got, h, D * 4) == 0);
+  ASSERT_EQ(staged_rms(rt, rms, buf, dw, h, w, NULL), 0);
+  ASSERT_EQ(staged_rms(rt, rms, buf, dw, h, w, "BLOCK=128,ROWS=4,VEC=1"), 0);
+  ASSERT_EQ(staged_rms(rt, rms, buf, dw, h, w, "BLOCK=256,ROWS=1,VEC=4"), 0);
   /* shift_left in place, one element apart. */
   ASSERT_STATUS(kt_device_upload(rt, buf, h, sizeof h), KT_OK);
   int n = (int)elems - 1;
   kt_arg b[] = {kt_arg_ptr(buf, KT_F32), kt_arg_ptr(buf + 4, KT_F32), kt_arg_i32(n - 1)};
-  st = kt_launch(sh, NULL, b, 3);
+  double med = -1, spread = -1;
+  ASSERT_STATUS(kt_kernel_time(sh, b, 3, "BLOCK=256", &med, &spread), KT_ERR_ALIAS);
+  ASSERT_CONTAINS(kt_errmsg(rt), "shift_left: y (written) overlaps x in ");
+  kt_status st = kt_launch_config(sh, NULL, b, 3, "BLOCK=256");
   if (st) t_fail(__FILE__, __LINE__, "%s", kt_errmsg(rt));
   ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
   ASSERT_STATUS(kt_device_download(rt, got, buf, sizeof got), KT_OK);
@@ -391,7 +419,7 @@ static void tune_reports(void) {
 const kt_test gpu_alias_tests[] = {
     {"gpu alias: partial overlaps refused, bytes untouched, then normal calls here and in a new process",
      partial_overlaps_are_refused},
-    {"gpu alias: partial overlaps staged as if out of place", partial_overlaps_are_staged},
+    {"gpu alias: partial overlaps staged as if out of place, forced configs too", partial_overlaps_are_staged},
     {"gpu alias: a rejection only the caller's data causes is not stored", data_sensitive_rejections_are_not_stored},
     {"gpu alias: a reference that does not reproduce stores nothing", unreproducible_reference_stores_nothing},
     {"gpu alias: kt_kernel_tune reports tuned, cached, local and unstable keys", tune_reports},
