@@ -158,6 +158,53 @@ static void compile_errors_carry_the_log(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* A header edited after its spec loaded is not compiled from: NVRTC reads
+** headers from disk, and a cubin of the edited text stored under the
+** loaded spec's hash would be served once the edit is undone. Every
+** variant fails and names the change; nothing is stored. Loaded again,
+** the spec compiles. */
+static void header_edited_after_the_load(void) {
+  char dir[700], path[1024], out[800], db[800];
+  const char *tmp = t_tmpdir();
+  ASSERT_TRUE(tmp != NULL);
+  if (!tmp) return;
+  snprintf(dir, sizeof dir, "%s", tmp);
+  snprintf(db, sizeof db, "%s/c.db", dir);
+  ASSERT_EQ(t_write_file(dir, "v.cuh", "#define V 1\n", path, sizeof path), 0);
+  ASSERT_EQ(t_write_file(dir, "e.cu", "#include \"v.cuh\"\ntemplate <int B> __global__ void e(float *y) { *y = V; }\n",
+                         path, sizeof path), 0);
+  ASSERT_EQ(t_write_file(dir, "e.json",
+                         "{\"name\": \"e\", \"source\": \"e.cu\", \"entry\": \"e\", \"template\": [\"B\"],\n"
+                         " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": "
+                         "\"out\", \"extent\": \"1\"}],\n \"config\": {\"B\": [32, 64]}, \"default\": {\"B\": 32}, "
+                         "\"grid\": 1, \"block\": \"B\"}\n", path, sizeof path), 0);
+  kt_options o;
+  t_offline_options(&o);
+  o.cache_path = db;
+  kt_runtime *rt = t_open(&o);
+  kt_kernel *k, *again;
+  ASSERT_TRUE(rt != NULL);
+  if (!rt) return;
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  ASSERT_EQ(t_write_file(dir, "v.cuh", "#define V 2\n", out, sizeof out), 0);
+  static seen s;
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &s), KT_ERR_COMPILE);
+  ASSERT_EQ(s.failed, 2);
+  char want[2048];
+  snprintf(want, sizeof want, "the headers %s/e.cu includes changed on disk after %s loaded: load the spec again to "
+           "compile from them", dir, path);
+  ASSERT_CONTAINS(s.first_err, want);
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 0);
+  ASSERT_STATUS(kt_kernel_load(rt, path, &again), KT_OK);
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(again, NULL, on_variant, &s), KT_OK);
+  ASSERT_EQ(s.ok, 2);
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 2);
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 /* Every variant a spec's space allows: a constraint on a derived constant
 ** taken over its declared values and a config field (BK <= KD) drops the
 ** variants no call can use, and a derived constant computed from another
@@ -982,5 +1029,6 @@ const kt_test t_compile_tests[] = {
     {"compile: listing a space survives each allocation failing in turn", listing_survives_every_allocation_failure},
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},
+    {"compile: a header edited after the load is not compiled from", header_edited_after_the_load},
     {NULL, NULL},
 };

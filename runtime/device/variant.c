@@ -1,6 +1,7 @@
 /* The variant table of a program: each tuple of template values compiled
 ** once (or read from the cache's binaries), loaded as a module, and found
 ** afterwards without a lock. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "device/nvrtc.h"
 #include "device/rcompile.h"
 #include "device/variant.h"
+#include "spec/source.h"
 
 /* UNBUILT: a background build claimed the variant and then skipped it
 ** (kt__variant_build_start); the next thread that wants it builds it. */
@@ -187,6 +189,27 @@ static void store_binary(kt__prog *p, const char *hash, const char *expr, const 
     kt__log(&env->log, KT_LOG_WARN, "%s", msg);
 }
 
+/* Whether the headers NVRTC read from disk for a compile are those the
+** spec hashed when it loaded: one edited since would be compiled in, and
+** its cubin stored under the old hash, served again once the edit is
+** undone. KT_OK, or KT_ERR_COMPILE naming what changed. */
+static kt_status headers_unchanged(const kt__prog *p, char *err, size_t errlen) {
+  const kt__spec *s = p->spec;
+  if (!s->nheaders) return KT_OK;
+  const char *base = strrchr(s->source_path, '/');
+  char why[KT_ERRMAX];
+  uint64_t now;
+  int rc = kt__source_headers(s->source, s->source_dir, base ? base + 1 : s->source_path, &now, why, sizeof why);
+  if (!rc && now == s->headers_hash) return KT_OK;
+  if (rc == ENOMEM) {
+    kt__fmt(err, errlen, "%s: out of memory", s->path);
+    return KT_ERR_NOMEM;
+  }
+  kt__fmt(err, errlen, "the headers %s includes changed on disk after %s loaded%s%s: load the spec again to compile "
+          "from them", s->source_path, s->path, rc ? ": " : "", rc ? why : "");
+  return KT_ERR_COMPILE;
+}
+
 /* NVRTC's compile of exprs for the runtime's arch, or, on a GPU newer than
 ** NVRTC, to PTX of the newest arch it has (said once a process). */
 static kt_status compile_many(kt__prog *p, const char *prog, const char *const *exprs, int n, void **cubin,
@@ -204,8 +227,17 @@ static kt_status compile_many(kt__prog *p, const char *prog, const char *const *
     kt__log(&env->log, KT_LOG_WARN, "NVRTC %d.%d does not compile for %s: kernels are compiled to PTX (%s), which "
             "the driver compiles for the device", kt__nvrtc_version() / 1000, kt__nvrtc_version() % 1000 / 10,
             env->arch, target + 19);
-  return kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, opts, p->nopts, cubin, size, lowered, err,
-                             errlen);
+  st = kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, opts, p->nopts, cubin, size, lowered, err,
+                           errlen);
+  if (!st && (st = headers_unchanged(p, err, errlen))) {
+    kt__free(*cubin);
+    *cubin = NULL;
+    for (int i = 0; i < n; i++) {
+      kt__free(lowered[i]);
+      lowered[i] = NULL;
+    }
+  }
+  return st;
 }
 
 static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__variant *v, char **lowered,

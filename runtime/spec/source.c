@@ -14,7 +14,8 @@
 #include "base/fileio.h"
 
 typedef struct reader {
-  XXH3_state_t *h;
+  XXH3_state_t *h;                /* the source and its headers; NULL: the headers alone */
+  XXH3_state_t *hh;               /* the headers alone */
   kt__source *s;
   uint64_t seen[KT__MAX_HEADERS]; /* each header read: its real path, hashed */
   char *err;
@@ -124,8 +125,9 @@ static int header(reader *r, const char *name, const char *path, const char *by,
   int again = seen_before(r, path);
   if (again > 0) return 0;
   if (again < 0) {
-    snprintf(r->err, r->errlen, "cannot read %s (included by %s): %s", path, by, strerror(errno));
-    return errno;
+    int e = errno;
+    snprintf(r->err, r->errlen, "cannot read %s (included by %s): %s", path, by, strerror(e));
+    return e;
   }
   if (depth >= KT__MAX_INCLUDE_DEPTH || r->s->nheaders == KT__MAX_HEADERS) {
     snprintf(r->err, r->errlen, "%s (included by %s): more than %d headers or %d levels of includes", name, by,
@@ -136,8 +138,12 @@ static int header(reader *r, const char *name, const char *path, const char *by,
   char *sub;
   int rc = read_text(r, path, by, &sub);
   if (rc) return rc;
-  XXH3_64bits_update(r->h, name, strlen(name) + 1);
-  XXH3_64bits_update(r->h, sub, strlen(sub) + 1);
+  if (r->h) {
+    XXH3_64bits_update(r->h, name, strlen(name) + 1);
+    XXH3_64bits_update(r->h, sub, strlen(sub) + 1);
+  }
+  XXH3_64bits_update(r->hh, name, strlen(name) + 1);
+  XXH3_64bits_update(r->hh, sub, strlen(sub) + 1);
   char subdir[4096];
   snprintf(subdir, sizeof subdir, "%s", path);
   *strrchr(subdir, '/') = 0;
@@ -182,18 +188,32 @@ static int source_dir(reader *r, const char *path) {
 
 int kt__source_read(const char *path, kt__source *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  reader r = {XXH3_createState(), out, {0}, err, errlen};
-  if (!r.h) return ENOMEM;
-  XXH3_64bits_reset(r.h);
-  int rc = read_text(&r, path, NULL, &out->text);
+  reader r = {XXH3_createState(), XXH3_createState(), out, {0}, err, errlen};
+  int rc = r.h && r.hh ? read_text(&r, path, NULL, &out->text) : ENOMEM;
   if (!rc) rc = source_dir(&r, path);
   if (!rc) {
+    XXH3_64bits_reset(r.h);
+    XXH3_64bits_reset(r.hh);
     XXH3_64bits_update(r.h, out->text, strlen(out->text) + 1);
     const char *base = strrchr(path, '/');
     rc = headers(&r, out->text, out->dir, base ? base + 1 : path, 0);
+    out->hash = XXH3_64bits_digest(r.h);
+    out->headers = XXH3_64bits_digest(r.hh);
   }
-  out->hash = XXH3_64bits_digest(r.h);
   XXH3_freeState(r.h);
+  XXH3_freeState(r.hh);
+  return rc;
+}
+
+int kt__source_headers(const char *text, const char *dir, const char *name, uint64_t *out, char *err,
+                       size_t errlen) {
+  kt__source s = {.dir = (char *)dir};
+  reader r = {NULL, XXH3_createState(), &s, {0}, err, errlen};
+  if (!r.hh) return ENOMEM;
+  XXH3_64bits_reset(r.hh);
+  int rc = headers(&r, text, dir, name, 0);
+  *out = XXH3_64bits_digest(r.hh);
+  XXH3_freeState(r.hh);
   return rc;
 }
 

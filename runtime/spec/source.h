@@ -20,6 +20,7 @@ typedef struct kt__source {
   char *dir;      /* its directory, absolute */
   uint64_t hash;  /* of the source and each header (name and bytes), in the
                      order they are included */
+  uint64_t headers; /* of the headers alone: kt__source_headers's answer */
   int nheaders;
 } kt__source;
 
@@ -27,6 +28,13 @@ typedef struct kt__source {
 ** KT__FILE_* code with what failed in err ("kt_device.cuh (included by
 ** x.cu): larger than 4194304 bytes"); free out in any case. */
 int kt__source_read(const char *path, kt__source *out, char *err, size_t errlen);
+/* The hash of the headers that text (a source as read, in the absolute
+** directory dir, named name in messages) includes, as they are on disk now.
+** It equals kt__source.headers while no header has changed since: NVRTC
+** reads them from disk at each compile, so a compile made after a header
+** changed is not of the spec that was loaded. Returns as kt__source_read. */
+int kt__source_headers(const char *text, const char *dir, const char *name, uint64_t *out, char *err,
+                       size_t errlen);
 void kt__source_free(kt__source *s);
 
 #endif

@@ -751,6 +751,8 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
   s->source = text.text;
   s->source_dir = text.dir;
   s->source_hash = text.hash;
+  s->headers_hash = text.headers;
+  s->nheaders = text.nheaders;
   if (e == ENOMEM) return nomem(c);
   if (e) {
     bad(c, "source", "%s", why);

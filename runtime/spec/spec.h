@@ -100,6 +100,8 @@ typedef struct kt__spec {
   int nflags;
   int inplace;       /* outputs may alias inputs */
   uint64_t source_hash; /* the source and its headers (spec/source.h) */
+  uint64_t headers_hash; /* the headers alone, as they were at the load */
+  int nheaders;          /* how many: 0 needs no check at a compile */
   uint64_t spec_hash;  /* what changes generated code or launch */
 
   kt__param params[KT_MAX_PARAMS];
