@@ -458,8 +458,17 @@ static void tune_arguments(void) {
     ASSERT_CONTAINS(out, "cannot load the CUDA driver");
   }
   /* The bundled shapes file fits the bundled specs: all of it is checked
-  ** (and keys computed) before the GPU is looked for. */
+  ** (and keys computed) before the GPU is looked for. So is one written
+  ** with CRLF ends and a byte-order mark, blank lines and comments among
+  ** its calls. */
   if (!t_have_driver()) {
+    ASSERT_EQ(t_sh(out, sizeof out,
+                   "printf '\\357\\273\\277{\"N\": 4, \"L\": 9, \"T\": \"bf16\"}\\r\\n\\r\\n  \\r\\n"
+                   "# calls\\r\\n{\"N\": 8, \"L\": 9, \"T\": \"bf16\"}\\r\\n' > %s/crlf.jsonl && "
+                   "%s tune kernels_src/masked_softmax.json --shapes %s/crlf.jsonl --cache %s/c.db",
+                   dir, bin(), dir, dir),
+              1);
+    ASSERT_CONTAINS(out, "cannot load the CUDA driver");
     ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --cache %s/c.db",
                    bin(), dir),
               1);

@@ -117,7 +117,7 @@ static int load_shapes(tune_run *r, const char *path) {
   int lineno = 0, rc = 0, bad = 0;
   for (const char *why; bad < SHAPES_ERRORS_MAX && read_line(f, line, &total, &why);) {
     lineno++;
-    const char *p = line + strspn(line, " \t");
+    const char *p = line + strspn(line, " \t\r"); /* a blank line of a file with CRLF ends is blank */
     if (why) rc = cli_fail("tune", "%s:%d: %s", path, lineno, why), bad++;
     else if (*p && *p != '#' && shapes_line(r, path, lineno, p)) rc = 1, bad++;
   }
