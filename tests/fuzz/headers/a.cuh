@@ -1,0 +1,4 @@
+#pragma once
+#include "b.cuh"
+#include <c.cuh>
+#include "sub/d.cuh"

@@ -1,0 +1,2 @@
+#include "a.cuh"
+#define B 1

@@ -1,0 +1,1 @@
+#define C 1

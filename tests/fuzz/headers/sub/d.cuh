@@ -1,0 +1,3 @@
+#include "../a.cuh"
+#include "c.cuh"
+#include "e.cuh"
