@@ -123,7 +123,9 @@ KT_API double kt_dtype_load(kt_dtype t, const void *src, size_t i);
 
 /* One launch argument. Arguments are passed as an array in the spec's param
 ** order. Pointer arguments carry their element type so that the variant and
-** the tuning key can depend on it; an optional pointer may be 0. */
+** the tuning key can depend on it; an optional pointer may be 0, and so may
+** any pointer whose extent is 0 elements for the call (torch and XLA give a
+** tensor of no elements a null address). */
 typedef enum kt_arg_kind {
   KT_ARG_PTR = 1,
   KT_ARG_I32 = 2,
@@ -542,7 +544,9 @@ KT_API const char *kt_kernel_name(const kt_kernel *k);
 
 /* Launch with the config chosen for this call's tuning key (tuned, cached or
 ** the default, as the runtime's mode says). args follow the spec's param
-** order; nargs must equal the number of params.
+** order; nargs must equal the number of params. A call that writes no byte
+** (every written arg's extent 0, a batch of no rows) launches nothing and
+** tunes nothing: KT_OK.
 ** Returns KT_OK, KT_ERR_ARGS, KT_ERR_EVAL, KT_ERR_COMPILE, KT_ERR_CUDA,
 ** KT_ERR_NO_CONFIG, KT_ERR_ALIAS, KT_ERR_DEVICE_FAULT.
 ** Thread-safe; args is borrowed for the call only. */

@@ -311,6 +311,48 @@ static void one_tuning_for_every_T(void) {
   kt_runtime_close(rt);
 }
 
+/* A batch of no rows (torch and XLA give its tensors null addresses):
+** kt_launch and kt_launch_config return KT_OK, nothing is tuned or
+** stored, and the weight's bytes are as they were; a call of rows then
+** tunes once, as ever. */
+static void empty_calls_launch_and_tune_nothing(void) {
+  kt_options o;
+  kt_options_init(&o);
+  char cache[700];
+  snprintf(cache, sizeof cache, "%s/empty.db", t_tmpdir());
+  o.cache_path = cache;
+  o.log = count_tunings;
+  o.log_level = KT_LOG_INFO;
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  tunings = 0;
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  uint64_t w, y;
+  unsigned char hw[512], back[512];
+  for (int i = 0; i < 512; i++) hw[i] = (unsigned char)(i * 7);
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof hw, &w), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, 4096, &y), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, w, hw, sizeof hw), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(w, KT_BF16),
+                kt_arg_i32(0), kt_arg_i32(256), kt_arg_f32(1e-6f)};
+  for (int i = 0; i < 3; i++) {
+    a[0].v.ptr = a[1].v.ptr = i == 2 ? y : 0; /* addresses of rows, or none */
+    kt_status st = i == 1 ? kt_launch_config(k, NULL, a, 7, "BLOCK=128,ROWS=4,VEC=8") : kt_launch(k, NULL, a, 7);
+    if (st) t_fail(__FILE__, __LINE__, "call %d: %s", i, kt_errmsg(rt));
+  }
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, back, w, sizeof back), KT_OK);
+  ASSERT_TRUE(memcmp(hw, back, sizeof hw) == 0);
+  ASSERT_EQ(tunings, 0);
+  long c[4];
+  ASSERT_STATUS(kt_cache_counts(rt, c), KT_OK);
+  ASSERT_EQ(c[0], 0);
+  kt_device_free(rt, w);
+  kt_device_free(rt, y);
+  kt_runtime_close(rt);
+}
+
 static char ptx_log[4096];
 
 static void keep_warnings(void *user, kt_log_level level, const char *msg) {
@@ -359,6 +401,7 @@ static void a_gpu_newer_than_nvrtc_runs_ptx(void) {
 
 const kt_test gpu_rmsnorm_tests[] = {
     {"gpu rmsnorm: one tuning for T from 1 to 24000", one_tuning_for_every_T},
+    {"gpu rmsnorm: a batch of no rows launches and tunes nothing", empty_calls_launch_and_tune_nothing},
     {"gpu rmsnorm: tuned config, every shape", tuned_config_every_shape},
     {"gpu rmsnorm: every allowed config is correct", every_config_is_correct},
     {"gpu rmsnorm: variants with other constants coexist", variants_coexist},

@@ -44,6 +44,33 @@ static void bad_arguments_are_named(void) {
   kt_runtime_close(rt);
 }
 
+/* A tensor of no elements has a null address (torch, XLA): a pointer whose
+** extent is 0 for the call may be null where the spec does not make it
+** optional, since nothing reads or writes it. Such a call binds, has a key
+** and is looked up; a call that writes nothing launches nothing on a GPU
+** (gpu rmsnorm), and without one says there is none. */
+static void null_pointers_of_no_elements_bind(void) {
+  kt_runtime *rt = t_offline(0);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  kt_arg a[] = ARGS(0, 0, 0, 0x30000, 0, 256);
+  char key[KT_KEY_MAX];
+  ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_OK);
+  ASSERT_STR_EQ(key, "{\"D\":256,\"HAS_RES\":0,\"T\":\"bf16\",\"res\":0,\"w\":16,\"x\":0,\"y\":0}");
+  kt_tune_report *rep = NULL;
+  ASSERT_STATUS(kt_kernel_lookup(k, a, 7, &rep), KT_OK);
+  kt_tune_report_free(rep);
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_NO_DEVICE);
+  a[4] = kt_arg_i32(3);
+  ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 0 (y) is null but not optional");
+  a[0].v.ptr = 0x10000;
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 1 (x) is null but not optional");
+  kt_runtime_close(rt);
+}
+
 /* A call given a NULL handle or pointer, or an index out of range: its
 ** status, and the message naming the argument, on the runtime (on) or on
 ** kt_errmsg(NULL) (on is NULL). */
@@ -357,6 +384,7 @@ static void modes_and_async_calls_without_a_device(void) {
 const kt_test t_launch_tests[] = {
     {"launch: modes, and async calls without a device", modes_and_async_calls_without_a_device},
     {"launch: bad arguments are named", bad_arguments_are_named},
+    {"launch: a null pointer of no elements binds", null_pointers_of_no_elements_bind},
     {"launch: a NULL handle or pointer, or an index out of range, is named", misuse_is_named},
     {"launch: keys and configs at the bounds are whole, or not given at all", keys_and_configs_at_the_bounds_are_whole},
     {"launch: vector width needs alignment", vector_width_needs_alignment},

@@ -14,8 +14,6 @@ static kt_status bind_ptr(kt__prog *p, int i, const kt_arg *a, kt__call *c, int 
   const kt__spec *s = p->spec;
   const kt__param *q = &s->params[i];
   uint64_t id = p->env->id, ptr = a->v.ptr;
-  if (!ptr && !q->optional)
-    return kt__err(id, KT_ERR_ARGS, "%s: arg %d (%s) is null but not optional", s->name, i, q->name);
   c->slots[i] = ptr != 0;
   /* The alignment class: the largest of 16, 8, 4, 2, 1 dividing the
   ** address. A null pointer is never read, so it limits nothing. */
@@ -77,6 +75,22 @@ static kt_status bind_arg(kt__prog *p, int i, const kt_arg *a, kt__call *c, int 
   }
 }
 
+/* A null pointer where the spec does not make it optional is refused,
+** unless its extent is 0 elements for this call: then it is never read
+** or written (torch and XLA give a tensor of no elements a null address).
+** Read once the scalars are bound. */
+static kt_status nulls_allowed(kt__prog *p, const kt_arg *args, const kt__call *c) {
+  const kt__spec *s = p->spec;
+  for (int i = 0; i < s->nparams; i++) {
+    const kt__param *q = &s->params[i];
+    int64_t ext;
+    if (q->type != KT__P_PTR || q->optional || args[i].v.ptr) continue;
+    if (kt__expr_eval(&q->extent, c->slots, &ext) || ext != 0)
+      return kt__err(p->env->id, KT_ERR_ARGS, "%s: arg %d (%s) is null but not optional", s->name, i, q->name);
+  }
+  return KT_OK;
+}
+
 kt_status kt__call_bind(kt__prog *p, const kt_arg *args, int nargs, kt__call *c) {
   const kt__spec *s = p->spec;
   uint64_t id = p->env->id;
@@ -101,7 +115,7 @@ kt_status kt__call_bind(kt__prog *p, const kt_arg *args, int nargs, kt__call *c)
       c->slots[q->esize_slot] = (int64_t)kt_dtype_size(c->tvals[q->tvar]);
   }
   memcpy(&c->slots[s->builtin_slot], p->builtins, sizeof p->builtins);
-  return KT_OK;
+  return nulls_allowed(p, args, c);
 }
 
 /* A derived constant's value for a call; one outside the values the spec

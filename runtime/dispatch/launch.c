@@ -164,6 +164,15 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
   return KT_OK;
 }
 
+/* Whether a call whose ranges are r writes no byte: every written arg's
+** extent is 0 (a batch of no rows). Such a call launches nothing and tunes
+** nothing: no config could change what it does. */
+static int writes_nothing(const kt_kernel *k, const kt__range *r, int nr) {
+  for (int i = 0; i < nr; i++)
+    if (r[i].written && r[i].end > r[i].start) return 0;
+  return k->rt->env.have_device; /* without one, the launch says so */
+}
+
 kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int nargs) {
   if (!k) return kt__misuse(NULL, "kt_launch", "k is NULL");
   int64_t sig[2 * KT_MAX_PARAMS];
@@ -183,6 +192,7 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
   kt_status st;
   if ((st = kt__call_bind(&k->p, args, nargs, &c))) return st;
   st = kt__call_alias(&k->p, &c, args, r, &nr);
+  if (!st && writes_nothing(k, r, nr)) return KT_OK;
   if (st != KT_ERR_ALIAS || !k->rt->stage_aliased)
     return st ? st : launch_bound(k, &c, stream, args, planned ? sig : NULL, r, nr);
   kt__staging sg;
@@ -203,6 +213,7 @@ kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, i
   if (!st) st = kt__call_ranges(&k->p, &c, args, r, &nr);
   if (!st) st = kt__call_forced(&k->p, &c, config);
   if (!st) st = kt__alias_refuse(&k->p, r, nr);
+  if (!st && writes_nothing(k, r, nr)) return KT_OK;
   if (!st) {
     st = kt__call_launch(&k->p, &c, NULL, stream, args, NULL);
   } else if (st == KT_ERR_ALIAS && k->rt->stage_aliased) {
