@@ -472,6 +472,43 @@ def prewarmed_is_a_hit():
         after["standins"] == before["standins"], (before, after)
 
 
+def no_rows():
+    """A batch of no rows: the norms' forward and their grads under jit give
+    empty outputs and dw and db of zeros, and launch nothing."""
+    for shape in ((0, 1024), (3, 0, 1024)):
+        for rms in (True, False):
+            x = jnp.zeros(shape, jnp.bfloat16)
+            w = jnp.ones((1024,), jnp.bfloat16)
+            b = None if rms else jnp.ones((1024,), jnp.bfloat16)
+            f = (lambda x, w, b: kj.rms_norm(x, w)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b))
+            y, n = launched(jax.jit(f), x, w, b)
+            assert y.shape == shape and y.dtype == x.dtype and n == 0, (y.shape, n)
+            loss = lambda x, w, b: f(x, w, b).astype(jnp.float32).sum()  # noqa: E731
+            g, n = launched(jax.jit(jax.grad(loss, argnums=(0, 1) if rms else (0, 1, 2))), x, w, b)
+            assert g[0].shape == shape and n == 0, (g[0].shape, n)
+            for d in g[1:]:
+                assert d.shape == (1024,) and not np.asarray(d, np.float32).any(), d
+
+
+MAIN_CHECKS = [
+    ("norms under jit and grad against float64 (bf16, f16, f32; T 1..4097, D 3..4096)", grid),
+    ("grads of some inputs only: frozen weight and bias read, never summed", frozen_grads),
+    ("vmap: one launch for the batch (nested, axis 1, in place); a mapped weight an example at a time", vmapped),
+    ("vmap of grad: per-example dx, dw, db against float64 (folded and one example at a time)", vmapped_grads),
+    ("a few short rows: the backward in one launch, dw and db by it; more rows in two", few_rows_one_launch),
+    ("vmap of permute_rows, unpermute_rows, masked_softmax: one launch, entries outside stay outside",
+     vmapped_indexed),
+    ("layer_norm with groups > 1: forward and grads against float64", grouped),
+    ("residual in and out", residual_out),
+    ("permute_rows / unpermute_rows: exact, with grads and probs", permutes),
+    ("unpermute_rows leaves rows not named zero", unpermute_partial),
+    ("a donated input of a kernel that cannot run in place", donated_not_in_place),
+    ("masked_softmax under jit and grad against float64", softmax),
+    ("a bad call raises with ktune's message", error_message),
+    ("a batch of no rows: empty outputs, zero dw and db, no launch", no_rows),
+]
+
+
 def main():
     if not kj.available():
         print("  skipped: libktune_jax.so is not built (make jax)")
@@ -490,22 +527,10 @@ def main():
         # beside it, so its counts are its own call's.
         check("a key pre-warmed by ktune tune is a hit from JAX", prewarmed_is_a_hit)
     else:
-        check("norms under jit and grad against float64 (bf16, f16, f32; T 1..4097, D 3..4096)", grid)
-        check("grads of some inputs only: frozen weight and bias read, never summed", frozen_grads)
-        check("vmap: one launch for the batch (nested, axis 1, in place); a mapped weight an example at a time",
-              vmapped)
-        check("vmap of grad: per-example dx, dw, db against float64 (folded and one example at a time)",
-              vmapped_grads)
-        check("a few short rows: the backward in one launch, dw and db by it; more rows in two", few_rows_one_launch)
-        check("vmap of permute_rows, unpermute_rows, masked_softmax: one launch, entries outside stay outside",
-              vmapped_indexed)
-        check("layer_norm with groups > 1: forward and grads against float64", grouped)
-        check("residual in and out", residual_out)
-        check("permute_rows / unpermute_rows: exact, with grads and probs", permutes)
-        check("unpermute_rows leaves rows not named zero", unpermute_partial)
-        check("a donated input of a kernel that cannot run in place", donated_not_in_place)
-        check("masked_softmax under jit and grad against float64", softmax)
-        check("a bad call raises with ktune's message", error_message)
+        # A name given runs the checks whose function it names in part.
+        for name, fn in MAIN_CHECKS:
+            if not sys.argv[1:] or sys.argv[1] in fn.__name__:
+                check(name, fn)
     s = ktune.runtime(kj._devices()[0]).stats()
     print("  stats: %s" % {k: s[k] for k in ("launches", "misses", "tunings", "standins", "fallbacks")})
     return summary()

@@ -498,6 +498,36 @@ def c_bodies_match_the_python_bodies():
 
 
 @test
+def batches_of_no_rows():
+    """A batch of no rows (a leading dim of 0; its tensors have null
+    addresses): the norms' forward, eager and under autograd with a
+    residual, give empty outputs, and the backward empty dx and dres and dw
+    and db of zeros, as torch does; permute_rows and masked_softmax give
+    empty outputs. None of it launches a kernel."""
+    rt = ktune.runtime(0)
+    for shape in ((0, 1024), (3, 0, 1024)):
+        for rms in (True, False):
+            x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+            w = torch.rand(1024, device="cuda", dtype=torch.bfloat16)
+            b = None if rms else torch.rand(1024, device="cuda", dtype=torch.bfloat16)
+            n = rt.stats()["launches"]
+            y = ops.rms_norm(x, w) if rms else ops.layer_norm(x, w, b)
+            assert y.shape == x.shape and y.dtype == x.dtype, (y.shape, y.dtype)
+            xg, wg, rg = (t.clone().requires_grad_(True) for t in (x, w, torch.randn_like(x)))
+            bg = b.clone().requires_grad_(True) if b is not None else None
+            y, h = (ops.rms_norm(xg, wg, residual=rg, return_residual=True) if rms else
+                    ops.layer_norm(xg, wg, bg, residual=rg, return_residual=True))
+            (y.float().sum() + h.float().sum()).backward()
+            assert xg.grad.shape == x.shape and rg.grad.shape == x.shape
+            assert wg.grad is not None and wg.grad.shape == (1024,) and not bool(wg.grad.any()), wg.grad
+            assert bg is None or (bg.grad is not None and not bool(bg.grad.any())), bg.grad
+            assert rt.stats()["launches"] == n, (shape, rms, rt.stats()["launches"] - n)
+    out, _ = ops.permute_rows(torch.randn(0, 64, device="cuda"), torch.zeros(0, dtype=torch.int32, device="cuda"))
+    assert out.shape == (0, 64)
+    assert ops.masked_softmax(torch.randn(2, 0, 128, device="cuda", dtype=torch.bfloat16)).shape == (2, 0, 128)
+
+
+@test
 def odd_norm_arguments_raise_in_the_packages_words():
     """A weight, a bias or a residual that does not match the rows raises
     (before anything reads past them), naming it, on both paths."""

@@ -290,8 +290,18 @@ def _fwd_launch(batch, st, x2, res2, w, b):
         T, D, groups, eps, 1 if rms else 0], outs))
 
 
+def _no_rows(x):
+    """Whether x holds no rows (a leading dim of 0): a call on it launches
+    nothing."""
+    return any(n == 0 for n in x.shape[:-1])
+
+
 def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
     D = x.shape[-1]
+    if _no_rows(x):
+        none = jnp.zeros((0,), jnp.float32)
+        return (jnp.zeros(x.shape, x.dtype), jnp.zeros(x.shape, x.dtype) if store else None,
+                none if stats and not rms else None, none if stats else None)
     td = _dt(x.dtype)
     wd = _dt(w.dtype if w is not None else b.dtype if b is not None else x.dtype)
     st = (float(eps), bool(rms), int(groups), bool(store), bool(stats), td, wd)
@@ -407,6 +417,9 @@ def _bwd_impl(dy, h, w, wdt, sums, mean, rstd, dres, rms, groups):
     """dx, dw and db; sums: (dw, db) wanted. wdt: the dtype of the weight
     and bias (dw and db), or None where neither exists."""
     D = h.shape[-1]
+    if _no_rows(h):  # sums over no rows are 0
+        z = jnp.zeros((D,), wdt if wdt is not None else h.dtype)
+        return jnp.zeros(h.shape, h.dtype), (z if sums[0] else None), (z if sums[1] else None)
     td = _dt(h.dtype)
     st = (bool(sums[0]), bool(sums[1]), bool(rms), int(groups), td, _dt(wdt) if wdt is not None else td)
     a = (dy.reshape(-1, D), h.reshape(-1, D), w, mean, rstd, None if dres is None else dres.reshape(-1, D))

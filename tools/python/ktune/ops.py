@@ -188,6 +188,10 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias, 
     db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
     w_arg = weight if weight is not None else null(wd)
     dw_arg, db_arg = (dw if dw is not None else null(wd)), (db if db is not None else null(wd))
+    if T == 0:
+        # A batch of no rows: nothing to launch, and sums over no rows are 0.
+        return (dx if h2 is h else dx.view(h.shape)), (dw.zero_() if dw is not None else None), \
+            (db.zero_() if db is not None else None)
     P = _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias, dw is not None)
     if not P:
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
