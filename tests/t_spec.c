@@ -447,6 +447,7 @@ static void headers_found_as_nvrtc_finds_them(void) {
   ASSERT_EQ(hash_of(dir, "#define HDR \"c.cuh\"\n  #  include HDR // the header", err, sizeof err), 0);
   ASSERT_STR_EQ(err, "k.json: source: #include HDR (in k.cu): a name the preprocessor computes cannot be read for "
                      "the hash; write the header's name in quotes");
+  ASSERT_EQ(hash_of(dir, "#include HDR /* the header */", err, sizeof err), 0);
   ASSERT_TRUE(hash_of(dir, "#include <cuda_fp16.h>\n#include_next <x.h>\n# include files below", err, sizeof err));
   static const char *const flags[] = {"-I/opt/x", "--include-path=/opt/x", "-include=c.cuh", "--pre-include=c.cuh"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {

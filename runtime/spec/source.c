@@ -46,7 +46,8 @@ static inc_kind include_of(const char *line, char *name, size_t n) {
     size_t len = 0;
     while (ident_char(p[len])) len++;
     const char *rest = p + len + strspn(p + len, " \t\r");
-    int alone = len && !(*p >= '0' && *p <= '9') && (!*rest || *rest == '\n' || !strncmp(rest, "//", 2));
+    int alone = len && !(*p >= '0' && *p <= '9') &&
+                (!*rest || *rest == '\n' || !strncmp(rest, "//", 2) || !strncmp(rest, "/*", 2));
     if (alone) snprintf(name, n, "%.*s", (int)len, p);
     return alone ? INC_COMPUTED : INC_NONE;
   }
