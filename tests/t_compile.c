@@ -205,6 +205,83 @@ static void header_edited_after_the_load(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* A header edited, and its spec loaded again in the same process, compiles
+** from the new text. NVRTC's precompiled headers (the compile helper asks
+** for them) are reused for a source whose includes and options match,
+** without reading the headers again: the second load compiled the old
+** header, and its cubins went into the cache under the new spec's hash. */
+static void header_edited_and_loaded_again(void) {
+  char dir[700], path[1024], out[800];
+  const char *tmp = t_tmpdir();
+  ASSERT_TRUE(tmp != NULL);
+  if (!tmp) return;
+  snprintf(dir, sizeof dir, "%s", tmp);
+  ASSERT_EQ(t_write_file(dir, "v.cuh", "#define V 1\n", path, sizeof path), 0);
+  ASSERT_EQ(t_write_file(dir, "s.cu", "#include \"v.cuh\"\nstatic_assert(V == 1, \"V is not 1\");\n"
+                         "template <int B> __global__ void s(float *y) { *y = V; }\n", path, sizeof path), 0);
+  ASSERT_EQ(t_write_file(dir, "s.json",
+                         "{\"name\": \"s\", \"source\": \"s.cu\", \"entry\": \"s\", \"template\": [\"B\"],\n"
+                         " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": "
+                         "\"out\", \"extent\": \"1\"}],\n \"config\": {\"B\": [32, 64]}, \"default\": {\"B\": 32}, "
+                         "\"grid\": 1, \"block\": \"B\"}\n", path, sizeof path), 0);
+  kt_runtime *rt = t_offline(1);
+  kt_kernel *k;
+  static seen sn;
+  ASSERT_TRUE(rt != NULL);
+  if (!rt) return;
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  memset(&sn, 0, sizeof sn);
+  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &sn), KT_OK);
+  ASSERT_EQ(sn.ok, 2);
+  ASSERT_EQ(t_write_file(dir, "v.cuh", "#define V 2\n", out, sizeof out), 0);
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  memset(&sn, 0, sizeof sn);
+  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &sn), KT_ERR_COMPILE);
+  ASSERT_EQ(sn.failed, 2);
+  ASSERT_CONTAINS(sn.first_err, "static assertion failed with \"V is not 1\"");
+  kt_runtime_close(rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* A spec may add 10 flags to fast math and the runtime's own options; one
+** more is refused. (The options' array held 16: the last flag was written
+** past it.) */
+static void the_most_flags_compile(void) {
+  char dir[700], path[1024], out[800];
+  static const char *const json =
+      "{\"name\": \"f\", \"source\": \"f.cu\", \"entry\": \"f\", \"template\": [\"B\"],\n"
+      " \"params\": [{\"name\": \"y\", \"type\": \"ptr\", \"dtype\": \"f32\", \"access\": \"out\", "
+      "\"extent\": \"1\"}],\n \"config\": {\"B\": [32]}, \"default\": {\"B\": 32}, \"grid\": 1, \"block\": \"B\",\n"
+      " \"options\": {\"fast_math\": true, \"flags\": [\"-lineinfo\", \"-DX1=1\", \"-DX2=2\", \"-DX3=3\", "
+      "\"-DX4=4\", \"-DX5=5\", \"-DX6=6\", \"-DX7=7\", \"-DX8=8\", \"-DX9=9\"%s]}}\n";
+  for (int extra = 0; extra < 2; extra++) {
+    const char *tmp = t_tmpdir();
+    ASSERT_TRUE(tmp != NULL);
+    if (!tmp) return;
+    snprintf(dir, sizeof dir, "%s", tmp);
+    char text[2048];
+    snprintf(text, sizeof text, json, extra ? ", \"-DX10=10\"" : "");
+    ASSERT_EQ(t_write_file(dir, "f.cu", "template <int B> __global__ void f(float *y) { *y = X1 + X9; }\n", path,
+                           sizeof path), 0);
+    ASSERT_EQ(t_write_file(dir, "f.json", text, path, sizeof path), 0);
+    kt_runtime *rt = t_offline(1);
+    kt_kernel *k;
+    static seen sn;
+    memset(&sn, 0, sizeof sn);
+    kt_status st = rt ? kt_kernel_load(rt, path, &k) : KT_ERR_IO;
+    if (!extra) {
+      ASSERT_STATUS(st, KT_OK);
+      if (!st) ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &sn), KT_OK);
+      ASSERT_EQ(sn.ok, 1);
+    } else {
+      ASSERT_STATUS(st, KT_ERR_SPEC);
+      ASSERT_CONTAINS(kt_errmsg(rt), "f.json: options.flags: at most 10 flags");
+    }
+    kt_runtime_close(rt);
+    t_sh(out, sizeof out, "rm -rf '%s'", dir);
+  }
+}
+
 /* Every variant a spec's space allows: a constraint on a derived constant
 ** taken over its declared values and a config field (BK <= KD) drops the
 ** variants no call can use, and a derived constant computed from another
@@ -1030,5 +1107,7 @@ const kt_test t_compile_tests[] = {
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},
     {"compile: a header edited after the load is not compiled from", header_edited_after_the_load},
+    {"compile: a header edited and its spec loaded again compiles from the new text", header_edited_and_loaded_again},
+    {"compile: fast math and the most flags a spec may add", the_most_flags_compile},
     {NULL, NULL},
 };

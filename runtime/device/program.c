@@ -16,7 +16,8 @@
 static kt_status program_options(kt__prog *p) {
   const kt__env *env = p->env;
   const kt__spec *s = p->spec;
-  if (s->nflags > 10) return kt__err(env->id, KT_ERR_SPEC, "%s: options.flags: at most 10 flags", s->path);
+  if (s->nflags > KT__MAX_FLAGS)
+    return kt__err(env->id, KT_ERR_SPEC, "%s: options.flags: at most %d flags", s->path, KT__MAX_FLAGS);
   if (strlen(s->source_dir) + 3 > sizeof p->optbuf[2])
     return kt__err(env->id, KT_ERR_SPEC, "%s: the source's directory name is too long", s->path);
   if (strlen(env->cuda_home) + 11 > sizeof p->optbuf[1])
@@ -26,7 +27,14 @@ static kt_status program_options(kt__prog *p) {
   snprintf(p->optbuf[2], sizeof p->optbuf[2], "-I%s", s->source_dir);
   const char *base = strrchr(s->source_path, '/');
   snprintf(p->prog_name, sizeof p->prog_name, "%s/%s", s->source_dir, base ? base + 1 : s->source_path);
-  enum { UNHASHED = 3 };
+  /* NVRTC's precompiled headers (--pch, below) are reused for a source
+  ** whose includes and options match, without reading the headers again:
+  ** a header edited and its spec loaded again compiled from the old text.
+  ** A macro of the headers' hash makes their text part of the options. It
+  ** changes no output: the hash is in the spec hash already. */
+  snprintf(p->headers_opt, sizeof p->headers_opt, "-DKT__HEADERS=0x%016llx", (unsigned long long)s->headers_hash);
+  enum { UNHASHED = 4 };
+  p->opts[p->nopts++] = p->headers_opt;
   p->opts[p->nopts++] = p->optbuf[1];
   p->opts[p->nopts++] = p->optbuf[2];
   /* The cache keeps every cubin; NVRTC's own cache would keep a second

@@ -22,6 +22,11 @@ typedef struct kt__vtable {
 int kt__vtable_init(kt__vtable *vt);
 void kt__vtable_free(kt__vtable *vt);
 
+/* NVRTC options a program has beside its spec's flags: two include paths,
+** --no-cache, the arch, the language, --pch, the headers' hash and
+** --use_fast_math. */
+#define KT__FIXED_OPTS 8
+
 typedef struct kt__prog {
   kt__env *env;
   kt__spec *spec;
@@ -31,9 +36,10 @@ typedef struct kt__prog {
   uint64_t variant_seed;  /* hash of spec, arch and compile options */
   int pdl;                /* launched with programmatic stream serialization */
   char spec_hash[17];
-  const char *opts[16];   /* NVRTC options, borrowed from optbuf/spec */
+  const char *opts[KT__FIXED_OPTS + KT__MAX_FLAGS]; /* NVRTC options, borrowed from optbuf/spec */
   int nopts;
   char optbuf[3][1100];
+  char headers_opt[40];   /* -DKT__HEADERS=0x...: see program.c */
   char prog_name[1400];   /* the source's absolute path: NVRTC looks for its
                              quoted includes beside it, never in the
                              working directory */

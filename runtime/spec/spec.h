@@ -33,6 +33,8 @@ enum { KT__IN = 1, KT__OUT = 2, KT__INOUT = 3, KT__CONSUMED = 4 };
 enum { KT__BUILTIN_NUM_SMS, KT__BUILTIN_CC, KT__BUILTIN_MAX_SMEM,
        KT__BUILTIN_L2_BYTES, KT__NBUILTINS };
 
+#define KT__MAX_FLAGS 10 /* NVRTC flags a spec's options may add */
+
 typedef struct kt__param {
   char *name;
   int type;          /* KT__P_* */
