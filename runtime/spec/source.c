@@ -29,18 +29,34 @@ static int ident_char(char c) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
+/* p past the blanks of a directive: spaces and tabs, comments (a block
+** comment may run onto later lines) and backslash-newlines, all of which
+** the preprocessor reads as space. */
+static const char *skip_blank(const char *p) {
+  for (;;) {
+    p += strspn(p, " \t");
+    if (p[0] == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+      p += p[1] == '\n' ? 2 : 3;
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char *end = strstr(p + 2, "*/");
+      p = end ? end + 2 : p + strlen(p);
+    } else {
+      return p;
+    }
+  }
+}
+
 /* The include a line starting at line names, its name copied into name
 ** (n bytes). A name too long to look up is INC_TOO_LONG: a header left out
 ** of the hash would let a changed one reuse old binaries. So is a name the
 ** preprocessor computes (#include HEADER, one macro and nothing after it):
 ** no reader of the text can tell which file that is. */
 static inc_kind include_of(const char *line, char *name, size_t n) {
-  const char *p = line + strspn(line, " \t");
+  const char *p = skip_blank(line);
   if (*p++ != '#') return INC_NONE;
-  p += strspn(p, " \t");
+  p = skip_blank(p);
   if (strncmp(p, "include", 7) || ident_char(p[7])) return INC_NONE;
-  p += 7;
-  p += strspn(p, " \t");
+  p = skip_blank(p + 7);
   char close = *p == '"' ? '"' : *p == '<' ? '>' : 0;
   if (!close) {
     size_t len = 0;
