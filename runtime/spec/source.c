@@ -53,7 +53,9 @@ static const char *skip_blank(const char *p) {
 ** no reader of the text can tell which file that is. */
 static inc_kind include_of(const char *line, char *name, size_t n) {
   const char *p = skip_blank(line);
-  if (*p++ != '#') return INC_NONE;
+  if (p[0] == '%' && p[1] == ':') p += 2; /* the digraph of # */
+  else if (*p == '#') p++;
+  else return INC_NONE;
   p = skip_blank(p);
   if (strncmp(p, "include", 7) || ident_char(p[7])) return INC_NONE;
   p = skip_blank(p + 7);
