@@ -433,7 +433,8 @@ static void headers_found_as_nvrtc_finds_them(void) {
   write_text(sub, "b.cuh", "#pragma once\n#include \"a.cuh\"\n");
   static const char *const srcs[] = {"#include <c.cuh>", "#include \"sub/a.cuh\"", "#include\"sub/b.cuh\"",
                                      "#include \\\n  \"c.cuh\"", "# /* a\n comment */ include /**/ <c.cuh>",
-                                     "#\\\r\ninclude \"c.cuh\"", "%:include \"c.cuh\""};
+                                     "#\\\r\ninclude \"c.cuh\"", "%:include \"c.cuh\"",
+                                     "#if __has_include(\"c.cuh\")\n#endif", "#if 1 && __has_include ( <c.cuh> )\n#endif"};
   for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
     uint64_t h0 = hash_of(dir, srcs[i], err, sizeof err);
     ASSERT_TRUE(h0 != 0);
@@ -450,6 +451,10 @@ static void headers_found_as_nvrtc_finds_them(void) {
   ASSERT_STR_EQ(err, "k.json: source: #include HDR (in k.cu): a name the preprocessor computes cannot be read for "
                      "the hash; write the header's name in quotes");
   ASSERT_EQ(hash_of(dir, "#include HDR /* the header */", err, sizeof err), 0);
+  ASSERT_EQ(hash_of(dir, "#if defined(H) && __has_include(H)\n#endif", err, sizeof err), 0);
+  ASSERT_STR_EQ(err, "k.json: source: __has_include(H) (in k.cu): a name the preprocessor computes cannot be read "
+                     "for the hash; write the header's name in quotes");
+  ASSERT_TRUE(hash_of(dir, "#if __has_include_next(<x.h>) || my__has_include(1)\n#endif", err, sizeof err));
   ASSERT_TRUE(hash_of(dir, "#include <cuda_fp16.h>\n#include_next <x.h>\n# include files below", err, sizeof err));
   static const char *const flags[] = {"-I/opt/x", "--include-path=/opt/x", "-include=c.cuh", "--pre-include=c.cuh"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {

@@ -22,6 +22,8 @@ typedef struct reader {
   size_t errlen;
 } reader;
 
+enum { INC_NAME = 256 }; /* a header's name as written, NUL included */
+
 /* What an #include line names. */
 typedef enum inc_kind { INC_NONE, INC_QUOTED, INC_ANGLE, INC_COMPUTED, INC_TOO_LONG } inc_kind;
 
@@ -66,7 +68,7 @@ static inc_kind include_of(const char *line, char *name, size_t n) {
     const char *rest = p + len + strspn(p + len, " \t\r");
     int alone = len && !(*p >= '0' && *p <= '9') &&
                 (!*rest || *rest == '\n' || !strncmp(rest, "//", 2) || !strncmp(rest, "/*", 2));
-    if (alone) snprintf(name, n, "%.*s", (int)len, p);
+    if (alone) snprintf(name, n, "#include %.*s", (int)len, p);
     return alone ? INC_COMPUTED : INC_NONE;
   }
   p++;
@@ -111,28 +113,64 @@ static int seen_before(reader *r, const char *path) {
 static int read_text(reader *r, const char *path, const char *by, char **text);
 static int header(reader *r, const char *name, const char *path, const char *by, int depth);
 
-/* Every header of ours that text (in dir, named by) includes, hashed after
-** its name, each once. */
+/* The next __has_include("name") or __has_include(<name>) at or after p in
+** its line: a header whose presence alone can change what compiles. Its
+** kind and name as include_of gives them, and the text after it; NULL when
+** the line holds no more. */
+static const char *has_include(const char *line, const char *p, inc_kind *kind, char *name, size_t n) {
+  static const char tok[] = "__has_include";
+  const size_t tl = sizeof tok - 1;
+  for (; *p && *p != '\n'; p++) {
+    if (strncmp(p, tok, tl) || ident_char(p[tl]) || (p > line && ident_char(p[-1]))) continue;
+    const char *q = skip_blank(p + tl);
+    if (*q != '(') continue;
+    q = skip_blank(q + 1);
+    char close = *q == '"' ? '"' : *q == '<' ? '>' : 0;
+    size_t len = close ? strcspn(q + 1, close == '"' ? "\"\n" : ">\n") : 0;
+    if (!close || q[1 + len] != close || !len) {
+      size_t k = strcspn(p, ")\n");
+      *kind = INC_COMPUTED;
+      snprintf(name, n, "%.*s%s", (int)k, p, p[k] == ')' ? ")" : "");
+      return p + tl;
+    }
+    *kind = len >= n ? INC_TOO_LONG : close == '"' ? INC_QUOTED : INC_ANGLE;
+    if (len < n) snprintf(name, n, "%.*s", (int)len, q + 1);
+    return q + len + 2;
+  }
+  return NULL;
+}
+
+/* One header a line names (kind, name): found, then read unless it is not
+** ours; a name that cannot be read for the hash is refused. */
+static int named(reader *r, inc_kind kind, const char *name, const char *line, const char *dir, const char *by,
+                 int depth) {
+  char path[4096];
+  if (kind == INC_TOO_LONG) {
+    snprintf(r->err, r->errlen, "%.40s... (in %s): the name is longer than %d bytes", line, by, INC_NAME - 1);
+    return -1;
+  }
+  if (kind == INC_COMPUTED) {
+    snprintf(r->err, r->errlen, "%s (in %s): a name the preprocessor computes cannot be read for the hash; write "
+             "the header's name in quotes", name, by);
+    return -1;
+  }
+  int found = locate(r, kind, dir, name, path, sizeof path);
+  if (found < 0) {
+    snprintf(r->err, r->errlen, "%s (included by %s): its path is longer than %zu bytes", name, by, sizeof path - 1);
+    return -1;
+  }
+  return found ? header(r, name, path, by, depth) : 0;
+}
+
+/* Every header of ours that text (in dir, named by) includes or asks
+** about (__has_include), hashed after its name, each once. */
 static int headers(reader *r, const char *text, const char *dir, const char *by, int depth) {
-  char name[256], path[4096];
+  char name[INC_NAME];
   for (const char *line = text; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
     inc_kind kind = include_of(line, name, sizeof name);
-    if (kind == INC_NONE) continue;
-    if (kind == INC_TOO_LONG) {
-      snprintf(r->err, r->errlen, "%.40s... (in %s): the name is longer than %zu bytes", line, by, sizeof name - 1);
-      return -1;
-    }
-    if (kind == INC_COMPUTED) {
-      snprintf(r->err, r->errlen, "#include %s (in %s): a name the preprocessor computes cannot be read for the "
-               "hash; write the header's name in quotes", name, by);
-      return -1;
-    }
-    int found = locate(r, kind, dir, name, path, sizeof path);
-    if (found < 0) {
-      snprintf(r->err, r->errlen, "%s (included by %s): its path is longer than %zu bytes", name, by, sizeof path - 1);
-      return -1;
-    }
-    int rc = found ? header(r, name, path, by, depth) : 0;
+    int rc = kind == INC_NONE ? 0 : named(r, kind, name, line, dir, by, depth);
+    for (const char *p = line; !rc && (p = has_include(line, p, &kind, name, sizeof name));)
+      rc = named(r, kind, name, line, dir, by, depth);
     if (rc) return rc;
   }
   return 0;
