@@ -31,20 +31,36 @@ static int ident_char(char c) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
+/* One text's scan: its end, and the last search for the close of a block
+** comment (from: where it began; close: the first close at or after it,
+** NULL for none). A text of many openings that close late, or never, is
+** searched once, not once an opening. */
+typedef struct scan {
+  const char *end, *from, *close;
+} scan;
+
+/* Past the block comment opening at p: after its close, else the text's end. */
+static const char *comment_end(scan *sc, const char *p) {
+  const char *s = p + 2;
+  if (!sc->from || s < sc->from || (sc->close && s > sc->close)) {
+    sc->from = s;
+    sc->close = strstr(s, "*/");
+  }
+  return sc->close ? sc->close + 2 : sc->end;
+}
+
 /* p past the blanks of a directive: spaces and tabs, comments (a block
 ** comment may run onto later lines) and backslash-newlines, all of which
 ** the preprocessor reads as space. */
-static const char *skip_blank(const char *p) {
+static const char *skip_blank(scan *sc, const char *p) {
   for (;;) {
     p += strspn(p, " \t");
-    if (p[0] == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+    if (p[0] == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n')))
       p += p[1] == '\n' ? 2 : 3;
-    } else if (p[0] == '/' && p[1] == '*') {
-      const char *end = strstr(p + 2, "*/");
-      p = end ? end + 2 : p + strlen(p);
-    } else {
+    else if (p[0] == '/' && p[1] == '*')
+      p = comment_end(sc, p);
+    else
       return p;
-    }
   }
 }
 
@@ -53,14 +69,14 @@ static const char *skip_blank(const char *p) {
 ** of the hash would let a changed one reuse old binaries. So is a name the
 ** preprocessor computes (#include HEADER, one macro and nothing after it):
 ** no reader of the text can tell which file that is. */
-static inc_kind include_of(const char *line, char *name, size_t n) {
-  const char *p = skip_blank(line);
+static inc_kind include_of(scan *sc, const char *line, char *name, size_t n) {
+  const char *p = skip_blank(sc, line);
   if (p[0] == '%' && p[1] == ':') p += 2; /* the digraph of # */
   else if (*p == '#') p++;
   else return INC_NONE;
-  p = skip_blank(p);
+  p = skip_blank(sc, p);
   if (strncmp(p, "include", 7) || ident_char(p[7])) return INC_NONE;
-  p = skip_blank(p + 7);
+  p = skip_blank(sc, p + 7);
   char close = *p == '"' ? '"' : *p == '<' ? '>' : 0;
   if (!close) {
     size_t len = 0;
@@ -117,14 +133,14 @@ static int header(reader *r, const char *name, const char *path, const char *by,
 ** its line: a header whose presence alone can change what compiles. Its
 ** kind and name as include_of gives them, and the text after it; NULL when
 ** the line holds no more. */
-static const char *has_include(const char *line, const char *p, inc_kind *kind, char *name, size_t n) {
+static const char *has_include(scan *sc, const char *line, const char *p, inc_kind *kind, char *name, size_t n) {
   static const char tok[] = "__has_include";
   const size_t tl = sizeof tok - 1;
   for (; *p && *p != '\n'; p++) {
     if (strncmp(p, tok, tl) || ident_char(p[tl]) || (p > line && ident_char(p[-1]))) continue;
-    const char *q = skip_blank(p + tl);
+    const char *q = skip_blank(sc, p + tl);
     if (*q != '(') continue;
-    q = skip_blank(q + 1);
+    q = skip_blank(sc, q + 1);
     char close = *q == '"' ? '"' : *q == '<' ? '>' : 0;
     size_t len = close ? strcspn(q + 1, close == '"' ? "\"\n" : ">\n") : 0;
     if (!close || q[1 + len] != close || !len) {
@@ -166,10 +182,11 @@ static int named(reader *r, inc_kind kind, const char *name, const char *line, c
 ** about (__has_include), hashed after its name, each once. */
 static int headers(reader *r, const char *text, const char *dir, const char *by, int depth) {
   char name[INC_NAME];
+  scan sc = {text + strlen(text), NULL, NULL};
   for (const char *line = text; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-    inc_kind kind = include_of(line, name, sizeof name);
+    inc_kind kind = include_of(&sc, line, name, sizeof name);
     int rc = kind == INC_NONE ? 0 : named(r, kind, name, line, dir, by, depth);
-    for (const char *p = line; !rc && (p = has_include(line, p, &kind, name, sizeof name));)
+    for (const char *p = line; !rc && (p = has_include(&sc, line, p, &kind, name, sizeof name));)
       rc = named(r, kind, name, line, dir, by, depth);
     if (rc) return rc;
   }
