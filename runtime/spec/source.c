@@ -64,6 +64,19 @@ static const char *skip_blank(scan *sc, const char *p) {
   }
 }
 
+/* The name delimited at p, "name" or <name>, copied into name (n bytes):
+** INC_QUOTED or INC_ANGLE; INC_TOO_LONG where it does not fit, INC_NONE
+** where p holds no such name. */
+static inc_kind delimited_name(const char *p, char *name, size_t n) {
+  char close = *p == '"' ? '"' : *p == '<' ? '>' : 0;
+  size_t len = close ? strcspn(p + 1, close == '"' ? "\"\n" : ">\n") : 0;
+  if (!close || p[1 + len] != close || !len) return INC_NONE;
+  if (len >= n) return INC_TOO_LONG;
+  memcpy(name, p + 1, len);
+  name[len] = 0;
+  return close == '"' ? INC_QUOTED : INC_ANGLE;
+}
+
 /* The include a line starting at line names, its name copied into name
 ** (n bytes). A name too long to look up is INC_TOO_LONG: a header left out
 ** of the hash would let a changed one reuse old binaries. So is a name the
@@ -77,23 +90,14 @@ static inc_kind include_of(scan *sc, const char *line, char *name, size_t n) {
   p = skip_blank(sc, p);
   if (strncmp(p, "include", 7) || ident_char(p[7])) return INC_NONE;
   p = skip_blank(sc, p + 7);
-  char close = *p == '"' ? '"' : *p == '<' ? '>' : 0;
-  if (!close) {
-    size_t len = 0;
-    while (ident_char(p[len])) len++;
-    const char *rest = p + len + strspn(p + len, " \t\r");
-    int alone = len && !(*p >= '0' && *p <= '9') &&
-                (!*rest || *rest == '\n' || !strncmp(rest, "//", 2) || !strncmp(rest, "/*", 2));
-    if (alone) snprintf(name, n, "#include %.*s", (int)len, p);
-    return alone ? INC_COMPUTED : INC_NONE;
-  }
-  p++;
-  size_t len = strcspn(p, close == '"' ? "\"\n" : ">\n");
-  if (p[len] != close || !len) return INC_NONE;
-  if (len >= n) return INC_TOO_LONG;
-  memcpy(name, p, len);
-  name[len] = 0;
-  return close == '"' ? INC_QUOTED : INC_ANGLE;
+  if (*p == '"' || *p == '<') return delimited_name(p, name, n);
+  size_t len = 0;
+  while (ident_char(p[len])) len++;
+  const char *rest = p + len + strspn(p + len, " \t\r");
+  int alone = len && !(*p >= '0' && *p <= '9') &&
+              (!*rest || *rest == '\n' || !strncmp(rest, "//", 2) || !strncmp(rest, "/*", 2));
+  if (alone) snprintf(name, n, "#include %.*s", (int)len, p);
+  return alone ? INC_COMPUTED : INC_NONE;
 }
 
 /* Where NVRTC finds a header: a quoted name beside the file that includes
@@ -141,17 +145,12 @@ static const char *has_include(scan *sc, const char *line, const char *p, inc_ki
     const char *q = skip_blank(sc, p + tl);
     if (*q != '(') continue;
     q = skip_blank(sc, q + 1);
-    char close = *q == '"' ? '"' : *q == '<' ? '>' : 0;
-    size_t len = close ? strcspn(q + 1, close == '"' ? "\"\n" : ">\n") : 0;
-    if (!close || q[1 + len] != close || !len) {
-      size_t k = strcspn(p, ")\n");
-      *kind = INC_COMPUTED;
-      snprintf(name, n, "%.*s%s", (int)k, p, p[k] == ')' ? ")" : "");
-      return p + tl;
-    }
-    *kind = len >= n ? INC_TOO_LONG : close == '"' ? INC_QUOTED : INC_ANGLE;
-    if (len < n) snprintf(name, n, "%.*s", (int)len, q + 1);
-    return q + len + 2;
+    if ((*kind = delimited_name(q, name, n)) != INC_NONE)
+      return q + 2 + strcspn(q + 1, *q == '"' ? "\"\n" : ">\n"); /* past the name's close */
+    size_t k = strcspn(p, ")\n");
+    *kind = INC_COMPUTED;
+    snprintf(name, n, "%.*s%s", (int)k, p, p[k] == ')' ? ")" : "");
+    return p + tl;
   }
   return NULL;
 }
@@ -193,6 +192,13 @@ static int headers(reader *r, const char *text, const char *dir, const char *by,
   return 0;
 }
 
+/* A header into h (none where h is NULL): its name, then its text. */
+static void feed(XXH3_state_t *h, const char *name, const char *text) {
+  if (!h) return;
+  XXH3_64bits_update(h, name, strlen(name) + 1);
+  XXH3_64bits_update(h, text, strlen(text) + 1);
+}
+
 /* One header found at path: read, hashed and searched in turn, unless it
 ** was read before. */
 static int header(reader *r, const char *name, const char *path, const char *by, int depth) {
@@ -212,12 +218,8 @@ static int header(reader *r, const char *name, const char *path, const char *by,
   char *sub;
   int rc = read_text(r, path, by, &sub);
   if (rc) return rc;
-  if (r->h) {
-    XXH3_64bits_update(r->h, name, strlen(name) + 1);
-    XXH3_64bits_update(r->h, sub, strlen(sub) + 1);
-  }
-  XXH3_64bits_update(r->hh, name, strlen(name) + 1);
-  XXH3_64bits_update(r->hh, sub, strlen(sub) + 1);
+  feed(r->h, name, sub);
+  feed(r->hh, name, sub);
   char subdir[4096];
   snprintf(subdir, sizeof subdir, "%s", path);
   *strrchr(subdir, '/') = 0;
