@@ -546,7 +546,9 @@ KT_API const char *kt_kernel_name(const kt_kernel *k);
 ** the default, as the runtime's mode says). args follow the spec's param
 ** order; nargs must equal the number of params. A call that writes no byte
 ** (every written arg's extent 0, a batch of no rows) launches nothing and
-** tunes nothing: KT_OK.
+** tunes nothing: KT_OK. So does a call the default config launches no
+** program for (a grid of 0, as N = 0 gives where the grid follows N): no
+** config of its key is settled, so the key's first call with work tunes it.
 ** Returns KT_OK, KT_ERR_ARGS, KT_ERR_EVAL, KT_ERR_COMPILE, KT_ERR_CUDA,
 ** KT_ERR_NO_CONFIG, KT_ERR_ALIAS, KT_ERR_DEVICE_FAULT.
 ** Thread-safe; args is borrowed for the call only. */
@@ -570,7 +572,11 @@ KT_API kt_status kt_launch_config(kt_kernel *k, kt_stream stream,
 ** buffers, and say what happened as data: outcome, winner, each candidate's
 ** status, time and reason. Caller owns *out; free with
 ** kt_tune_report_free(). *out is set on KT_OK and on KT_ERR_DEVICE_FAULT
-** (the faulted candidate is marked). Returns what kt_launch returns. */
+** (the faulted candidate is marked). Returns what kt_launch returns, or
+** KT_ERR_INVALID ("... nothing to time: the call launches no program ...")
+** where the default config launches no program at the sizes the key would
+** be timed at: launches of nothing cannot tell configs apart, and a winner
+** picked from them would serve every size the key leaves out. */
 KT_API kt_status kt_kernel_tune(kt_kernel *k, const kt_arg *args, int nargs,
                                 kt_tune_report **out /* OUT */);
 /* kt_kernel_tune of a call given by its shape alone: as for
@@ -707,7 +713,8 @@ KT_API void kt_inputs_free(kt_inputs *in);
 ** microseconds. config may be NULL (the launch kt_launch would make).
 ** The args' buffers are written by the kernel as in a real call; args the
 ** alias rules refuse are refused (KT_ERR_ALIAS), never staged.
-** Returns what kt_launch returns, or KT_ERR_CUDA. */
+** Returns what kt_launch returns, KT_ERR_CUDA, or KT_ERR_INVALID where the
+** launch runs no program (a grid of 0: nothing to time). */
 KT_API kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs,
                                 const char *config, double *median_us /* OUT */,
                                 double *spread_us /* OUT */);

@@ -348,6 +348,72 @@ static void empty_calls_launch_and_tune_nothing(void) {
   kt_runtime_close(rt);
 }
 
+/* A call that launches no program but has bytes to write (the norm
+** backward of no rows with its 66 partial rows) launches nothing and
+** tunes nothing: the partial rows keep their bytes. The reduce of no rows
+** is timed at N = P (its tune_at) and gives dw of zeros. rmsnorm_small
+** (rows left out of the key, no tune_at) of no rows has nothing to time,
+** for kt_kernel_tune and kt_kernel_time: a winner timed there would serve
+** every N. */
+static void calls_of_no_program_settle_nothing(void) {
+  kt_runtime *rt = open_counting("noprog.db");
+  if (!rt) return;
+  kt_kernel *bwd, *red, *small;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_bwd.json", &bwd), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_bwd_reduce.json", &red), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &small), KT_OK);
+  enum { D = 1024, P = 66 };
+  static unsigned char poison[P * D * 4], back[P * D * 4];
+  memset(poison, 0x7f, sizeof poison);
+  uint64_t part, w, dw, rows;
+  ASSERT_STATUS(kt_device_alloc(rt, sizeof poison, &part), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, D * 2, &w), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, D * 2, &dw), KT_OK);
+  ASSERT_STATUS(kt_device_alloc(rt, 4096, &rows), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, part, poison, sizeof poison), KT_OK);
+  ASSERT_STATUS(kt_device_upload(rt, dw, poison, D * 2), KT_OK);
+  kt_arg b[] = {kt_arg_ptr(0, KT_BF16), kt_arg_ptr(part, KT_F32), kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(0, KT_BF16), kt_arg_ptr(w, KT_BF16),   kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
+                kt_arg_ptr(0, KT_BF16), kt_arg_i32(0),            kt_arg_i32(D),         kt_arg_i32(1),
+                kt_arg_i32(P),          kt_arg_i32(1)};
+  ASSERT_STATUS(kt_launch(bwd, NULL, b, 14), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, back, part, sizeof back), KT_OK);
+  ASSERT_TRUE(memcmp(poison, back, sizeof back) == 0);
+  kt_stats n = {.size = sizeof n};
+  ASSERT_STATUS(kt_runtime_stats(rt, &n), KT_OK);
+  ASSERT_EQ((long)n.tunings, 0);
+  kt_arg r[] = {kt_arg_ptr(dw, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(part, KT_F32), kt_arg_ptr(0, KT_F32),
+                kt_arg_i32(0),           kt_arg_i32(D),          kt_arg_i32(P)};
+  ASSERT_STATUS(kt_launch(red, NULL, r, 7), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  ASSERT_STATUS(kt_device_download(rt, back, dw, D * 2), KT_OK);
+  for (int i = 0; i < D * 2; i++)
+    if (back[i]) t_fail(__FILE__, __LINE__, "dw byte %d is %d, not 0", i, back[i]);
+  ASSERT_STATUS(kt_runtime_stats(rt, &n), KT_OK);
+  ASSERT_EQ((long)n.tunings, 1);
+  kt_arg a[] = {kt_arg_ptr(rows, KT_BF16), kt_arg_ptr(rows + 2048, KT_BF16), kt_arg_ptr(0, KT_BF16),
+                kt_arg_ptr(w, KT_BF16),    kt_arg_i32(0),                    kt_arg_i32(256),
+                kt_arg_f32(1e-6f)};
+  kt_tune_report *rep = NULL;
+  double us, spread;
+  ASSERT_STATUS(kt_kernel_tune(small, a, 7, &rep), KT_ERR_INVALID);
+  ASSERT_CONTAINS(kt_errmsg(rt), "}: nothing to time: the call launches no program (grid[0], cdiv(N, ROWS), is 0");
+  ASSERT_STATUS(kt_kernel_time(small, a, 7, NULL, &us, &spread), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_small: nothing to time: the call launches no program (grid[0], cdiv(N, "
+                               "ROWS), is 0)");
+  ASSERT_STATUS(kt_runtime_stats(rt, &n), KT_OK);
+  ASSERT_EQ((long)n.tunings, 1);
+  long c[4];
+  ASSERT_STATUS(kt_cache_counts(rt, c), KT_OK);
+  ASSERT_EQ(c[0], 1); /* the reduce's row alone */
+  kt_device_free(rt, part);
+  kt_device_free(rt, w);
+  kt_device_free(rt, dw);
+  kt_device_free(rt, rows);
+  kt_runtime_close(rt);
+}
+
 static char ptx_log[4096];
 
 static void keep_warnings(void *user, kt_log_level level, const char *msg) {
@@ -397,6 +463,7 @@ static void a_gpu_newer_than_nvrtc_runs_ptx(void) {
 const kt_test gpu_rmsnorm_tests[] = {
     {"gpu rmsnorm: one tuning for T from 1 to 24000", one_tuning_for_every_T},
     {"gpu rmsnorm: a batch of no rows launches and tunes nothing", empty_calls_launch_and_tune_nothing},
+    {"gpu rmsnorm: a call that launches no program settles nothing", calls_of_no_program_settle_nothing},
     {"gpu rmsnorm: tuned config, every shape", tuned_config_every_shape},
     {"gpu rmsnorm: every allowed config is correct", every_config_is_correct},
     {"gpu rmsnorm: variants with other constants coexist", variants_coexist},

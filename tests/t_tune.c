@@ -551,6 +551,48 @@ static void reports_say_where_a_key_is_timed(void) {
   kt_runtime_close(rt);
 }
 
+/* A call that launches no program (N = 0 where the grid is cdiv(N, ROWS))
+** has nothing to time: a tuning asked for says so, before any candidate
+** or lease, and counts no miss; a lookup answers as ever. Where the spec
+** times the key at other sizes (the reduce's tune_at, N = P) the tuning
+** goes ahead there. No device needed. */
+static void calls_of_no_program_time_nothing(void) {
+  static char logged[4096];
+  kt_runtime *rt = offline_logged(NULL, logged);
+  ASSERT_TRUE(rt);
+  kt_kernel *k, *red;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_bwd_reduce.json", &red), KT_OK);
+  kt_arg a[] = RMS(0x10000000, 0x20000000, 0, 0x30000000, 0, 256, KT_BF16);
+  char key[256], want[512];
+  ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_OK);
+  snprintf(want, sizeof want,
+           "rmsnorm_small %s: nothing to time: the call launches no program (grid[0], cdiv(N, ROWS), is 0 under "
+           "the default config)",
+           key);
+  kt_tune_report *r = NULL;
+  for (int shape = 0; shape < 2; shape++) {
+    ASSERT_STATUS(shape ? kt_kernel_tune_shape(k, a, 7, &r) : kt_kernel_tune(k, a, 7, &r), KT_ERR_INVALID);
+    ASSERT_TRUE(r == NULL);
+    ASSERT_STR_EQ(kt_errmsg(rt), want);
+  }
+  ASSERT_STATUS(kt_kernel_lookup(k, a, 7, &r), KT_OK);
+  ASSERT_TRUE(r && r->outcome == KT_TUNE_NOT_TUNED);
+  kt_tune_report_free(r);
+  kt_stats n = {.size = sizeof n};
+  ASSERT_STATUS(kt_runtime_stats(rt, &n), KT_OK);
+  ASSERT_EQ((long)n.misses, 0);
+  /* dw, db, dw_part, db_part, N, D, P: no rows, 66 partial rows. */
+  kt_arg b[] = {kt_arg_ptr(0x10000000, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(0x20000000, KT_F32),
+                kt_arg_ptr(0, KT_F32),           kt_arg_i32(0),          kt_arg_i32(1024),
+                kt_arg_i32(66)};
+  ASSERT_STATUS(kt_kernel_tune(red, b, 7, &r), KT_OK);
+  ASSERT_TRUE(r && r->outcome == KT_TUNE_NOT_TUNED);
+  ASSERT_STR_EQ(r && r->timed_at ? r->timed_at : "(null)", "N=66 (the call's N=0)");
+  kt_tune_report_free(r);
+  kt_runtime_close(rt);
+}
+
 /* The inputs' values (tune/inputs.h): the same bytes on one thread and on
 ** seven (chunks seeded by their index; several chunks, the last part
 ** full), another seed other bytes; randn's mean and variance, uniform's
@@ -1173,6 +1215,7 @@ const kt_test t_tune_tests[] = {
     {"tune: reports as data without a device; the codec in the public header", tune_reports_without_a_device},
     {"tune: the inputs' values, the same on any number of threads", inputs_fill_values},
     {"tune: a report says where its call's key is timed (tune_at)", reports_say_where_a_key_is_timed},
+    {"tune: a call that launches no program has nothing to time", calls_of_no_program_time_nothing},
     {"tune: single flight: 16 threads miss one key", single_flight},
     {"tune: a miss while tuning runs the default when asked", miss_runs_default_while_tuning},
     {"tune: ktune key and ktune lint", cli_key_and_lint},

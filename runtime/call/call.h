@@ -47,6 +47,10 @@ void kt__config_format(const kt__prog *p, const int64_t *cfg, char *buf, size_t 
 
 /* Grid, block and dynamic shared memory of c, range-checked. */
 kt_status kt__call_dims(kt__prog *p, const kt__call *c, kt__dims *d);
+/* The first dimension in which c (config set) has a grid of 0, so that it
+** launches no program (N = 0 where the grid follows N); -1 where none is
+** 0 or the dims do not evaluate (the launch then says why). */
+int kt__call_empty_grid(kt__prog *p, const kt__call *c);
 /* Launch c (config set) on stream: fn is its variant's function when the
 ** caller knows it, else NULL to look it up (compiling on first use). When
 ** out is not NULL it receives the dims and function launched (grid[0] 0

@@ -31,6 +31,14 @@ kt_status kt__call_dims(kt__prog *p, const kt__call *c, kt__dims *d) {
   return KT_OK;
 }
 
+int kt__call_empty_grid(kt__prog *p, const kt__call *c) {
+  kt__dims d;
+  if (kt__call_dims(p, c, &d)) return -1;
+  for (int i = 0; i < 3; i++)
+    if (!d.grid[i]) return i;
+  return -1;
+}
+
 kt_status kt__call_launch(kt__prog *p, const kt__call *c, void *fn, kt_stream stream, const kt_arg *args,
                           kt__dims *out) {
   kt__env *env = p->env;
