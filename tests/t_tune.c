@@ -828,6 +828,17 @@ static void cli_key_and_lint(void) {
   ASSERT_CONTAINS(out, "--shape N=1,D=256,T=bf16,N=2: N is given twice");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,x=null,x@16", bin), 2);
   ASSERT_CONTAINS(out, "x is given twice");
+  /* Sizes no launch takes (an extent below 0) have no key, and compile
+  ** nothing. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=24000,D=-256,T=bf16", bin), 2);
+  ASSERT_STR_EQ(out, "ktune key: --shape N=24000,D=-256,T=bf16: rmsnorm_fwd: arg 0 (y): its extent, N * D, is "
+                     "-6144000 elements: below 0\nTry 'ktune key --help'.\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/neg.db %s compile --arch sm_90 kernels_src/rmsnorm.json --shape "
+                 "N=2,D=-8,T=bf16 2>&1",
+                 t_tmpdir(), bin),
+            1);
+  ASSERT_CONTAINS(out, "--shape N=2,D=-8,T=bf16: rmsnorm_fwd: arg 0 (y): its extent, N * D, is -16 elements: below 0");
+  ASSERT_CONTAINS(out, "0 variants compiled for sm_90, 0 failed");
   /* A value outside its param's type is refused, never wrapped. */
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=4294967552,T=bf16", bin), 2);
   ASSERT_STR_EQ(out, "ktune key: --shape N=1,D=4294967552,T=bf16: D=4294967552 is not an i32 (a whole number from "

@@ -43,7 +43,10 @@ kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs, con
   kt__vlist *l = kt__vlist_new();
   if (!l) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
   kt__call c;
+  kt__range r[KT_MAX_PARAMS];
+  int nr;
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
+  if (!st) st = kt__call_ranges(&k->p, &c, args, r, &nr);
   if (!st) st = add_configs(k, &c, l);
   if (st) {
     kt__vlist_free(l);

@@ -57,7 +57,11 @@ kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs, char *buf, 
   kt__call c;
   int64_t key[KT_MAX_KEY];
   char json[KT_KEY_JSON_MAX];
+  kt__range r[KT_MAX_PARAMS];
+  int nr;
+  /* A call whose sizes no launch takes (an extent below 0) has no key. */
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
+  if (!st) st = kt__call_ranges(&k->p, &c, args, r, &nr);
   if (!st) st = kt__call_key(&k->p, &c, key);
   if (st) return st;
   kt__key_json(&k->p.keydef, key, json, sizeof json);
