@@ -473,13 +473,15 @@ def prewarmed_is_a_hit():
 
 
 def no_rows():
-    """A batch of no rows: the norms' forward and their grads under jit give
-    empty outputs and dw and db of zeros, and launch nothing."""
-    for shape in ((0, 1024), (3, 0, 1024)):
+    """A batch of no rows, or rows of no element (a last dim of 0): the
+    norms' forward and their grads under jit give empty outputs and dw and
+    db of zeros, rms_norm_ gives x, and none of it launches."""
+    for shape in ((0, 1024), (3, 0, 1024), (4, 0), (2, 3, 0)):
+        D = shape[-1]
         for rms in (True, False):
             x = jnp.zeros(shape, jnp.bfloat16)
-            w = jnp.ones((1024,), jnp.bfloat16)
-            b = None if rms else jnp.ones((1024,), jnp.bfloat16)
+            w = jnp.ones((D,), jnp.bfloat16)
+            b = None if rms else jnp.ones((D,), jnp.bfloat16)
             f = (lambda x, w, b: kj.rms_norm(x, w)) if rms else (lambda x, w, b: kj.layer_norm(x, w, b))
             y, n = launched(jax.jit(f), x, w, b)
             assert y.shape == shape and y.dtype == x.dtype and n == 0, (y.shape, n)
@@ -487,7 +489,9 @@ def no_rows():
             g, n = launched(jax.jit(jax.grad(loss, argnums=(0, 1) if rms else (0, 1, 2))), x, w, b)
             assert g[0].shape == shape and n == 0, (g[0].shape, n)
             for d in g[1:]:
-                assert d.shape == (1024,) and not np.asarray(d, np.float32).any(), d
+                assert d.shape == (D,) and not np.asarray(d, np.float32).any(), d
+        y, n = launched(jax.jit(lambda x, w: kj.rms_norm_(x, w)), x, w)
+        assert y.shape == shape and n == 0, (y.shape, n)
 
 
 MAIN_CHECKS = [

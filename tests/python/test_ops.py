@@ -503,13 +503,16 @@ def batches_of_no_rows():
     addresses): the norms' forward, eager and under autograd with a
     residual, give empty outputs, and the backward empty dx and dres and dw
     and db of zeros, as torch does; permute_rows and masked_softmax give
-    empty outputs. None of it launches a kernel."""
+    empty outputs. So do rows of no element (a last dim of 0: torch's
+    norms give empty outputs, and x.numel() // D raised). None of it
+    launches a kernel."""
     rt = ktune.runtime(0)
-    for shape in ((0, 1024), (3, 0, 1024)):
+    for shape in ((0, 1024), (3, 0, 1024), (4, 0), (2, 3, 0)):
+        D = shape[-1]
         for rms in (True, False):
             x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
-            w = torch.rand(1024, device="cuda", dtype=torch.bfloat16)
-            b = None if rms else torch.rand(1024, device="cuda", dtype=torch.bfloat16)
+            w = torch.rand(D, device="cuda", dtype=torch.bfloat16)
+            b = None if rms else torch.rand(D, device="cuda", dtype=torch.bfloat16)
             n = rt.stats()["launches"]
             y = ops.rms_norm(x, w) if rms else ops.layer_norm(x, w, b)
             assert y.shape == x.shape and y.dtype == x.dtype, (y.shape, y.dtype)
@@ -519,8 +522,9 @@ def batches_of_no_rows():
                     ops.layer_norm(xg, wg, bg, residual=rg, return_residual=True))
             (y.float().sum() + h.float().sum()).backward()
             assert xg.grad.shape == x.shape and rg.grad.shape == x.shape
-            assert wg.grad is not None and wg.grad.shape == (1024,) and not bool(wg.grad.any()), wg.grad
+            assert wg.grad is not None and wg.grad.shape == (D,) and not bool(wg.grad.any()), wg.grad
             assert bg is None or (bg.grad is not None and not bool(bg.grad.any())), bg.grad
+            ops.rms_norm_(x, w, 1e-6)
             assert rt.stats()["launches"] == n, (shape, rms, rt.stats()["launches"] - n)
     out, _ = ops.permute_rows(torch.randn(0, 64, device="cuda"), torch.zeros(0, dtype=torch.int32, device="cuda"))
     assert out.shape == (0, 64)

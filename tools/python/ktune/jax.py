@@ -291,9 +291,9 @@ def _fwd_launch(batch, st, x2, res2, w, b):
 
 
 def _no_rows(x):
-    """Whether x holds no rows (a leading dim of 0): a call on it launches
-    nothing."""
-    return any(n == 0 for n in x.shape[:-1])
+    """Whether x holds no element (no rows, or rows of none): a call on it
+    launches nothing."""
+    return x.size == 0
 
 
 def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
@@ -496,6 +496,8 @@ def rms_norm_(x, weight, eps=1e-6):
     """RMSNorm written over x's buffer (input_output_aliases; donate x to
     jit for XLA to reuse it): one application, also on the call that
     tunes. Not differentiable."""
+    if _no_rows(x):
+        return x
     D = x.shape[-1]
     td = _dt(x.dtype)
     st = (float(eps), td, _dt(weight.dtype) if weight is not None else td)

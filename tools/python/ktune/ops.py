@@ -116,6 +116,15 @@ def _aten_plan(dev, T, D, esize, hptr, dyptr, wptr, wsize, has_dw, has_bias):
     return P
 
 
+def _nrows(t):
+    """The rows of t over its last dim: the product of the other dims (also
+    where the last is 0, which x.numel() // D cannot say)."""
+    n = 1
+    for d in t.shape[:-1]:
+        n *= d
+    return n
+
+
 def _rows(t, D):
     """t as contiguous rows of D: t itself where it already is."""
     return t if t.dim() == 2 and t.is_contiguous() else t.reshape(-1, D).contiguous()
@@ -154,6 +163,12 @@ def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, 
     if residual is not None and (residual.numel() != x.numel() or residual.device != x.device):
         raise KtuneError("KT_ERR_ARGS", "ktune.ops: residual has shape %s on %s; x has %s on %s"
                          % (tuple(residual.shape), residual.device, tuple(x.shape), x.device))
+    if x.numel() == 0:
+        # No rows, or rows of no element (torch gives empty outputs): nothing
+        # to launch; the stats are never read.
+        st = torch.zeros(_nrows(x) * groups, device=x.device, dtype=torch.float32) if stats else None
+        h = torch.empty(x.shape, device=x.device, dtype=x.dtype) if store_residual else None
+        return torch.empty(x.shape, device=x.device, dtype=x.dtype), h, (None if rms else st), st
     flat = x.dim() == 2
     x2 = _rows(x, D)
     T = x2.shape[0]
@@ -175,23 +190,24 @@ def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, 
 
 def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias, has_dw=True):
     D = h.shape[-1]
-    h2 = _rows(h, D)
-    dy2 = _rows(dy, D)
-    T = h2.shape[0]
     dev = h.device
-    dx = torch.empty_like(h2)
-    dres = _rows(dresidual, D) if dresidual is not None else None
     weight = _vec(weight, h, D, "weight")
     wd = weight.dtype if weight is not None else h.dtype
     # A weight whose gradient is not asked for is read for dx, no dw summed.
     dw = torch.empty(D, device=dev, dtype=wd) if weight is not None and has_dw else None
     db = torch.empty(D, device=dev, dtype=wd) if has_bias else None
+    if h.numel() == 0:
+        # No rows, or rows of no element: nothing to launch, and sums over
+        # no rows are 0.
+        return torch.empty(h.shape, device=dev, dtype=h.dtype), (dw.zero_() if dw is not None else None), \
+            (db.zero_() if db is not None else None)
+    h2 = _rows(h, D)
+    dy2 = _rows(dy, D)
+    T = h2.shape[0]
+    dx = torch.empty_like(h2)
+    dres = _rows(dresidual, D) if dresidual is not None else None
     w_arg = weight if weight is not None else null(wd)
     dw_arg, db_arg = (dw if dw is not None else null(wd)), (db if db is not None else null(wd))
-    if T == 0:
-        # A batch of no rows: nothing to launch, and sums over no rows are 0.
-        return (dx if h2 is h else dx.view(h.shape)), (dw.zero_() if dw is not None else None), \
-            (db.zero_() if db is not None else None)
     P = _bwd_plan(h2, dy2, dres, T, D, groups, weight, has_bias, dw is not None)
     if not P:
         _k(h, "layernorm_bwd_row").launch([dx, dw_arg, db_arg, dy2, h2, w_arg, None if rms else mean, rstd, dres,
@@ -220,7 +236,7 @@ def norm_fwd(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tenso
 
 @norm_fwd.register_fake
 def _(x, residual, weight, bias, groups, eps, rms, store_residual):
-    T = x.numel() // x.shape[-1]
+    T = _nrows(x)
     h = torch.empty_like(x) if store_residual else x.new_empty(0)
     mean = x.new_empty(0 if rms else T * groups, dtype=torch.float32)
     return torch.empty_like(x), h, mean, x.new_empty(T * groups, dtype=torch.float32)
@@ -406,6 +422,8 @@ def rms_norm_(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> None:
     D = x.shape[-1]
     if not x.is_contiguous():
         raise KtuneError("KT_ERR_ARGS", "rms_norm_: x must be contiguous")
+    if x.numel() == 0:
+        return
     T = x.numel() // D
     wd = weight.dtype if weight is not None else x.dtype
     _k(x, "layernorm_fwd").launch([x, x, None, null(x.dtype), weight if weight is not None else null(wd),
