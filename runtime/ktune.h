@@ -661,7 +661,8 @@ KT_API kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir,
 ** cheaper than kt_kernel_compile_all when the shapes are known. Other
 ** arguments and the result as for kt_kernel_compile_all (KT_ERR_INVALID
 ** when the call's configs make more than KT_COMPILE_MAX_VARIANTS variants),
-** plus KT_ERR_ARGS and KT_ERR_NO_CONFIG. */
+** plus KT_ERR_ARGS (a pointer's extent below 0, as for kt_kernel_key) and
+** KT_ERR_NO_CONFIG. */
 KT_API kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs,
                                        const char *out_dir, kt_variant_fn fn,
                                        void *user);
@@ -751,7 +752,9 @@ KT_API kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs,
 ** by their key policy (exact value, or power-of-two bucket), pointers by
 ** alignment class (0 when null), type variables by dtype, and derived
 ** constants that do not depend on the config by value; "ignore" params never.
-** Written into buf (bufsize bytes, KT_KEY_MAX hold any). Needs no device. */
+** Written into buf (bufsize bytes, KT_KEY_MAX hold any). Sizes no launch
+** takes (a pointer's extent below 0) have none: KT_ERR_ARGS, as kt_launch
+** says it. Needs no device. */
 KT_API kt_status kt_kernel_key(kt_kernel *k, const kt_arg *args, int nargs,
                                char *buf, size_t bufsize);
 
