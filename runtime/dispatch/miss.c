@@ -285,22 +285,24 @@ static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt_
 ** follows N) does what any config that agrees with it does: nothing. A
 ** launch of it settles nothing (KT_OK, the default in cfg), so the key's
 ** first call with work tunes the key; a tuning asked for at its sizes has
-** nothing to time. KT_ERR_NOT_FOUND where the call runs programs, or where
-** a tuning of it is timed at other sizes (tune_at). */
-static kt_status launches_nothing(kt_kernel *k, const kt__call *c, const int64_t *key, const kt__report *rep,
-                                  const int64_t *fallback, int64_t *cfg) {
+** nothing to time (*st). 0 where the call runs programs, or where a tuning
+** of it is timed at other sizes (tune_at). */
+static int launches_nothing(kt_kernel *k, const kt__call *c, const int64_t *key, const kt__report *rep,
+                            const int64_t *fallback, int64_t *cfg, kt_status *st) {
   const kt__spec *s = k->p.spec;
   int dim = kt__call_empty_grid(&k->p, c);
-  if (dim < 0 || (rep && rep->pub.timed_at)) return KT_ERR_NOT_FOUND;
+  if (dim < 0 || (rep && rep->pub.timed_at)) return 0;
+  *st = KT_OK;
   if (!rep) {
     memcpy(cfg, fallback, (size_t)s->ncfields * sizeof *cfg);
-    return KT_OK;
+    return 1;
   }
   char json[KT_KEY_JSON_MAX];
   kt__key_json(&k->p.keydef, key, json, sizeof json);
-  return kt__err(k->rt->env.id, KT_ERR_INVALID,
-                 "%s %s: nothing to time: the call launches no program (grid[%d], %s, is 0 under the default config)",
-                 s->name, json, dim, s->grid[dim].text);
+  *st = kt__err(k->rt->env.id, KT_ERR_INVALID,
+                "%s %s: nothing to time: the call launches no program (grid[%d], %s, is 0 under the default config)",
+                s->name, json, dim, s->grid[dim].text);
+  return 1;
 }
 
 kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt_stream stream, const kt_arg *args,
@@ -310,7 +312,7 @@ kt_status kt__miss(kt_kernel *k, kt__call *c, const int64_t *key, uint64_t h, kt
   miss m = {.k = k, .rt = rt, .c = c, .key = key, .h = h, .rep = rep};
   kt_status st = kt__call_fallback(&k->p, c, m.fallback);
   if (st) return st;
-  if ((st = launches_nothing(k, c, key, rep, m.fallback, cfg)) != KT_ERR_NOT_FOUND) return st;
+  if (launches_nothing(k, c, key, rep, m.fallback, cfg, &st)) return st;
   atomic_fetch_add_explicit(&rt->env.n.misses, 1, memory_order_relaxed);
   if (!rt->miss_runs_default) {
     pthread_mutex_lock(&k->tune_lock);
