@@ -475,7 +475,8 @@ def prewarmed_is_a_hit():
 def no_rows():
     """A batch of no rows, or rows of no element (a last dim of 0): the
     norms' forward and their grads under jit give empty outputs and dw and
-    db of zeros, rms_norm_ gives x, and none of it launches."""
+    db of zeros, rms_norm_ gives x, masked_softmax and its grad empty
+    outputs, and none of it launches."""
     for shape in ((0, 1024), (3, 0, 1024), (4, 0), (2, 3, 0)):
         D = shape[-1]
         for rms in (True, False):
@@ -492,6 +493,9 @@ def no_rows():
                 assert d.shape == (D,) and not np.asarray(d, np.float32).any(), d
         y, n = launched(jax.jit(lambda x, w: kj.rms_norm_(x, w)), x, w)
         assert y.shape == shape and n == 0, (y.shape, n)
+        sm = lambda x: kj.masked_softmax(x, None, None, 0.5).astype(jnp.float32).sum()  # noqa: E731
+        (y, g), n = launched(jax.jit(jax.value_and_grad(sm)), x)
+        assert g.shape == shape and n == 0, (g.shape, n)
 
 
 MAIN_CHECKS = [

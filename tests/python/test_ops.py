@@ -528,7 +528,12 @@ def batches_of_no_rows():
             assert rt.stats()["launches"] == n, (shape, rms, rt.stats()["launches"] - n)
     out, _ = ops.permute_rows(torch.randn(0, 64, device="cuda"), torch.zeros(0, dtype=torch.int32, device="cuda"))
     assert out.shape == (0, 64)
-    assert ops.masked_softmax(torch.randn(2, 0, 128, device="cuda", dtype=torch.bfloat16)).shape == (2, 0, 128)
+    for shape in ((2, 0, 128), (4, 0), (2, 3, 0)):
+        x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+        assert ops.masked_softmax(x).shape == shape
+        xg = x.clone().requires_grad_(True)
+        ops.masked_softmax(xg, bias=torch.zeros_like(x)).float().sum().backward()
+        assert xg.grad.shape == shape
 
 
 @test

@@ -597,6 +597,8 @@ def _softmax_launch(batch, st, x2, m, bias):
 
 
 def _softmax(x, mask, bias, scale):
+    if _no_rows(x):
+        return jnp.zeros(x.shape, x.dtype)
     L = x.shape[-1]
     m = mask.reshape(-1, L).astype(jnp.uint8) if mask is not None else None
     y = _op(_softmax_launch, _ROWS_FOLD, 1, (float(scale), _dt(x.dtype)))(

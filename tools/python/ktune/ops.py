@@ -509,6 +509,8 @@ def unpermute_rows(dout, row_map, n, dprobs=None):
 
 # softmax(scale * x + bias) over the last dim, mask == 0 excluded.
 def _softmax_impl(x, mask, bias, scale):
+    if x.numel() == 0:  # no rows, or rows of no element: nothing to launch
+        return torch.empty(x.shape, device=x.device, dtype=x.dtype)
     L = x.shape[-1]
     x2 = x.reshape(-1, L)
     if not x2.is_contiguous():
