@@ -25,8 +25,7 @@ static kt_status program_options(kt__prog *p) {
   snprintf(p->optbuf[0], sizeof p->optbuf[0], "--gpu-architecture=%s", env->arch);
   snprintf(p->optbuf[1], sizeof p->optbuf[1], "-I%s/include", env->cuda_home);
   snprintf(p->optbuf[2], sizeof p->optbuf[2], "-I%s", s->source_dir);
-  const char *base = strrchr(s->source_path, '/');
-  snprintf(p->prog_name, sizeof p->prog_name, "%s/%s", s->source_dir, base ? base + 1 : s->source_path);
+  snprintf(p->prog_name, sizeof p->prog_name, "%s/%s", s->source_dir, s->source_name);
   /* NVRTC's precompiled headers (--pch, below) are reused for a source
   ** whose includes and options match, without reading the headers again:
   ** a header edited and its spec loaded again compiled from the old text.

@@ -196,10 +196,9 @@ static void store_binary(kt__prog *p, const char *hash, const char *expr, const 
 static kt_status headers_unchanged(const kt__prog *p, char *err, size_t errlen) {
   const kt__spec *s = p->spec;
   if (!s->nheaders) return KT_OK;
-  const char *base = strrchr(s->source_path, '/');
   char why[KT_ERRMAX];
   uint64_t now;
-  int rc = kt__source_headers(s->source, s->source_dir, base ? base + 1 : s->source_path, &now, why, sizeof why);
+  int rc = kt__source_headers(s->source, s->source_dir, s->source_name, &now, why, sizeof why);
   if (!rc && now == s->headers_hash) return KT_OK;
   if (rc == ENOMEM) {
     kt__fmt(err, errlen, "%s: out of memory", s->path);

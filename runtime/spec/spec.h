@@ -93,6 +93,7 @@ typedef struct kt__spec {
   char *path;        /* as given */
   char *name;
   char *source_path; /* resolved beside the spec */
+  const char *source_name; /* its last component, in source_path */
   char *source;      /* contents */
   char *source_dir;  /* its directory: where its quoted includes are */
   char *entry;
