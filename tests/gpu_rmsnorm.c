@@ -350,7 +350,8 @@ static void empty_calls_launch_and_tune_nothing(void) {
 
 /* A call that launches no program but has bytes to write (the norm
 ** backward of no rows with its 66 partial rows) launches nothing and
-** tunes nothing: the partial rows keep their bytes. The reduce of no rows
+** tunes nothing, forced config or not: the partial rows keep their bytes,
+** and no launch is counted. The reduce of no rows
 ** is timed at N = P (its tune_at) and gives dw of zeros. rmsnorm_small
 ** (rows left out of the key, no tune_at) of no rows has nothing to time,
 ** for kt_kernel_tune and kt_kernel_time: a winner timed there would serve
@@ -376,13 +377,17 @@ static void calls_of_no_program_settle_nothing(void) {
                 kt_arg_ptr(0, KT_BF16), kt_arg_ptr(w, KT_BF16),   kt_arg_ptr(0, KT_F32), kt_arg_ptr(0, KT_F32),
                 kt_arg_ptr(0, KT_BF16), kt_arg_i32(0),            kt_arg_i32(D),         kt_arg_i32(1),
                 kt_arg_i32(P),          kt_arg_i32(1)};
+  char cfg[KT_CONFIG_MAX];
   ASSERT_STATUS(kt_launch(bwd, NULL, b, 14), KT_OK);
+  ASSERT_STATUS(kt_kernel_default_for(bwd, b, 14, cfg, sizeof cfg), KT_OK);
+  ASSERT_STATUS(kt_launch_config(bwd, NULL, b, 14, cfg), KT_OK);
   ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
   ASSERT_STATUS(kt_device_download(rt, back, part, sizeof back), KT_OK);
   ASSERT_TRUE(memcmp(poison, back, sizeof back) == 0);
   kt_stats n = {.size = sizeof n};
   ASSERT_STATUS(kt_runtime_stats(rt, &n), KT_OK);
   ASSERT_EQ((long)n.tunings, 0);
+  ASSERT_EQ((long)n.launches, 0); /* a grid of 0 launches no kernel */
   kt_arg r[] = {kt_arg_ptr(dw, KT_BF16), kt_arg_ptr(0, KT_BF16), kt_arg_ptr(part, KT_F32), kt_arg_ptr(0, KT_F32),
                 kt_arg_i32(0),           kt_arg_i32(D),          kt_arg_i32(P)};
   ASSERT_STATUS(kt_launch(red, NULL, r, 7), KT_OK);
@@ -392,6 +397,7 @@ static void calls_of_no_program_settle_nothing(void) {
     if (back[i]) t_fail(__FILE__, __LINE__, "dw byte %d is %d, not 0", i, back[i]);
   ASSERT_STATUS(kt_runtime_stats(rt, &n), KT_OK);
   ASSERT_EQ((long)n.tunings, 1);
+  ASSERT_EQ((long)n.launches, 1);
   kt_arg a[] = {kt_arg_ptr(rows, KT_BF16), kt_arg_ptr(rows + 2048, KT_BF16), kt_arg_ptr(0, KT_BF16),
                 kt_arg_ptr(w, KT_BF16),    kt_arg_i32(0),                    kt_arg_i32(256),
                 kt_arg_f32(1e-6f)};

@@ -158,7 +158,8 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
     return st;
   /* A fallback is this call's for good only where nothing is ever tuned. */
   int off = k->rt->mode == KT_MODE_OFF;
-  if ((hit || off) && sig && d.grid[0]) remember(k, gen, hit != NULL, sig, &d, r, nr);
+  if (!d.grid[0]) return KT_OK; /* a grid of 0: nothing launched */
+  if ((hit || off) && sig) remember(k, gen, hit != NULL, sig, &d, r, nr);
   atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
   if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
   return KT_OK;
@@ -209,21 +210,22 @@ kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, i
   kt__call c;
   kt__range r[KT_MAX_PARAMS];
   int nr;
+  kt__dims d = {0};
   kt_status st = kt__call_bind(&k->p, args, nargs, &c);
   if (!st) st = kt__call_ranges(&k->p, &c, args, r, &nr);
   if (!st) st = kt__call_forced(&k->p, &c, config);
   if (!st) st = kt__alias_refuse(&k->p, r, nr);
   if (!st && writes_nothing(k, r, nr)) return KT_OK;
   if (!st) {
-    st = kt__call_launch(&k->p, &c, NULL, stream, args, NULL);
+    st = kt__call_launch(&k->p, &c, NULL, stream, args, &d);
   } else if (st == KT_ERR_ALIAS && k->rt->stage_aliased) {
     kt__staging sg;
     st = kt__stage_begin(k, &c, args, stream, &sg);
-    if (!st) st = kt__call_launch(&k->p, &c, NULL, stream, sg.args, NULL);
+    if (!st) st = kt__call_launch(&k->p, &c, NULL, stream, sg.args, &d);
     st = kt__stage_end(k, &sg, stream, st);
   }
   if (st) return st;
-  atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
+  if (d.grid[0]) atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
   return KT_OK;
 }
 
