@@ -156,9 +156,9 @@ static kt_status launch_bound(kt_kernel *k, kt__call *c, kt_stream stream, const
   if ((st = kt__call_plan(k, c, stream, args, cfg, &hit, NULL)) ||
       (st = kt__call_launch(&k->p, c, hit_fn(k, c, hit), stream, args, &d)))
     return st;
+  if (!d.grid[0]) return KT_OK; /* a grid of 0: nothing launched */
   /* A fallback is this call's for good only where nothing is ever tuned. */
   int off = k->rt->mode == KT_MODE_OFF;
-  if (!d.grid[0]) return KT_OK; /* a grid of 0: nothing launched */
   if ((hit || off) && sig) remember(k, gen, hit != NULL, sig, &d, r, nr);
   atomic_fetch_add_explicit(&k->n_launch, 1, memory_order_relaxed);
   if (hit) atomic_fetch_add_explicit(&k->n_hit, 1, memory_order_relaxed);
