@@ -251,7 +251,7 @@ static int read_text(reader *r, const char *path, const char *by, char **text) {
 ** headers a variant is built from. */
 static int source_dir(reader *r, const char *path) {
   char dir[4096], real[PATH_MAX];
-  const char *slash = strrchr(path, '/');
+  const char *slash = r->s->name > path ? r->s->name - 1 : NULL;
   if (!slash) snprintf(dir, sizeof dir, ".");
   else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
   if (!realpath(dir, real)) {
@@ -264,6 +264,8 @@ static int source_dir(reader *r, const char *path) {
 
 int kt__source_read(const char *path, kt__source *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
+  const char *slash = strrchr(path, '/');
+  out->name = slash ? slash + 1 : path;
   reader r = {XXH3_createState(), XXH3_createState(), out, {0}, err, errlen};
   int rc = r.h && r.hh ? read_text(&r, path, NULL, &out->text) : ENOMEM;
   if (!rc) rc = source_dir(&r, path);
@@ -271,8 +273,7 @@ int kt__source_read(const char *path, kt__source *out, char *err, size_t errlen)
     XXH3_64bits_reset(r.h);
     XXH3_64bits_reset(r.hh);
     XXH3_64bits_update(r.h, out->text, strlen(out->text) + 1);
-    const char *base = strrchr(path, '/');
-    rc = headers(&r, out->text, out->dir, base ? base + 1 : path, 0);
+    rc = headers(&r, out->text, out->dir, out->name, 0);
     out->hash = XXH3_64bits_digest(r.h);
     out->headers = XXH3_64bits_digest(r.hh);
   }

@@ -18,6 +18,8 @@
 typedef struct kt__source {
   char *text;     /* the source file */
   char *dir;      /* its directory, absolute */
+  const char *name; /* its file's name: the path's last component, in the
+                       path kt__source_read was given */
   uint64_t hash;  /* of the source and each header (name and bytes), in the
                      order they are included */
   uint64_t headers; /* of the headers alone: kt__source_headers's answer */

@@ -745,11 +745,10 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
   if (!(s->source_path = kt__malloc(pl))) return nomem(c);
   if (src->valuestring[0] == '/') snprintf(s->source_path, pl, "%s", src->valuestring);
   else snprintf(s->source_path, pl, "%s/%s", dir, src->valuestring);
-  const char *slash = strrchr(s->source_path, '/');
-  s->source_name = slash ? slash + 1 : s->source_path;
   kt__source text;
   char why[1024];
   int e = kt__source_read(s->source_path, &text, why, sizeof why);
+  s->source_name = text.name;
   s->source = text.text;
   s->source_dir = text.dir;
   s->source_hash = text.hash;
