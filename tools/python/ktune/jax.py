@@ -290,7 +290,7 @@ def _fwd_launch(batch, st, x2, res2, w, b):
         T, D, groups, eps, 1 if rms else 0], outs))
 
 
-def _no_rows(x):
+def _no_elements(x):
     """Whether x holds no element (no rows, or rows of none): a call on it
     launches nothing."""
     return x.size == 0
@@ -298,7 +298,7 @@ def _no_rows(x):
 
 def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
     D = x.shape[-1]
-    if _no_rows(x):
+    if _no_elements(x):
         none = jnp.zeros((0,), jnp.float32)
         return (jnp.zeros(x.shape, x.dtype), jnp.zeros(x.shape, x.dtype) if store else None,
                 none if stats and not rms else None, none if stats else None)
@@ -417,7 +417,7 @@ def _bwd_impl(dy, h, w, wdt, sums, mean, rstd, dres, rms, groups):
     """dx, dw and db; sums: (dw, db) wanted. wdt: the dtype of the weight
     and bias (dw and db), or None where neither exists."""
     D = h.shape[-1]
-    if _no_rows(h):  # sums over no rows are 0
+    if _no_elements(h):  # sums over no rows are 0
         z = jnp.zeros((D,), wdt if wdt is not None else h.dtype)
         return jnp.zeros(h.shape, h.dtype), (z if sums[0] else None), (z if sums[1] else None)
     td = _dt(h.dtype)
@@ -496,7 +496,7 @@ def rms_norm_(x, weight, eps=1e-6):
     """RMSNorm written over x's buffer (input_output_aliases; donate x to
     jit for XLA to reuse it): one application, also on the call that
     tunes. Not differentiable."""
-    if _no_rows(x):
+    if _no_elements(x):
         return x
     D = x.shape[-1]
     td = _dt(x.dtype)
@@ -597,7 +597,7 @@ def _softmax_launch(batch, st, x2, m, bias):
 
 
 def _softmax(x, mask, bias, scale):
-    if _no_rows(x):
+    if _no_elements(x):
         return jnp.zeros(x.shape, x.dtype)
     L = x.shape[-1]
     m = mask.reshape(-1, L).astype(jnp.uint8) if mask is not None else None
