@@ -476,7 +476,7 @@ def no_rows():
     """A batch of no rows, or rows of no element (a last dim of 0): the
     norms' forward and their grads under jit give empty outputs and dw and
     db of zeros, rms_norm_ gives x, masked_softmax and its grad empty
-    outputs, and none of it launches."""
+    outputs, and none of it launches; nor does a vmap over no example."""
     for shape in ((0, 1024), (3, 0, 1024), (4, 0), (2, 3, 0)):
         D = shape[-1]
         for rms in (True, False):
@@ -496,6 +496,18 @@ def no_rows():
         sm = lambda x: kj.masked_softmax(x, None, None, 0.5).astype(jnp.float32).sum()  # noqa: E731
         (y, g), n = launched(jax.jit(jax.value_and_grad(sm)), x)
         assert g.shape == shape and n == 0, (g.shape, n)
+    # vmap over no example: empty results of an example's shape; nothing
+    # launched, nothing tuned or queued for the example's shapes.
+    rt = ktune.runtime(kj._devices()[0])
+    before = rt.stats()
+    x, w, b = jnp.ones((0, 7, 776), jnp.bfloat16), jnp.ones((776,), jnp.bfloat16), jnp.ones((776,), jnp.bfloat16)
+    gs, n = launched(jax.jit(jax.vmap(jax.grad(lambda x, w, b: kj.layer_norm(x, w, b).astype(jnp.float32).sum(),
+                                               argnums=(0, 1, 2)), in_axes=(0, None, None))), x, w, b)
+    assert [g.shape for g in gs] == [(0, 7, 776), (0, 776), (0, 776)] and n == 0, ([g.shape for g in gs], n)
+    y, n = launched(jax.jit(jax.vmap(lambda x: kj.masked_softmax(x, None, None, 0.5))), x)
+    assert y.shape == (0, 7, 776) and n == 0, (y.shape, n)
+    after = rt.stats()
+    assert all(after[k] == before[k] for k in ("launches", "misses", "tunings", "async_queued")), (before, after)
 
 
 MAIN_CHECKS = [
@@ -513,7 +525,7 @@ MAIN_CHECKS = [
     ("a donated input of a kernel that cannot run in place", donated_not_in_place),
     ("masked_softmax under jit and grad against float64", softmax),
     ("a bad call raises with ktune's message", error_message),
-    ("a batch of no rows: empty outputs, zero dw and db, no launch", no_rows),
+    ("a batch of no rows, a vmap over no example: empty outputs, zero dw and db, no launch", no_rows),
 ]
 
 

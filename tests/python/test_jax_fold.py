@@ -450,6 +450,40 @@ def indexed():
     close(y, np.nan_to_num(e / e.sum(-1, keepdims=True)))
 
 
+def no_examples():
+    """vmap over an axis of no example: every result empty, of an example's
+    shape after the axis, and nothing launched; per-example gradients of
+    none are empty too (where folding the axis into the rows divided by
+    the count of examples)."""
+    x = jnp.ones((0, 5, 8), jnp.float64)
+    w, b, ws = 1 + 0.1 * jnp.arange(8.0), 0.1 * jnp.arange(8.0), jnp.ones((0, 8), jnp.float64)
+    m = jnp.zeros((0, 5), jnp.int32)
+    cases = (
+        (jax.vmap(lambda x: kj.layer_norm(x, w, b, groups=2)), (x,), [(0, 5, 8)]),
+        (jax.vmap(lambda x: kj.rms_norm(x, w, residual=x[0], return_residual=True)), (x,), [(0, 5, 8)] * 2),
+        (jax.vmap(lambda x, w: kj.rms_norm(x, w)), (x, ws), [(0, 5, 8)]),
+        (jax.vmap(lambda x: kj.rms_norm_(x, w)), (x,), [(0, 5, 8)]),
+        (jax.vmap(lambda x: kj.rms_norm(x, w), in_axes=1, out_axes=1), (jnp.ones((5, 0, 8)),), [(5, 0, 8)]),
+        (jax.vmap(jax.vmap(lambda r: kj.rms_norm(r, w))), (jnp.ones((3, 0, 8)),), [(3, 0, 8)]),
+        (jax.vmap(jax.vmap(lambda r: kj.rms_norm(r, w))), (x,), [(0, 5, 8)]),
+        (jax.vmap(jax.grad(lambda x, w, b, g: jnp.sum(kj.layer_norm(x, w, b) * g), argnums=(0, 1, 2)),
+                  in_axes=(0, None, None, 0)), (x, w, b, x), [(0, 5, 8), (0, 8), (0, 8)]),
+        (jax.vmap(jax.grad(lambda x, w: jnp.sum(kj.rms_norm(x[:1], w)), argnums=(0, 1)), in_axes=(0, None)),
+         (x, w), [(0, 5, 8), (0, 8)]),  # one row an example: the one-program backward
+        (jax.vmap(kj.permute_rows), (x, m, jnp.ones((0, 5))), [(0, 5, 8), (0, 5)]),
+        (jax.vmap(lambda o, m: kj.unpermute_rows(o, m, 5)), (x, m), [(0, 5, 8)]),
+        (jax.vmap(lambda x: kj.masked_softmax(x, None, None, 0.5)), (x,), [(0, 5, 8)]),
+    )
+    for i, (f, a, shapes) in enumerate(cases):
+        got, c = counted(f, *a)
+        leaves = [g for g in jax.tree.leaves(got)]
+        assert [g.shape for g in leaves] == shapes, (i, [g.shape for g in leaves])
+        assert c == [], (i, c)
+    # a grad through the vmap: its sum over no example is zero
+    dw = jax.jit(jax.grad(lambda w: jnp.sum(jax.vmap(lambda x: kj.rms_norm(x, w))(x))))(w)
+    close(dw, jnp.zeros(8), 0)
+
+
 def wrong_dtype():
     """A dtype no bundled kernel takes is refused by name before any call."""
     f64 = kj._DT.pop(jnp.dtype(jnp.float64))
@@ -499,6 +533,7 @@ def main():
           frozen_inputs)
     check("programs per example split the rows evenly; without partial rows, a quarter of the rows", parts)
     check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
+    check("vmap over no example: empty results of an example's shape, nothing launched", no_examples)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
     check("a call settled while tracing: made-up addresses, dtypes and scalars; no GPU, the plain entry",
           shape_args)

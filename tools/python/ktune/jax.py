@@ -13,6 +13,7 @@ Launches go on XLA's stream, through the process's ktune runtime of the
 device XLA chose (the one ktune.runtime() gives, shared with PyTorch).
 A ktune error is raised with ktune's message.
 """
+import contextvars
 import ctypes
 import functools
 import os
@@ -117,6 +118,9 @@ def _num_sms():
 # that may tune (tune mode) or queue a tuning (async mode) on a miss.
 _GRAPHS = os.environ.get("KTUNE_JAX_GRAPHS", "1") != "0"
 _settled = set()
+# False while a call is traced for its results' shapes alone (a vmap over
+# no example): no key is settled for a launch that never runs.
+_settling = contextvars.ContextVar("ktune_settling", default=True)
 
 
 def _shape_args(k, params, outs):
@@ -204,7 +208,7 @@ def _call(name, params, outs, aliases=None, graph=None):
             layout.append("s")
             scalars.append(float(p))
     if graph is None:
-        graph = _graph_ready(name, params, outs)
+        graph = _settling.get() and _graph_ready(name, params, outs)
     f = jax.ffi.ffi_call("ktune_graph" if graph else "ktune", outs, vmap_method="sequential",
                          input_output_aliases=aliases or None)
     return f(*ins, kernel=kernel, layout="".join(layout), nulls=",".join(nulls),
@@ -238,6 +242,9 @@ def _op(impl, fold, batch, statics):
     @f.def_vmap
     def rule(n, batched, *a):
         batched = [b is True for b in batched]
+        if n == 0:
+            out = _no_examples(impl, batch, statics, batched, a)
+            return out, jax.tree.map(lambda _: True, out)
         folded = fold(n, batch, statics, batched, a)
         if folded is None:
             idx = [i for i, b in enumerate(batched) if b]
@@ -252,6 +259,20 @@ def _op(impl, fold, batch, statics):
             out = tuple(o.reshape((n, -1) + o.shape[1:]) for o in _op(impl, fold, batch * n, statics)(*folded))
         return out, jax.tree.map(lambda _: True, out)
     return f
+
+
+def _no_examples(impl, batch, statics, batched, a):
+    """impl's results over a mapped axis of no example: each empty, of the
+    shape one example's would have after the axis, with nothing launched
+    (an example's shapes traced alone, no key settled for them)."""
+    one = [None if x is None else jax.ShapeDtypeStruct(x.shape[1:] if b else x.shape, x.dtype)
+           for x, b in zip(a, batched)]
+    token = _settling.set(False)
+    try:
+        shapes = jax.eval_shape(lambda *e: impl(batch, statics, *e), *one)
+    finally:
+        _settling.reset(token)
+    return tuple(jnp.zeros((0,) + s.shape, s.dtype) for s in shapes)
 
 
 def _rows_fold(shared):
