@@ -316,8 +316,8 @@ def in_place_once():
 
 
 def error_message():
-    """An output whose dtype is not the input's: ktune refuses the call and
-    XLA raises ktune's message."""
+    """An output whose dtype is not the input's, or a buffer shorter than the
+    call's sizes: ktune refuses the call and XLA raises ktune's message."""
     x = jnp.ones((4, 64), jnp.float32)
     try:
         y = kj._call("layernorm_fwd", [("o", 0), ("i", x), ("n", "f32"), ("n", "f32"), ("n", "f32"), ("n", "f32"),
@@ -327,8 +327,26 @@ def error_message():
     except Exception as e:
         assert "ktune: KT_ERR_ARGS: layernorm_fwd" in str(e), str(e)
         print("    raised: " + str(e).splitlines()[0][:160])
-        return
-    raise AssertionError("no error")
+    else:
+        raise AssertionError("no error")
+    # A buffer shorter than its param's extent at the call's sizes (ktune.jax's
+    # own checks passed by): refused by the handler before any launch, the
+    # output left as XLA made it.
+    n = launches()
+    x, b = jnp.ones((3, 40), jnp.float32), jnp.ones((1, 40), jnp.float32)
+    for params, want in (
+            ([("o", 0), ("i", x), ("n", "u8"), ("i", b), 3, 40, 1.0],
+             "ktune: KT_ERR_ARGS: masked_softmax: bias holds 40 elements; the call's sizes reach 120 (N * L)"),
+            ([("o", 0), ("i", x), ("n", "u8"), ("n", "f32"), 4, 40, 1.0],
+             "ktune: KT_ERR_ARGS: masked_softmax: y holds 120 elements; the call's sizes reach 160 (N * L)")):
+        try:
+            jax.block_until_ready(kj._call("masked_softmax", params, [jax.ShapeDtypeStruct((3, 40), jnp.float32)],
+                                           graph=False))
+        except Exception as e:
+            assert want in str(e), str(e)
+        else:
+            raise AssertionError("no error: " + want)
+    assert launches() == n, launches() - n
 
 
 def permutes():

@@ -108,9 +108,11 @@ def rmsnorm(a, outs):
 def permute_rows(a, outs):
     out, x, rmap, probs, pout, M, N, D = a
     ok = (rmap >= 0) & (rmap < N)
-    vals = {out: jnp.where(ok[:, None], x[jnp.clip(rmap, 0, N - 1)], 0)}
+    if N == 0:  # every entry outside: zeros
+        x, probs = jnp.zeros((1, D), x.dtype), None if probs is None else jnp.zeros((1,), probs.dtype)
+    vals = {out: jnp.where(ok[:, None], x[jnp.clip(rmap, 0, max(N, 1) - 1)], 0)}
     if probs is not None:
-        vals[pout] = jnp.where(ok, probs[jnp.clip(rmap, 0, N - 1)], 0)
+        vals[pout] = jnp.where(ok, probs[jnp.clip(rmap, 0, max(N, 1) - 1)], 0)
     return [vals[("o", i)] for i in range(len(outs))]
 
 
@@ -460,7 +462,7 @@ def no_examples():
     m = jnp.zeros((0, 5), jnp.int32)
     cases = (
         (jax.vmap(lambda x: kj.layer_norm(x, w, b, groups=2)), (x,), [(0, 5, 8)]),
-        (jax.vmap(lambda x: kj.rms_norm(x, w, residual=x[0], return_residual=True)), (x,), [(0, 5, 8)] * 2),
+        (jax.vmap(lambda x: kj.rms_norm(x, w, residual=x, return_residual=True)), (x,), [(0, 5, 8)] * 2),
         (jax.vmap(lambda x, w: kj.rms_norm(x, w)), (x, ws), [(0, 5, 8)]),
         (jax.vmap(lambda x: kj.rms_norm_(x, w)), (x,), [(0, 5, 8)]),
         (jax.vmap(lambda x: kj.rms_norm(x, w), in_axes=1, out_axes=1), (jnp.ones((5, 0, 8)),), [(5, 0, 8)]),
@@ -482,6 +484,52 @@ def no_examples():
     # a grad through the vmap: its sum over no example is zero
     dw = jax.jit(jax.grad(lambda w: jnp.sum(jax.vmap(lambda x: kj.rms_norm(x, w))(x))))(w)
     close(dw, jnp.zeros(8), 0)
+
+
+def refused_shapes():
+    """An array shorter or longer than the call's sizes make its param (the
+    kernels index by those sizes) is refused while JAX traces, by name,
+    before any call; a gather from no rows gives zeros; a mask of any
+    dtype keeps what is nonzero."""
+    x, w = jnp.ones((5, 8)), jnp.ones((8,))
+    m = jnp.arange(5, dtype=jnp.int32)
+    bad = (
+        (lambda: kj.rms_norm(x, jnp.ones((4,))), "ktune.jax: weight has shape (4,); the rows have 8 elements"),
+        (lambda: kj.layer_norm(x, w, jnp.ones((2, 8))), "ktune.jax: bias has shape (2, 8); the rows have 8 elements"),
+        (lambda: kj.rms_norm(x, w, residual=jnp.ones((2, 8))), "ktune.jax: residual has shape (2, 8); x has (5, 8)"),
+        (lambda: kj.rms_norm(jnp.ones(())), "ktune.jax: x is a scalar; a norm is over its last dim"),
+        (lambda: kj.rms_norm_(x, jnp.ones((9,))), "ktune.jax: weight has shape (9,); the rows have 8 elements"),
+        (lambda: kj.masked_softmax(x, jnp.ones((5, 4), bool)),
+         "ktune.jax: mask has shape (5, 4); x has (5, 8) (the mask and the bias are of x's shape)"),
+        (lambda: kj.masked_softmax(x, None, jnp.ones((8,))),
+         "ktune.jax: bias has shape (8,); x has (5, 8) (the mask and the bias are of x's shape)"),
+        (lambda: kj.permute_rows(x, m, jnp.ones((4,))), "ktune.jax: probs has shape (4,); x has 5 rows"),
+        (lambda: kj.permute_rows(x, m.reshape(5, 1)),
+         "ktune.jax: row_map has shape (5, 1) and x (5, 8); the map holds one index an output row (1-D) of x's "
+         "rows (x has at least one dim)"),
+        (lambda: kj.unpermute_rows(x, m[:4], 5),
+         "ktune.jax: row_map has 4 entries, n is 5; unpermute_rows takes one entry a row of dout (5) and n >= 0"),
+        (lambda: kj.unpermute_rows(x, m, -1),
+         "ktune.jax: row_map has 5 entries, n is -1; unpermute_rows takes one entry a row of dout (5) and n >= 0"),
+        (lambda: kj.unpermute_rows(x, m, 5, jnp.ones((3,))), "ktune.jax: dprobs has shape (3,); x has 5 rows"),
+    )
+    with calls_of(*KERNELS) as seen:
+        for f, want in bad:
+            try:
+                f()
+            except kj.KtuneError as e:
+                assert str(e) == want and e.status == "KT_ERR_ARGS", (str(e), want)
+            else:
+                raise AssertionError("no error: " + want)
+        assert seen == [], seen
+    (out, p), c = counted(kj.permute_rows, jnp.ones((0, 4)), m[:3], jnp.ones((0,)))
+    assert c == ["permute_rows"], c
+    close(out, jnp.zeros((3, 4)), 0)
+    close(p, jnp.zeros(3), 0)
+    z = jnp.array([[0.5, 0.0, 2.0, 0.0]])
+    want = kj.masked_softmax(z, z != 0)
+    for mask in (z, (z * 512).astype(jnp.int32), (z * 2).astype(jnp.int8)):
+        close(kj.masked_softmax(z, mask), want, 0)
 
 
 def wrong_dtype():
@@ -534,6 +582,8 @@ def main():
     check("programs per example split the rows evenly; without partial rows, a quarter of the rows", parts)
     check("gather, scatter, softmax under vmap: one call, entries outside stay outside", indexed)
     check("vmap over no example: empty results of an example's shape, nothing launched", no_examples)
+    check("arrays of other sizes than the call's refused by name; a gather from no rows; masks of any dtype",
+          refused_shapes)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
     check("a call settled while tracing: made-up addresses, dtypes and scalars; no GPU, the plain entry",
           shape_args)

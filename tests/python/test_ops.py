@@ -559,6 +559,58 @@ def odd_norm_arguments_raise_in_the_packages_words():
                 raise AssertionError("no error for %s" % list(kw))
 
 
+@test
+def odd_index_and_softmax_arguments_raise_in_the_packages_words():
+    """masked_softmax's mask and bias, permute_rows's map and probs,
+    unpermute_rows's map, dprobs and n that do not match the call raise
+    (before anything reads past them), naming them, eager and under
+    autograd, with nothing launched; a gather from x of no rows gives
+    zeros (not what the allocator held); a mask of any dtype keeps what is
+    nonzero."""
+    rt = ktune.runtime(0)
+    x = torch.randn(5, 8, device="cuda")
+    m = torch.arange(5, device="cuda", dtype=torch.int32)
+    cases = [
+        (lambda x: ops.masked_softmax(x, torch.ones(5, 4, dtype=torch.bool, device="cuda")),
+         "ktune.ops: mask has shape (5, 4) on cuda:0; x has (5, 8) (the mask and the bias are of x's shape) on cuda:0"),
+        (lambda x: ops.masked_softmax(x, None, torch.ones(8, device="cuda")),
+         "ktune.ops: bias has shape (8,) on cuda:0; x has (5, 8) (the mask and the bias are of x's shape) on cuda:0"),
+        (lambda x: ops.masked_softmax(x, None, torch.ones(5, 8)),
+         "ktune.ops: bias has shape (5, 8) on cpu; x has (5, 8) (the mask and the bias are of x's shape) on cuda:0"),
+        (lambda x: ops.permute_rows(x, m, torch.ones(4, device="cuda")),
+         "ktune.ops: probs has shape (4,) on cuda:0; x has 5 rows on cuda:0"),
+        (lambda x: ops.permute_rows(x, m.reshape(5, 1)),
+         "ktune.ops: row_map has shape (5, 1) on cuda:0 and x (5, 8) on cuda:0; the map holds one index an output "
+         "row (1-D) of x's rows (x has at least one dim)"),
+        (lambda x: ops.permute_rows(x, m.cpu()),
+         "ktune.ops: row_map has shape (5,) on cpu and x (5, 8) on cuda:0; the map holds one index an output "
+         "row (1-D) of x's rows (x has at least one dim)"),
+        (lambda x: ops.unpermute_rows(x, m[:4], 5),
+         "ktune.ops: row_map has 4 entries, n is 5; unpermute_rows takes one entry a row of dout (5) and n >= 0"),
+        (lambda x: ops.unpermute_rows(x, m, -1),
+         "ktune.ops: row_map has 5 entries, n is -1; unpermute_rows takes one entry a row of dout (5) and n >= 0"),
+        (lambda x: ops.unpermute_rows(x, m, 5, torch.ones(3, device="cuda")),
+         "ktune.ops: dprobs has shape (3,) on cuda:0; x has 5 rows on cuda:0"),
+    ]
+    n = rt.stats()["launches"]
+    for f, want in cases:
+        for grad in (False, True):
+            try:
+                f(x.detach().requires_grad_(grad))
+            except ktune.KtuneError as e:
+                assert str(e) == want and e.status == "KT_ERR_ARGS", (str(e), want)
+            else:
+                raise AssertionError("no error: " + want)
+    assert rt.stats()["launches"] == n, rt.stats()["launches"] - n
+    _poison()
+    out, p = ops.permute_rows(torch.randn(0, 4, device="cuda"), m[:3], torch.ones(0, device="cuda"))
+    assert torch.equal(out, torch.zeros(3, 4, device="cuda")) and torch.equal(p, torch.zeros(3, device="cuda")), out
+    z = torch.tensor([[0.5, 0.0, 2.0, 0.0]], device="cuda")
+    want = ops.masked_softmax(z, z != 0)
+    for mask in (z, (z * 512).int(), (z * 2).to(torch.int8)):
+        assert torch.equal(ops.masked_softmax(z, mask), want), mask
+
+
 def _poison():
     """Frees a block of NaNs for the caching allocator to hand out next:
     outputs that a kernel leaves unwritten then show."""

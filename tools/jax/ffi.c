@@ -137,27 +137,40 @@ static kt_dtype next_null(const XLA_FFI_ByteSpan *nulls, size_t *pos) {
 
 static kt_arg buffer_arg(const XLA_FFI_Buffer *b) { return kt_arg_ptr((uint64_t)(uintptr_t)b->data, dtype_of(b->dtype)); }
 
+/* The elements XLA's buffer holds: the product of its dims. */
+static int64_t elements(const XLA_FFI_Buffer *b) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < b->rank; d++) n *= b->dims[d];
+  return n;
+}
+
 static kt_arg scalar_arg(kt_arg_kind kind, double v) {
   return kind == KT_ARG_F32 ? kt_arg_f32((float)v) : kind == KT_ARG_I64 ? kt_arg_i64((int64_t)v) : kt_arg_i32((int32_t)v);
 }
 
-/* The frame's buffers and attributes as k's args; NULL, or why not. */
-static const char *build_args(kt_kernel *k, const XLA_FFI_CallFrame *f, const attrs *at, kt_arg *args) {
+/* The frame's buffers and attributes as k's args, and the elements each
+** param's buffer holds in have (-1 for a null pointer or a scalar); NULL,
+** or why not. */
+static const char *build_args(kt_kernel *k, const XLA_FFI_CallFrame *f, const attrs *at, kt_arg *args,
+                              int64_t *have) {
   int np = kt_kernel_nparams(k), ni = 0, no = 0, ns = 0;
   size_t npos = 0;
   if ((int)at->layout->len != np) return "the layout does not have one letter per param";
   for (int i = 0; i < np; i++) {
     kt_param_info p;
     kt_kernel_param(k, i, &p);
+    have[i] = -1;
     switch (at->layout->ptr[i]) {
     case 'i':
       if (ni >= f->args.size) return "fewer inputs than the layout names";
+      have[i] = elements(f->args.args[ni]);
       args[i] = buffer_arg(f->args.args[ni++]);
       break;
     case 'a': /* the result is the buffer launched on; its input only fills it */
     case 'o':
       if (at->layout->ptr[i] == 'a' && ni++ >= f->args.size) return "fewer inputs than the layout names";
       if (no >= f->rets.size) return "fewer results than the layout names";
+      have[i] = elements(f->rets.rets[no]);
       args[i] = buffer_arg(f->rets.rets[no++]);
       break;
     case 'n':
@@ -173,15 +186,40 @@ static const char *build_args(kt_kernel *k, const XLA_FFI_CallFrame *f, const at
   return ni == f->args.size && no == f->rets.size ? NULL : "more buffers than the layout names";
 }
 
+/* The first fields of every extension, whose type jaxlib's headers name
+** XLA_FFI_Extension_Base (older) or XLA_FFI_InternalExtension (newer). */
+typedef struct ext_head {
+  size_t struct_size;
+  XLA_FFI_Extension_Type type;
+} ext_head;
+
 /* XLA asks a handler for its API version and traits first. */
 static int metadata(XLA_FFI_CallFrame *f, XLA_FFI_Handler_Traits traits) {
-  XLA_FFI_InternalExtension *e = f->extension_start;
+  const ext_head *e = (const void *)f->extension_start;
   if (!e || e->type != XLA_FFI_Extension_Metadata) return 0;
   XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)e)->metadata;
   m->api_version.major_version = XLA_FFI_API_MAJOR;
   m->api_version.minor_version = XLA_FFI_API_MINOR;
   m->traits = traits;
   return 1;
+}
+
+/* An error where a buffer holds fewer elements than its param's extent at
+** the call's sizes (the kernel indexes by those sizes, not by XLA's shapes,
+** so it would read or write past the buffer); NULL where none does. */
+static XLA_FFI_Error *too_short(const XLA_FFI_Api *api, const entry *e, const kt_arg *args, const int64_t *have) {
+  int np = kt_kernel_nparams(e->k);
+  int64_t want[64];
+  kt_status st = kt_kernel_extents(e->k, args, np, want);
+  if (st) return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "ktune: %s: %s", kt_status_name(st), kt_errmsg(e->rt));
+  for (int i = 0; i < np; i++) {
+    kt_param_info p;
+    if (have[i] < 0 || have[i] >= want[i] || kt_kernel_param(e->k, i, &p)) continue;
+    return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                "ktune: KT_ERR_ARGS: %s: %s holds %lld elements; the call's sizes reach %lld (%s)", e->name, p.name,
+                (long long)have[i], (long long)want[i], p.extent);
+  }
+  return NULL;
 }
 
 static XLA_FFI_Error *call(XLA_FFI_CallFrame *f, XLA_FFI_Handler_Traits traits) {
@@ -199,8 +237,10 @@ static XLA_FFI_Error *call(XLA_FFI_CallFrame *f, XLA_FFI_Handler_Traits traits) 
     return fail(api, XLA_FFI_Error_Code_FAILED_PRECONDITION, "ktune: kernel %.*s is not registered for device %d",
                 (int)at.kernel->len, at.kernel->ptr, d.device_ordinal);
   kt_arg args[64];
-  const char *why = kt_kernel_nparams(e->k) > 64 ? "too many params" : build_args(e->k, f, &at, args);
+  int64_t have[64];
+  const char *why = kt_kernel_nparams(e->k) > 64 ? "too many params" : build_args(e->k, f, &at, args, have);
   if (why) return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "ktune: %s: %s", e->name, why);
+  if ((err = too_short(api, e, args, have))) return err;
   kt_status st = kt_launch(e->k, (kt_stream)s.stream, args, kt_kernel_nparams(e->k));
   if (st)
     return fail(api, st == KT_ERR_NOMEM ? XLA_FFI_Error_Code_RESOURCE_EXHAUSTED : XLA_FFI_Error_Code_INVALID_ARGUMENT,

@@ -49,6 +49,14 @@ def _dt(dtype):
     return got
 
 
+def _fits(a, n, what, whose):
+    """Refuse a that is not None and does not hold n elements: the kernels
+    index by the call's sizes, so a shorter array would be read past its
+    end. whose: what n counts ("x has (3, 8)")."""
+    if a is not None and a.size != n:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: %s has shape %s; %s" % (what, tuple(a.shape), whose))
+
+
 def _jax_lib():
     """libktune_jax.so: $KTUNE_JAX_LIB, else beside the libktune.so loaded."""
     global _jl
@@ -318,7 +326,12 @@ def _no_elements(x):
 
 
 def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
+    if x.ndim == 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; a norm is over its last dim")
     D = x.shape[-1]
+    for a, what in ((w, "weight"), (b, "bias")):
+        _fits(a, D, what, "the rows have %d elements" % D)
+    _fits(res, x.size, "residual", "x has %s" % (tuple(x.shape),))
     if _no_elements(x):
         none = jnp.zeros((0,), jnp.float32)
         return (jnp.zeros(x.shape, x.dtype), jnp.zeros(x.shape, x.dtype) if store else None,
@@ -517,16 +530,20 @@ def rms_norm_(x, weight, eps=1e-6):
     """RMSNorm written over x's buffer (input_output_aliases; donate x to
     jit for XLA to reuse it): one application, also on the call that
     tunes. Not differentiable."""
+    if x.ndim == 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; a norm is over its last dim")
+    D = x.shape[-1]
+    _fits(weight, D, "weight", "the rows have %d elements" % D)
     if _no_elements(x):
         return x
-    D = x.shape[-1]
     td = _dt(x.dtype)
     st = (float(eps), td, _dt(weight.dtype) if weight is not None else td)
     return _op(_inplace_launch, _INPLACE_FOLD, 1, st)(x.reshape(-1, D), weight)[0].reshape(x.shape)
 
 
 def _rows(x):
-    return x.reshape(x.shape[0], -1), (int(np.prod(x.shape[1:])) if x.ndim > 1 else 1)
+    D = int(np.prod(x.shape[1:]))  # 1 for rows of one element; also where x has no row
+    return x.reshape(x.shape[0], D), D
 
 
 def _index_fold(n, batch, st, batched, a):
@@ -549,7 +566,17 @@ def _gather_launch(batch, st, x2, row_map, probs):
                                         ("o", 1) if probs is not None else ("n", "f32"), M, N, D], outs))
 
 
+def _index_args(x, row_map, per_row, what):
+    """Refuse a row map that is not one index an output row, or per-row
+    floats (probs) that are not one an input row of x."""
+    if x.ndim == 0 or row_map.ndim != 1:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: row_map has shape %s and x %s; the map holds one index an "
+                         "output row (1-D) of x's rows (x has at least one dim)" % (tuple(row_map.shape), tuple(x.shape)))
+    _fits(per_row, x.shape[0], what, "x has %d rows" % x.shape[0])
+
+
 def _gather(x, row_map, probs):
+    _index_args(x, row_map, probs, "probs")
     x2, D = _rows(x)
     r = _op(_gather_launch, _index_fold, 1, (0,))(x2, row_map.astype(jnp.int32), probs)
     return r[0].reshape(r[0].shape[:1] + x.shape[1:]), (r[1] if probs is not None else None)
@@ -565,6 +592,10 @@ def _scatter_launch(batch, st, d2, row_map, dprobs):
 
 
 def _scatter(dout, row_map, n, dprobs):
+    _index_args(dout, row_map, dprobs, "dprobs")
+    if row_map.shape[0] != dout.shape[0] or n < 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: row_map has %d entries, n is %d; unpermute_rows takes one entry "
+                         "a row of dout (%d) and n >= 0" % (row_map.shape[0], n, dout.shape[0]))
     d2, D = _rows(dout)
     r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, row_map.astype(jnp.int32), dprobs)
     return r[0].reshape((n,) + dout.shape[1:]), (r[1] if dprobs is not None else None)
@@ -618,9 +649,15 @@ def _softmax_launch(batch, st, x2, m, bias):
 
 
 def _softmax(x, mask, bias, scale):
+    if x.ndim == 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; masked_softmax is over its last dim")
+    for a, what in ((mask, "mask"), (bias, "bias")):
+        _fits(a, x.size, what, "x has %s (the mask and the bias are of x's shape)" % (tuple(x.shape),))
     if _no_elements(x):
         return jnp.zeros(x.shape, x.dtype)
     L = x.shape[-1]
+    if mask is not None and jnp.dtype(mask.dtype) not in (jnp.dtype(jnp.bool_), jnp.dtype(jnp.uint8), jnp.dtype(jnp.int8)):
+        mask = mask != 0  # a byte an element as the kernel reads it, nonzero kept (0.5 too)
     m = mask.reshape(-1, L).astype(jnp.uint8) if mask is not None else None
     y = _op(_softmax_launch, _ROWS_FOLD, 1, (float(scale), _dt(x.dtype)))(
         x.reshape(-1, L), m, None if bias is None else bias.reshape(-1, L))[0]
@@ -629,7 +666,8 @@ def _softmax(x, mask, bias, scale):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
 def masked_softmax(x, mask=None, bias=None, scale=1.0):
-    """softmax(scale * x + bias) over the last dim; mask == 0 excludes an
+    """softmax(scale * x + bias) over the last dim; mask and bias of x's
+    shape (the same number of elements); mask == 0 (any dtype) excludes an
     element; a fully masked row is all zeros."""
     return _softmax(x, mask, bias, scale)
 

@@ -435,9 +435,38 @@ def _(x, weight, eps):
     return None
 
 
+def _fits(t, n, x, what, whose):
+    """Refuse t that is not None and does not hold n elements on x's
+    device: the kernels index by the call's sizes, so a shorter tensor
+    would be read past its end. whose: what n counts."""
+    if t is not None and (t.numel() != n or t.device != x.device):
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: %s has shape %s on %s; %s on %s"
+                         % (what, tuple(t.shape), t.device, whose, x.device))
+
+
+def _index_args(x, row_map, per_row, what):
+    """Refuse a row map that is not one index an output row on x's device,
+    or per-row floats that are not one an input row of x."""
+    if x.dim() == 0 or row_map.dim() != 1 or row_map.device != x.device:
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: row_map has shape %s on %s and x %s on %s; the map holds one "
+                         "index an output row (1-D) of x's rows (x has at least one dim)"
+                         % (tuple(row_map.shape), row_map.device, tuple(x.shape), x.device))
+    _fits(per_row, x.shape[0], x, what, "x has %d rows" % x.shape[0])
+
+
+def _row_elems(x):
+    """The elements of one row of x (dim 0 the rows), also where x has
+    none."""
+    D = 1
+    for d in x.shape[1:]:
+        D *= d
+    return D
+
+
 # Token permutation: out[j] = x[row_map[j]], probs_out[j] = probs[row_map[j]].
 def _permute_impl(x, row_map, probs):
-    N, D = x.shape[0], x[0].numel() if x.shape[0] else 0
+    _index_args(x, row_map, probs, "probs")
+    N, D = x.shape[0], _row_elems(x)
     M = row_map.shape[0]
     out = x.new_empty((M,) + tuple(x.shape[1:]))
     pout = probs.new_empty(M) if probs is not None else None
@@ -461,7 +490,11 @@ def _(x, row_map, probs):
 @torch.library.custom_op("ktune::unpermute_rows", mutates_args=())
 def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tensor | None,
                n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    M, D = dout.shape[0], dout[0].numel() if dout.shape[0] else 0
+    _index_args(dout, row_map, dprobs_out, "dprobs")
+    if row_map.shape[0] != dout.shape[0] or n < 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: row_map has %d entries, n is %d; unpermute_rows takes one entry "
+                         "a row of dout (%d) and n >= 0" % (row_map.shape[0], n, dout.shape[0]))
+    M, D = dout.shape[0], _row_elems(dout)
     din = dout.new_zeros((n,) + tuple(dout.shape[1:]))
     dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
     _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), row_map.to(torch.int32).contiguous(),
@@ -509,6 +542,10 @@ def unpermute_rows(dout, row_map, n, dprobs=None):
 
 # softmax(scale * x + bias) over the last dim, mask == 0 excluded.
 def _softmax_impl(x, mask, bias, scale):
+    if x.dim() == 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: x is a scalar; masked_softmax is over its last dim")
+    for t, what in ((mask, "mask"), (bias, "bias")):
+        _fits(t, x.numel(), x, what, "x has %s (the mask and the bias are of x's shape)" % (tuple(x.shape),))
     if x.numel() == 0:  # no rows, or rows of no element: nothing to launch
         return torch.empty(x.shape, device=x.device, dtype=x.dtype)
     L = x.shape[-1]
@@ -516,6 +553,8 @@ def _softmax_impl(x, mask, bias, scale):
     if not x2.is_contiguous():
         x2 = x2.contiguous()
     y = torch.empty_like(x2)
+    if mask is not None and mask.dtype not in (torch.bool, torch.uint8, torch.int8):
+        mask = mask != 0  # one byte an element, as the kernel reads it
     m = mask.reshape(-1, L).contiguous().view(torch.uint8) if mask is not None else None
     b = bias.reshape(-1, L).contiguous() if bias is not None else null(x.dtype)
     _k(x, "masked_softmax").launch([y, x2, m, b, x2.shape[0], L, scale])
@@ -548,8 +587,9 @@ _softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
 
 
 def masked_softmax(x, mask=None, bias=None, scale=1.0):
-    """softmax(scale * x + bias) over the last dim; mask (bool or uint8, same
-    shape) == 0 excludes an element; a fully masked row is all zeros."""
+    """softmax(scale * x + bias) over the last dim; mask and bias of x's
+    shape (the same number of elements); mask == 0 (any dtype) excludes an
+    element; a fully masked row is all zeros."""
     if _fast(x, bias):
         return _softmax_impl(x, mask, bias, scale)
     return _softmax(x, mask, bias, scale)
