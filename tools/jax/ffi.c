@@ -186,11 +186,12 @@ static const char *build_args(kt_kernel *k, const XLA_FFI_CallFrame *f, const at
   return ni == f->args.size && no == f->rets.size ? NULL : "more buffers than the layout names";
 }
 
-/* The first fields of every extension, whose type jaxlib's headers name
-** XLA_FFI_Extension_Base (older) or XLA_FFI_InternalExtension (newer). */
+/* The first fields of every extension, whose struct (and the type field's
+** enum) jaxlib's headers name differently from one version to the next
+** (XLA_FFI_Extension_Base, XLA_FFI_InternalExtension): a C enum is an int. */
 typedef struct ext_head {
   size_t struct_size;
-  XLA_FFI_Extension_Type type;
+  int type;
 } ext_head;
 
 /* XLA asks a handler for its API version and traits first. */
