@@ -489,8 +489,8 @@ def no_examples():
 def refused_shapes():
     """An array shorter or longer than the call's sizes make its param (the
     kernels index by those sizes) is refused while JAX traces, by name,
-    before any call; a gather from no rows gives zeros; a mask of any
-    dtype keeps what is nonzero."""
+    before any call; a gather from no rows and a scatter of none give
+    zeros, launching nothing; a mask of any dtype keeps what is nonzero."""
     x, w = jnp.ones((5, 8)), jnp.ones((8,))
     m = jnp.arange(5, dtype=jnp.int32)
     bad = (
@@ -523,9 +523,13 @@ def refused_shapes():
                 raise AssertionError("no error: " + want)
         assert seen == [], seen
     (out, p), c = counted(kj.permute_rows, jnp.ones((0, 4)), m[:3], jnp.ones((0,)))
-    assert c == ["permute_rows"], c
+    assert c == [], c  # nothing to gather
     close(out, jnp.zeros((3, 4)), 0)
     close(p, jnp.zeros(3), 0)
+    (din, dp), c = counted(lambda d, m, p: kj.unpermute_rows(d, m, 3, p), jnp.ones((0, 4)), m[:0], jnp.ones((0,)))
+    assert c == [], c  # nothing to scatter
+    close(din, jnp.zeros((3, 4)), 0)
+    close(dp, jnp.zeros(3), 0)
     z = jnp.array([[0.5, 0.0, 2.0, 0.0]])
     want = kj.masked_softmax(z, z != 0)
     for mask in (z, (z * 512).astype(jnp.int32), (z * 2).astype(jnp.int8)):

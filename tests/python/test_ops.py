@@ -564,9 +564,9 @@ def odd_index_and_softmax_arguments_raise_in_the_packages_words():
     """masked_softmax's mask and bias, permute_rows's map and probs,
     unpermute_rows's map, dprobs and n that do not match the call raise
     (before anything reads past them), naming them, eager and under
-    autograd, with nothing launched; a gather from x of no rows gives
-    zeros (not what the allocator held); a mask of any dtype keeps what is
-    nonzero."""
+    autograd, with nothing launched; a gather from x of no rows and a
+    scatter of none give zeros (not what the allocator held), launching
+    nothing; a mask of any dtype keeps what is nonzero."""
     rt = ktune.runtime(0)
     x = torch.randn(5, 8, device="cuda")
     m = torch.arange(5, device="cuda", dtype=torch.int32)
@@ -605,6 +605,9 @@ def odd_index_and_softmax_arguments_raise_in_the_packages_words():
     _poison()
     out, p = ops.permute_rows(torch.randn(0, 4, device="cuda"), m[:3], torch.ones(0, device="cuda"))
     assert torch.equal(out, torch.zeros(3, 4, device="cuda")) and torch.equal(p, torch.zeros(3, device="cuda")), out
+    din, dp = ops.unpermute_rows(torch.randn(0, 4, device="cuda"), m[:0], 3, torch.ones(0, device="cuda"))
+    assert torch.equal(din, torch.zeros(3, 4, device="cuda")) and torch.equal(dp, torch.zeros(3, device="cuda")), din
+    assert rt.stats()["launches"] == n, rt.stats()["launches"] - n  # nothing to gather or scatter
     z = torch.tensor([[0.5, 0.0, 2.0, 0.0]], device="cuda")
     want = ops.masked_softmax(z, z != 0)
     for mask in (z, (z * 512).int(), (z * 2).to(torch.int8)):

@@ -577,6 +577,9 @@ def _index_args(x, row_map, per_row, what):
 
 def _gather(x, row_map, probs):
     _index_args(x, row_map, probs, "probs")
+    if x.shape[0] == 0:  # every entry outside [0, N): zero rows (no launch: empty probs, a null address, read as absent)
+        M = row_map.shape[0]
+        return jnp.zeros((M,) + x.shape[1:], x.dtype), (jnp.zeros((M,), jnp.float32) if probs is not None else None)
     x2, D = _rows(x)
     r = _op(_gather_launch, _index_fold, 1, (0,))(x2, row_map.astype(jnp.int32), probs)
     return r[0].reshape(r[0].shape[:1] + x.shape[1:]), (r[1] if probs is not None else None)
@@ -596,6 +599,8 @@ def _scatter(dout, row_map, n, dprobs):
     if row_map.shape[0] != dout.shape[0] or n < 0:
         raise KtuneError("KT_ERR_ARGS", "ktune.jax: row_map has %d entries, n is %d; unpermute_rows takes one entry "
                          "a row of dout (%d) and n >= 0" % (row_map.shape[0], n, dout.shape[0]))
+    if dout.shape[0] == 0:  # nothing scattered: zeros (no launch: empty dprobs, a null address, read as absent)
+        return jnp.zeros((n,) + dout.shape[1:], dout.dtype), (jnp.zeros((n,), jnp.float32) if dprobs is not None else None)
     d2, D = _rows(dout)
     r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, row_map.astype(jnp.int32), dprobs)
     return r[0].reshape((n,) + dout.shape[1:]), (r[1] if dprobs is not None else None)
