@@ -498,6 +498,8 @@ def refused_shapes():
         (lambda: kj.layer_norm(x, w, jnp.ones((2, 8))), "ktune.jax: bias has shape (2, 8); the rows have 8 elements"),
         (lambda: kj.rms_norm(x, w, residual=jnp.ones((2, 8))), "ktune.jax: residual has shape (2, 8); x has (5, 8)"),
         (lambda: kj.rms_norm(jnp.ones(())), "ktune.jax: x is a scalar; a norm is over its last dim"),
+        (lambda: kj.layer_norm(x, groups=3), "ktune.jax: groups=3 does not split the rows' 8 elements into equal parts"),
+        (lambda: kj.layer_norm(x, groups=0), "ktune.jax: groups=0 does not split the rows' 8 elements into equal parts"),
         (lambda: kj.rms_norm_(x, jnp.ones((9,))), "ktune.jax: weight has shape (9,); the rows have 8 elements"),
         (lambda: kj.masked_softmax(x, jnp.ones((5, 4), bool)),
          "ktune.jax: mask has shape (5, 4); x has (5, 8) (the mask and the bias are of x's shape)"),

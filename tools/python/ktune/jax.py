@@ -329,6 +329,9 @@ def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
     if x.ndim == 0:
         raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; a norm is over its last dim")
     D = x.shape[-1]
+    if groups < 1 or D % groups:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: groups=%d does not split the rows' %d elements into equal parts"
+                         % (groups, D))
     for a, what in ((w, "weight"), (b, "bias")):
         _fits(a, D, what, "the rows have %d elements" % D)
     _fits(res, x.size, "residual", "x has %s" % (tuple(x.shape),))
