@@ -49,6 +49,13 @@ def _dt(dtype):
     return got
 
 
+def _last_dim(x, op):
+    """x's last dim, over which op works; a scalar has none."""
+    if x.ndim == 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; %s is over its last dim" % op)
+    return x.shape[-1]
+
+
 def _fits(a, n, what, whose):
     """Refuse a that is not None and does not hold n elements: the kernels
     index by the call's sizes, so a shorter array would be read past its
@@ -326,9 +333,7 @@ def _no_elements(x):
 
 
 def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
-    if x.ndim == 0:
-        raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; a norm is over its last dim")
-    D = x.shape[-1]
+    D = _last_dim(x, "a norm")
     if groups < 1 or D % groups:
         raise KtuneError("KT_ERR_ARGS", "ktune.jax: groups=%d does not split the rows' %d elements into equal parts"
                          % (groups, D))
@@ -533,9 +538,7 @@ def rms_norm_(x, weight, eps=1e-6):
     """RMSNorm written over x's buffer (input_output_aliases; donate x to
     jit for XLA to reuse it): one application, also on the call that
     tunes. Not differentiable."""
-    if x.ndim == 0:
-        raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; a norm is over its last dim")
-    D = x.shape[-1]
+    D = _last_dim(x, "a norm")
     _fits(weight, D, "weight", "the rows have %d elements" % D)
     if _no_elements(x):
         return x
@@ -574,13 +577,16 @@ def _index_args(x, row_map, per_row, what):
     floats (probs) that are not one an input row of x."""
     if x.ndim == 0 or row_map.ndim != 1:
         raise KtuneError("KT_ERR_ARGS", "ktune.jax: row_map has shape %s and x %s; the map holds one index an "
-                         "output row (1-D) of x's rows (x has at least one dim)" % (tuple(row_map.shape), tuple(x.shape)))
+                         "output row (1-D) of x's rows (x has at least one dim)"
+                         % (tuple(row_map.shape), tuple(x.shape)))
     _fits(per_row, x.shape[0], what, "x has %d rows" % x.shape[0])
 
 
 def _gather(x, row_map, probs):
     _index_args(x, row_map, probs, "probs")
-    if x.shape[0] == 0:  # every entry outside [0, N): zero rows (no launch: empty probs, a null address, read as absent)
+    if x.shape[0] == 0:
+        # Every entry is outside [0, N): zero rows. No launch, as empty
+        # probs have a null address, which the spec reads as no probs.
         M = row_map.shape[0]
         return jnp.zeros((M,) + x.shape[1:], x.dtype), (jnp.zeros((M,), jnp.float32) if probs is not None else None)
     x2, D = _rows(x)
@@ -602,8 +608,9 @@ def _scatter(dout, row_map, n, dprobs):
     if row_map.shape[0] != dout.shape[0] or n < 0:
         raise KtuneError("KT_ERR_ARGS", "ktune.jax: row_map has %d entries, n is %d; unpermute_rows takes one entry "
                          "a row of dout (%d) and n >= 0" % (row_map.shape[0], n, dout.shape[0]))
-    if dout.shape[0] == 0:  # nothing scattered: zeros (no launch: empty dprobs, a null address, read as absent)
-        return jnp.zeros((n,) + dout.shape[1:], dout.dtype), (jnp.zeros((n,), jnp.float32) if dprobs is not None else None)
+    if dout.shape[0] == 0:  # nothing scattered: zeros, without a launch (as for a gather from no rows)
+        dp = jnp.zeros((n,), jnp.float32) if dprobs is not None else None
+        return jnp.zeros((n,) + dout.shape[1:], dout.dtype), dp
     d2, D = _rows(dout)
     r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, row_map.astype(jnp.int32), dprobs)
     return r[0].reshape((n,) + dout.shape[1:]), (r[1] if dprobs is not None else None)
@@ -656,15 +663,16 @@ def _softmax_launch(batch, st, x2, m, bias):
                                      scale], [jax.ShapeDtypeStruct(x2.shape, x2.dtype)])[0],)
 
 
+_MASK_BYTES = tuple(jnp.dtype(t) for t in (jnp.bool_, jnp.uint8, jnp.int8))  # masks cast to u8 as they are
+
+
 def _softmax(x, mask, bias, scale):
-    if x.ndim == 0:
-        raise KtuneError("KT_ERR_ARGS", "ktune.jax: x is a scalar; masked_softmax is over its last dim")
+    L = _last_dim(x, "masked_softmax")
     for a, what in ((mask, "mask"), (bias, "bias")):
         _fits(a, x.size, what, "x has %s (the mask and the bias are of x's shape)" % (tuple(x.shape),))
     if _no_elements(x):
         return jnp.zeros(x.shape, x.dtype)
-    L = x.shape[-1]
-    if mask is not None and jnp.dtype(mask.dtype) not in (jnp.dtype(jnp.bool_), jnp.dtype(jnp.uint8), jnp.dtype(jnp.int8)):
+    if mask is not None and jnp.dtype(mask.dtype) not in _MASK_BYTES:
         mask = mask != 0  # a byte an element as the kernel reads it, nonzero kept (0.5 too)
     m = mask.reshape(-1, L).astype(jnp.uint8) if mask is not None else None
     y = _op(_softmax_launch, _ROWS_FOLD, 1, (float(scale), _dt(x.dtype)))(

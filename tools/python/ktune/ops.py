@@ -468,7 +468,9 @@ def _permute_impl(x, row_map, probs):
     _index_args(x, row_map, probs, "probs")
     N, D = x.shape[0], _row_elems(x)
     M = row_map.shape[0]
-    if N == 0:  # every entry outside [0, N): zero rows (no launch: empty probs, a null address, read as absent)
+    if N == 0:
+        # Every entry is outside [0, N): zero rows. No launch, as empty
+        # probs have a null address, which the spec reads as no probs.
         return x.new_zeros((M,) + tuple(x.shape[1:])), (probs.new_zeros(M) if probs is not None else None)
     out = x.new_empty((M,) + tuple(x.shape[1:]))
     pout = probs.new_empty(M) if probs is not None else None
@@ -499,7 +501,7 @@ def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tens
     M, D = dout.shape[0], _row_elems(dout)
     din = dout.new_zeros((n,) + tuple(dout.shape[1:]))
     dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
-    if M == 0:  # nothing scattered: zeros (no launch: empty dprobs, a null address, read as absent)
+    if M == 0:  # nothing scattered: zeros, without a launch (as for a gather from no rows)
         return din, dpr
     _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), row_map.to(torch.int32).contiguous(),
                                                  dprobs_out.contiguous() if dprobs_out is not None else None,
