@@ -539,7 +539,8 @@ def batches_of_no_rows():
 @test
 def odd_norm_arguments_raise_in_the_packages_words():
     """A weight, a bias or a residual that does not match the rows raises
-    (before anything reads past them), naming it, on both paths."""
+    (before anything reads past them), naming it, on both paths; so does
+    rms_norm_'s weight."""
     x = torch.randn(8, 256, device="cuda")
     cases = [(dict(weight=torch.rand(255, device="cuda")), "ktune.ops: weight has 255 elements on cuda:0; "
               "the rows have 256 on cuda:0"),
@@ -557,6 +558,13 @@ def odd_norm_arguments_raise_in_the_packages_words():
                 assert str(e).endswith(want), (str(e), want)
             else:
                 raise AssertionError("no error for %s" % list(kw))
+    # in place: the weight is checked as well (it was read past its end)
+    try:
+        ops.rms_norm_(x, torch.rand(255, device="cuda"), 1e-6)
+    except ktune.KtuneError as e:
+        assert str(e) == "ktune.ops: weight has 255 elements on cuda:0; the rows have 256 on cuda:0", str(e)
+    else:
+        raise AssertionError("no error for rms_norm_'s weight")
 
 
 @test

@@ -422,6 +422,7 @@ def rms_norm_(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> None:
     D = x.shape[-1]
     if not x.is_contiguous():
         raise KtuneError("KT_ERR_ARGS", "rms_norm_: x must be contiguous")
+    weight = _vec(weight, x, D, "weight")
     if x.numel() == 0:
         return
     T = x.numel() // D
