@@ -48,17 +48,23 @@ typedef struct entry {
 static entry table[MAX_DEV][MAX_KERNELS];
 static atomic_int nentries[MAX_DEV];
 
-/* Make kernel k of runtime rt the one calls on device use. 0, or -1 when
-** the device or the table is out of range. Not thread-safe: register from
-** one thread. */
+/* Make kernel k of runtime rt the one calls of its name on device use: a
+** kernel of that name registered before (of a runtime since closed, say)
+** is replaced. 0, or -1 when the device or the table is out of range. Not
+** thread-safe: register from one thread, while no call of the name runs. */
 __attribute__((visibility("default"))) int ktune_jax_register(int device, kt_runtime *rt, kt_kernel *k) {
   if (device < 0 || device >= MAX_DEV || !rt || !k) return -1;
   int n = atomic_load(&nentries[device]);
+  const char *name = kt_kernel_name(k);
   for (int i = 0; i < n; i++)
-    if (table[device][i].k == k) return 0;
+    if (!strcmp(table[device][i].name, name)) {
+      table[device][i].k = k;
+      table[device][i].rt = rt;
+      return 0;
+    }
   if (n == MAX_KERNELS) return -1;
   entry *e = &table[device][n];
-  snprintf(e->name, sizeof e->name, "%s", kt_kernel_name(k));
+  snprintf(e->name, sizeof e->name, "%s", name);
   e->k = k;
   e->rt = rt;
   atomic_store(&nentries[device], n + 1);
