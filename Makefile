@@ -83,6 +83,11 @@ $(B)/asan/obj/%.o: %.c | deps $(B)/include/ktune.h
 	@mkdir -p $(dir $@)
 	$(CC) $(REAL_CFLAGS) $(SAN) $(call inc,$<) -c $< -o $@
 
+# The XLA handler's offline test includes tools/jax/ffi.c, which needs
+# jaxlib's C API header: where jax imports (JAX_INC, below) it is built with
+# it, elsewhere it skips.
+$(B)/obj/tests/t_jaxffi.o $(B)/asan/obj/tests/t_jaxffi.o: REAL_CFLAGS += $(if $(JAX_INC),-DKT_JAX_FFI -I$(JAX_INC))
+
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
 $(B)/include/ktune.h: runtime/ktune.h

@@ -6,7 +6,8 @@
 
 extern const kt_test t_expr_tests[], t_spec_tests[], t_compile_tests[], t_launch_tests[],
     t_cli_tests[], t_store_tests[], t_tune_tests[], t_trust_tests[], t_fault_tests[], t_fuzz_tests[],
-    t_convention_tests[], t_coord_tests[], t_record_tests[], t_jax_tests[], t_fastcall_tests[];
+    t_convention_tests[], t_coord_tests[], t_record_tests[], t_jax_tests[], t_jaxffi_tests[],
+    t_fastcall_tests[];
 
 int exit_while_compiling(int warm);
 
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
   const kt_test *const suites[] = {t_expr_tests,     t_spec_tests,      t_launch_tests,   t_compile_tests,
                                    t_store_tests,    t_trust_tests,     t_fault_tests,    t_fuzz_tests,
                                    t_tune_tests,     t_coord_tests,     t_record_tests,   t_jax_tests,
-                                   t_fastcall_tests, t_cli_tests,       t_convention_tests, NULL};
+                                   t_jaxffi_tests,   t_fastcall_tests,  t_cli_tests,      t_convention_tests,
+                                   NULL};
   return t_run(suites, argc > 1 ? argv[1] : getenv("KT_TEST_FILTER"));
 }
