@@ -490,7 +490,8 @@ def refused_shapes():
     """An array shorter or longer than the call's sizes make its param (the
     kernels index by those sizes) is refused while JAX traces, by name,
     before any call; a gather from no rows and a scatter of none give
-    zeros, launching nothing; a mask of any dtype keeps what is nonzero."""
+    zeros, launching nothing; map entries of 64 bits outside the rows stay
+    outside; a mask of any dtype keeps what is nonzero."""
     x, w = jnp.ones((5, 8)), jnp.ones((8,))
     m = jnp.arange(5, dtype=jnp.int32)
     bad = (
@@ -534,6 +535,13 @@ def refused_shapes():
     assert c == [], c  # nothing to scatter
     close(din, jnp.zeros((3, 4)), 0)
     close(dp, jnp.zeros(3), 0)
+    # map entries of 64 bits outside [0, N) stay outside: a cast alone
+    # wrapped 2**32 + 1 to 1
+    m64 = jnp.array([2 ** 32 + 1, 1, -2 ** 32 + 2, 4], jnp.int64)
+    out, _ = kj.permute_rows(x, m64)
+    close(out, jnp.stack([jnp.zeros(8), x[1], jnp.zeros(8), x[4]]), 0)
+    back, _ = kj.unpermute_rows(x[:4], m64, 5)
+    close(back, jnp.stack([jnp.zeros(8), x[1], jnp.zeros(8), jnp.zeros(8), x[3]]), 0)
     z = jnp.array([[0.5, 0.0, 2.0, 0.0]])
     want = kj.masked_softmax(z, z != 0)
     for mask in (z, (z * 512).astype(jnp.int32), (z * 2).astype(jnp.int8)):

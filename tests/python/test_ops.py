@@ -574,7 +574,8 @@ def odd_index_and_softmax_arguments_raise_in_the_packages_words():
     (before anything reads past them), naming them, eager and under
     autograd, with nothing launched; a gather from x of no rows and a
     scatter of none give zeros (not what the allocator held), launching
-    nothing; a mask of any dtype keeps what is nonzero."""
+    nothing; map entries of 64 bits outside the rows stay outside; a mask
+    of any dtype keeps what is nonzero."""
     rt = ktune.runtime(0)
     x = torch.randn(5, 8, device="cuda")
     m = torch.arange(5, device="cuda", dtype=torch.int32)
@@ -616,6 +617,13 @@ def odd_index_and_softmax_arguments_raise_in_the_packages_words():
     din, dp = ops.unpermute_rows(torch.randn(0, 4, device="cuda"), m[:0], 3, torch.ones(0, device="cuda"))
     assert torch.equal(din, torch.zeros(3, 4, device="cuda")) and torch.equal(dp, torch.zeros(3, device="cuda")), din
     assert rt.stats()["launches"] == n, rt.stats()["launches"] - n  # nothing to gather or scatter
+    # map entries of 64 bits outside the rows stay outside (a cast alone wrapped 2**32 + 1 to 1)
+    m64 = torch.tensor([2 ** 32 + 1, 1, -2 ** 32 + 2, 4], device="cuda")
+    zero = torch.zeros(8, device="cuda")
+    out, _ = ops.permute_rows(x, m64)
+    assert torch.equal(out, torch.stack([zero, x[1], zero, x[4]])), out
+    back, _ = ops.unpermute_rows(x[:4], m64, 5)
+    assert torch.equal(back, torch.stack([zero, x[1], zero, zero, x[3]])), back
     z = torch.tensor([[0.5, 0.0, 2.0, 0.0]], device="cuda")
     want = ops.masked_softmax(z, z != 0)
     for mask in (z, (z * 512).int(), (z * 2).to(torch.int8)):

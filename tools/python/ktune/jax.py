@@ -582,6 +582,14 @@ def _index_args(x, row_map, per_row, what):
     _fits(per_row, x.shape[0], what, "x has %d rows" % x.shape[0])
 
 
+def _map32(row_map, n):
+    """A row map as the kernels read it, int32, its entries outside [0, n)
+    made -1 first: a cast alone would wrap 2**32 + 5 to 5, a row inside."""
+    if jnp.dtype(row_map.dtype) == jnp.dtype(jnp.int32):
+        return row_map
+    return jnp.where((row_map >= 0) & (row_map < n), row_map, -1).astype(jnp.int32)
+
+
 def _gather(x, row_map, probs):
     _index_args(x, row_map, probs, "probs")
     if x.shape[0] == 0:
@@ -590,7 +598,7 @@ def _gather(x, row_map, probs):
         M = row_map.shape[0]
         return jnp.zeros((M,) + x.shape[1:], x.dtype), (jnp.zeros((M,), jnp.float32) if probs is not None else None)
     x2, D = _rows(x)
-    r = _op(_gather_launch, _index_fold, 1, (0,))(x2, row_map.astype(jnp.int32), probs)
+    r = _op(_gather_launch, _index_fold, 1, (0,))(x2, _map32(row_map, x.shape[0]), probs)
     return r[0].reshape(r[0].shape[:1] + x.shape[1:]), (r[1] if probs is not None else None)
 
 
@@ -612,7 +620,7 @@ def _scatter(dout, row_map, n, dprobs):
         dp = jnp.zeros((n,), jnp.float32) if dprobs is not None else None
         return jnp.zeros((n,) + dout.shape[1:], dout.dtype), dp
     d2, D = _rows(dout)
-    r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, row_map.astype(jnp.int32), dprobs)
+    r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, _map32(row_map, n), dprobs)
     return r[0].reshape((n,) + dout.shape[1:]), (r[1] if dprobs is not None else None)
 
 

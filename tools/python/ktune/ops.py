@@ -464,6 +464,15 @@ def _row_elems(x):
     return D
 
 
+def _map32(m, n):
+    """A row map as the kernels read it, contiguous int32, its entries
+    outside [0, n) made -1 first: a cast alone would wrap 2**32 + 5 to 5, a
+    row inside."""
+    if m.dtype == torch.int32:
+        return m if m.is_contiguous() else m.contiguous()
+    return torch.where((m >= 0) & (m < n), m, -1).to(torch.int32).contiguous()
+
+
 # Token permutation: out[j] = x[row_map[j]], probs_out[j] = probs[row_map[j]].
 def _permute_impl(x, row_map, probs):
     _index_args(x, row_map, probs, "probs")
@@ -475,7 +484,7 @@ def _permute_impl(x, row_map, probs):
         return x.new_zeros((M,) + tuple(x.shape[1:])), (probs.new_zeros(M) if probs is not None else None)
     out = x.new_empty((M,) + tuple(x.shape[1:]))
     pout = probs.new_empty(M) if probs is not None else None
-    rm = row_map if row_map.dtype == torch.int32 and row_map.is_contiguous() else row_map.to(torch.int32).contiguous()
+    rm = _map32(row_map, N)
     _k(x, "permute_rows").launch([out, x if x.is_contiguous() else x.contiguous(), rm, probs, pout, M, N, D])
     return out, pout
 
@@ -504,7 +513,7 @@ def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tens
     dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
     if M == 0:  # nothing scattered: zeros, without a launch (as for a gather from no rows)
         return din, dpr
-    _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), row_map.to(torch.int32).contiguous(),
+    _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), _map32(row_map, n),
                                                  dprobs_out.contiguous() if dprobs_out is not None else None,
                                                  dpr if dprobs_out is not None else None, M, n, D])
     return din, dpr
