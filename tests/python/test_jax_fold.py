@@ -491,7 +491,8 @@ def refused_shapes():
     kernels index by those sizes) is refused while JAX traces, by name,
     before any call; a gather from no rows and a scatter of none give
     zeros, launching nothing; map entries of 64 bits outside the rows stay
-    outside; a mask of any dtype keeps what is nonzero."""
+    outside; a residual of x's elements in another shape gets its gradient
+    in its shape; a mask of any dtype keeps what is nonzero."""
     x, w = jnp.ones((5, 8)), jnp.ones((8,))
     m = jnp.arange(5, dtype=jnp.int32)
     bad = (
@@ -542,6 +543,15 @@ def refused_shapes():
     close(out, jnp.stack([jnp.zeros(8), x[1], jnp.zeros(8), x[4]]), 0)
     back, _ = kj.unpermute_rows(x[:4], m64, 5)
     close(back, jnp.stack([jnp.zeros(8), x[1], jnp.zeros(8), jnp.zeros(8), x[3]]), 0)
+    # a residual of x's elements in another shape: its gradient in its own
+    # shape (it came in x's, which JAX refuses)
+    r, g = jnp.arange(40.0) / 40, jnp.cos(jnp.arange(40.0)).reshape(5, 8)
+    got = jax.jit(jax.grad(lambda x, r: jnp.sum(kj.rms_norm(x, residual=r) * g), argnums=(0, 1)))(x + w, r)
+    want = jax.grad(lambda x, r: jnp.sum(ref_norm(x + r.reshape(5, 8), None, None, 1e-6, 1) * g), argnums=(0, 1))(
+        x + w, r)
+    assert got[1].shape == (40,), got[1].shape
+    close(got[0], want[0], 1e-5)
+    close(got[1], want[1], 1e-5)
     z = jnp.array([[0.5, 0.0, 2.0, 0.0]])
     want = kj.masked_softmax(z, z != 0)
     for mask in (z, (z * 512).astype(jnp.int32), (z * 2).astype(jnp.int8)):

@@ -493,7 +493,10 @@ def _norm_fwd(x, res, w, b, eps, rms, groups, ret_res):
     # Which inputs want a gradient: (x, res, w, b), absent ones never. The
     # bias is kept (without a weight) for db's dtype alone.
     wants = tuple(p is not None and p.perturbed for p in (x, res, w, b))
-    saved = (h if store else xv, wv, bv if wv is None else None, mean, rstd, wants)
+    # The residual's own shape, for its cotangent (x's elements, maybe
+    # laid out otherwise).
+    rshape = None if rv is None else tuple(rv.shape)
+    saved = (h if store else xv, wv, bv if wv is None else None, mean, rstd, wants, rshape)
     return ((y, h) if ret_res else y), saved
 
 
@@ -502,7 +505,7 @@ def _zero(g):
 
 
 def _norm_bwd(eps, rms, groups, ret_res, saved, g):
-    h, w, b, mean, rstd, wants = saved
+    h, w, b, mean, rstd, wants, rshape = saved
     wdt = w.dtype if w is not None else b.dtype if b is not None else None
     dy, dh = g if ret_res else (g, None)
     dh = None if _zero(dh) else dh
@@ -510,7 +513,8 @@ def _norm_bwd(eps, rms, groups, ret_res, saved, g):
         dx, dw, db = dh, None, None
     else:
         dx, dw, db = _bwd_impl(dy, h, w, wdt, wants[2:], mean, rstd, dh, rms, groups)
-    return tuple(d if want else None for d, want in zip((dx, dx, dw, db), wants))
+    dres = dx.reshape(rshape) if wants[1] and dx is not None else None
+    return tuple(d if want else None for d, want in zip((dx, dres, dw, db), wants))
 
 
 _norm.defvjp(_norm_fwd, _norm_bwd, symbolic_zeros=True)
