@@ -558,6 +558,19 @@ def refused_shapes():
         close(kj.masked_softmax(z, mask), want, 0)
 
 
+def no_gpu():
+    """On a JAX without GPUs (this test's), a kernel is refused by name
+    before anything is registered or traced (XLA's own error said only
+    that an attribute was None)."""
+    try:
+        kj._ensure("rmsnorm")
+    except kj.KtuneError as e:
+        assert str(e) == "ktune.jax: JAX has no GPU here (its devices: cpu); ktune's kernels run on CUDA GPUs", str(e)
+        assert e.status == "KT_ERR_NO_DEVICE"
+    else:
+        raise AssertionError("no error")
+
+
 def wrong_dtype():
     """A dtype no bundled kernel takes is refused by name before any call."""
     f64 = kj._DT.pop(jnp.dtype(jnp.float64))
@@ -611,6 +624,7 @@ def main():
     check("arrays of other sizes than the call's refused by name; a gather from no rows; masks of any dtype",
           refused_shapes)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
+    check("no GPU under JAX: ktune's error, by name", no_gpu)
     check("a call settled while tracing: made-up addresses, dtypes and scalars; no GPU, the plain entry",
           shape_args)
     return summary()

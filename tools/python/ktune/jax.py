@@ -101,8 +101,12 @@ def _ensure(name):
     got = _registered.get(name)
     if got:
         return got
+    devs = _devices()
+    if not devs:  # else no kernel would be registered, and XLA's error would not say why
+        raise KtuneError("KT_ERR_NO_DEVICE", "ktune.jax: JAX has no GPU here (its devices: %s); ktune's kernels run "
+                         "on CUDA GPUs" % ", ".join(sorted({d.platform for d in jax.local_devices()})))
     jl = _jax_lib()
-    for dev in _devices():
+    for dev in devs:
         rt = runtime(dev)
         k = rt.kernel(name)
         if jl.ktune_jax_register(dev, rt._h, k._h):
