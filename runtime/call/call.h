@@ -51,6 +51,12 @@ kt_status kt__call_dims(kt__prog *p, const kt__call *c, kt__dims *d);
 ** launches no program (N = 0 where the grid follows N); -1 where none is
 ** 0 or the dims do not evaluate (the launch then says why). */
 int kt__call_empty_grid(kt__prog *p, const kt__call *c);
+/* KT_ERR_INVALID where c (config set) launches no program, so that timing
+** it could tell no config from another: "NAME KEY: nothing to time: the
+** call launches no program (grid[0], cdiv(N, ROWS), is 0 under the default
+** config)", key NULL to leave it out, dflt nonzero where c holds the
+** default config. KT_OK where c launches programs. */
+kt_status kt__call_timeable(kt__prog *p, const kt__call *c, const char *key, int dflt);
 /* Launch c (config set) on stream: fn is its variant's function when the
 ** caller knows it, else NULL to look it up (compiling on first use). When
 ** out is not NULL it receives the dims and function launched (grid[0] 0

@@ -39,6 +39,14 @@ int kt__call_empty_grid(kt__prog *p, const kt__call *c) {
   return -1;
 }
 
+kt_status kt__call_timeable(kt__prog *p, const kt__call *c, const char *key, int dflt) {
+  int dim = kt__call_empty_grid(p, c);
+  if (dim < 0) return KT_OK;
+  return kt__err(p->env->id, KT_ERR_INVALID,
+                 "%s%s%s: nothing to time: the call launches no program (grid[%d], %s, is 0%s)", p->spec->name,
+                 key ? " " : "", key ? key : "", dim, p->spec->grid[dim].text, dflt ? " under the default config" : "");
+}
+
 kt_status kt__call_launch(kt__prog *p, const kt__call *c, void *fn, kt_stream stream, const kt_arg *args,
                           kt__dims *out) {
   kt__env *env = p->env;

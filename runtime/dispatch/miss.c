@@ -289,19 +289,15 @@ static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt_
 ** of it is timed at other sizes (tune_at). */
 static int launches_nothing(kt_kernel *k, const kt__call *c, const int64_t *key, const kt__report *rep,
                             const int64_t *fallback, int64_t *cfg, kt_status *st) {
-  const kt__spec *s = k->p.spec;
-  int dim = kt__call_empty_grid(&k->p, c);
-  if (dim < 0 || (rep && rep->pub.timed_at)) return 0;
+  if (kt__call_empty_grid(&k->p, c) < 0 || (rep && rep->pub.timed_at)) return 0;
   *st = KT_OK;
   if (!rep) {
-    memcpy(cfg, fallback, (size_t)s->ncfields * sizeof *cfg);
+    memcpy(cfg, fallback, (size_t)k->p.spec->ncfields * sizeof *cfg);
     return 1;
   }
   char json[KT_KEY_JSON_MAX];
   kt__key_json(&k->p.keydef, key, json, sizeof json);
-  *st = kt__err(k->rt->env.id, KT_ERR_INVALID,
-                "%s %s: nothing to time: the call launches no program (grid[%d], %s, is 0 under the default config)",
-                s->name, json, dim, s->grid[dim].text);
+  *st = kt__call_timeable(&k->p, c, json, 1);
   return 1;
 }
 

@@ -19,10 +19,7 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
   if (!st && !config) st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL);
   if (!st && !k->rt->env.have_device)
     st = kt__err(k->rt->env.id, KT_ERR_NO_DEVICE, "%s: this runtime was opened without a device", k->p.spec->name);
-  int empty = st ? -1 : kt__call_empty_grid(&k->p, &c);
-  if (empty >= 0)
-    st = kt__err(k->rt->env.id, KT_ERR_INVALID, "%s: nothing to time: the call launches no program (grid[%d], %s, is 0)",
-                 k->p.spec->name, empty, k->p.spec->grid[empty].text);
+  if (!st) st = kt__call_timeable(&k->p, &c, NULL, 0);
   kt__benchopts o = {20, 100.0, 2000.0, 5000.0, NULL, NULL, NULL, NULL, 1};
   return st ? st : kt__bench(&k->p, &c, args, &o, median_us, spread_us);
 }

@@ -655,16 +655,11 @@ kt_status kt__tuner_run(kt__tuner *t, kt_stream caller, const int64_t *reference
   t->budget_ms = t->o.budget_s > 0 ? t->o.budget_s * 1000 : strat->default_budget_s * 1000.0;
   t->planned = pending;
   t->ref = t->base;
-  if ((st = kt__call_config(t->p, &t->ref, reference))) return st;
   /* Launches of no program take no time under any config: a winner picked
   ** from them would be noise, stored for every size the key leaves out. */
-  int empty = kt__call_empty_grid(t->p, &t->ref);
-  if (empty >= 0)
-    return kt__err(t->env->id, KT_ERR_INVALID,
-                   "%s %s: nothing to time: the call launches no program (grid[%d], %s, is 0 under the default "
-                   "config)",
-                   s->name, t->key, empty, s->grid[empty].text);
-  if ((st = search(t, strat, caller, reference))) return st;
+  if ((st = kt__call_config(t->p, &t->ref, reference)) || (st = kt__call_timeable(t->p, &t->ref, t->key, 1)) ||
+      (st = search(t, strat, caller, reference)))
+    return st;
   if (t->res.outcome == KT_TUNE_UNSTABLE) {
     memcpy(best, reference, (size_t)s->ncfields * sizeof *best);
     return KT_OK;
