@@ -14,6 +14,8 @@ synchronizes it. A key seen for the first time is tuned on scratch copies
 tuned: the cached or the default config is used and the runtime says so
 once (pre-warm with `ktune tune` or one eager call before capturing).
 """
+import math
+
 import torch
 
 from . import (NORM_ONE_PROGRAM_MAX, KtuneError, _capi, _dtype_code, _torch_codes, norm_bwd_one_program, norm_programs,
@@ -119,10 +121,7 @@ def _aten_plan(dev, T, D, esize, hptr, dyptr, wptr, wsize, has_dw, has_bias):
 def _nrows(t):
     """The rows of t over its last dim: the product of the other dims (also
     where the last is 0, which x.numel() // D cannot say)."""
-    n = 1
-    for d in t.shape[:-1]:
-        n *= d
-    return n
+    return math.prod(t.shape[:-1])
 
 
 def _rows(t, D):
@@ -455,15 +454,6 @@ def _index_args(x, row_map, per_row, what):
     _fits(per_row, x.shape[0], x, what, "x has %d rows" % x.shape[0])
 
 
-def _row_elems(x):
-    """The elements of one row of x (dim 0 the rows), also where x has
-    none."""
-    D = 1
-    for d in x.shape[1:]:
-        D *= d
-    return D
-
-
 def _map32(m, n):
     """A row map as the kernels read it, contiguous int32, its entries
     outside [0, n) made -1 first: a cast alone would wrap 2**32 + 5 to 5, a
@@ -476,7 +466,7 @@ def _map32(m, n):
 # Token permutation: out[j] = x[row_map[j]], probs_out[j] = probs[row_map[j]].
 def _permute_impl(x, row_map, probs):
     _index_args(x, row_map, probs, "probs")
-    N, D = x.shape[0], _row_elems(x)
+    N, D = x.shape[0], math.prod(x.shape[1:])  # also where x has no row
     M = row_map.shape[0]
     if N == 0:
         # Every entry is outside [0, N): zero rows. No launch, as empty
@@ -508,7 +498,7 @@ def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tens
     if row_map.shape[0] != dout.shape[0] or n < 0:
         raise KtuneError("KT_ERR_ARGS", "ktune.ops: row_map has %d entries, n is %d; unpermute_rows takes one entry "
                          "a row of dout (%d) and n >= 0" % (row_map.shape[0], n, dout.shape[0]))
-    M, D = dout.shape[0], _row_elems(dout)
+    M, D = dout.shape[0], math.prod(dout.shape[1:])
     din = dout.new_zeros((n,) + tuple(dout.shape[1:]))
     dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
     if M == 0:  # nothing scattered: zeros, without a launch (as for a gather from no rows)
