@@ -9,7 +9,7 @@ static void vmap_folds_the_batch_into_the_rows(void) {
   char out[8192];
   if (t_sh(out, sizeof out, "python3 -c 'import jax'")) SKIP("jax does not import here");
   int rc = t_sh(out, sizeof out, "JAX_PLATFORMS=cpu python3 tests/python/test_jax_fold.py");
-  ASSERT_LAST_LINE(out, "13 passed, 0 failed, 0 skipped\n");
+  ASSERT_LAST_LINE(out, "14 passed, 0 failed, 0 skipped\n");
   ASSERT_EQ(rc, 0);
 }
 

@@ -245,6 +245,20 @@ def other_calls_go_to_the_python_body():
         assert fc.norm_eager(xx, None, ww, None, 1, 1e-6, True, False) == ("python", "eager")
         assert python_calls[-1] == ("eager", (xx, None, ww, None, 1, 1e-6, True, False))
     assert fc.norm_eager(x, Tensor((3, 256)), w, None, 1, 1e-6, True, True) == ("python", "eager")
+    # x's elements in another shape, D elements as (1, D): their gradients
+    # take their own shapes, which the Python body records
+    for r, ww, b in ((Tensor((2, 2, 256)), w, None), (None, Tensor((1, 256)), None), (None, w, Tensor((1, 256)))):
+        assert fc.norm_eager(x, r, ww, b, 1, 1e-6, False, False) == ("python", "eager")
+        assert fc.norm_forward(Ctx(), x, r, ww, b, 1, 1e-6, False, False) == ("python", "forward")
+    for i, odd in ((2, (1, 256)), (3, (2, 2, 256))):
+        ctx = Ctx()
+        fc.norm_forward(ctx, x, None, w, None, 1, 1e-6, False, False)
+        ctx.kt = ctx.kt[:i] + (odd,) + ctx.kt[i + 1:]
+        assert fc.norm_backward(ctx, Tensor((4, 256)), None) == ("python", "backward")
+    ctx = Ctx()
+    fc.norm_forward(ctx, x, None, w, None, 1, 1e-6, False, False)
+    ctx.saved_tensors = (ctx.saved_tensors[0], Tensor((1, 256))) + ctx.saved_tensors[2:]
+    assert fc.norm_backward(ctx, Tensor((4, 256)), None) == ("python", "backward")
     assert fc.norm_eager(x, None, w, None, 3, 1e-6, True, False) == ("python", "eager")  # 256 % 3
     ctx = Ctx()
     assert fc.norm_forward(ctx, x, None, w, None, 1, 1, True, False) == ("python", "forward")  # an int eps
@@ -253,7 +267,7 @@ def other_calls_go_to_the_python_body():
     fc.norm_forward(ctx, x, None, w, None, 1, 1e-6, True, False)
     assert fc.norm_backward(ctx, None, None) == ("python", "backward")
     assert fc.norm_backward(ctx, Tensor((4, 256), contiguous=False), None) == ("python", "backward")
-    assert python_calls[-1][0] == "backward" and len(python_calls) == 11 and launches and \
+    assert python_calls[-1][0] == "backward" and len(python_calls) == 20 and launches and \
         all(k == 1 for k, _ in launches)
 
 

@@ -531,6 +531,46 @@ def no_rows():
     assert all(after[k] == before[k] for k in ("launches", "misses", "tunings", "async_queued")), (before, after)
 
 
+def other_layouts():
+    """A residual of x's elements in another shape, a weight and bias of D
+    elements as (1, D), probs as (N, 1), dprobs as (M, 1) and a softmax
+    bias flattened: each cotangent in its primal's shape (JAX refuses any
+    other), equal to the gradient of the usual shapes."""
+    D = 64
+    ks = jax.random.split(jax.random.PRNGKey(21), 5)
+    x = jax.random.normal(ks[0], (4, 3, D), jnp.float32)
+    r = jax.random.normal(ks[1], (12, D), jnp.float32)
+    w = 1.0 + 0.25 * jax.random.normal(ks[2], (1, D), jnp.float32)
+    b = jax.random.normal(ks[3], (1, D), jnp.float32)
+    g = jax.random.normal(ks[4], (4, 3, D), jnp.float32)
+
+    def loss(x, r, w, b, shaped):
+        if not shaped:
+            r, w, b = r.reshape(x.shape), w.reshape(D), b.reshape(D)
+        y, h = kj.layer_norm(x, w, b, residual=r, return_residual=True)
+        return jnp.sum(y * g) + jnp.sum(h)
+    got = jax.jit(jax.grad(lambda *a: loss(*a, True), argnums=(0, 1, 2, 3)))(x, r, w, b)
+    want = jax.jit(jax.grad(lambda *a: loss(*a, False), argnums=(0, 1, 2, 3)))(x, r, w, b)
+    for name, a, v, p in zip(("x", "residual", "weight", "bias"), got, want, (x, r, w, b)):
+        assert a.shape == p.shape, (name, a.shape, p.shape)
+        assert err(a, v) < 1e-5, (name, err(a, v))
+    dw = jax.jit(jax.grad(lambda w: jnp.sum(kj.rms_norm(x, w) * g)))(w)
+    assert dw.shape == (1, D), dw.shape
+    s = jax.random.normal(ks[0], (5, 8), jnp.float32)
+    bias = jax.random.normal(ks[1], (40,), jnp.float32)
+    wts = jnp.arange(40.0, dtype=jnp.float32).reshape(5, 8)
+    db = jax.jit(jax.grad(lambda bias: jnp.sum(kj.masked_softmax(s, None, bias, 0.5) * wts)))(bias)
+    db_ref = jax.grad(lambda bb: jnp.sum(jax.nn.softmax(0.5 * s + bb, -1) * wts))(bias.reshape(5, 8))
+    assert db.shape == (40,) and err(db.reshape(5, 8), db_ref) < 1e-5, (db.shape, err(db.reshape(5, 8), db_ref))
+    m = jnp.array([4, 0, 2], jnp.int32)
+    probs = jnp.arange(1.0, 6.0, dtype=jnp.float32).reshape(5, 1)
+    dp = jax.jit(jax.grad(lambda p: jnp.sum(kj.permute_rows(s, m, p)[1] * jnp.array([1.0, 2.0, 3.0]))))(probs)
+    assert dp.shape == (5, 1) and np.asarray(dp).ravel().tolist() == [2.0, 0.0, 3.0, 0.0, 1.0], dp
+    dq = jax.jit(jax.grad(lambda q: jnp.sum(kj.unpermute_rows(s[:3], m, 5, q)[1] * jnp.arange(5.0))))(
+        jnp.ones((3, 1), jnp.float32))
+    assert dq.shape == (3, 1) and np.asarray(dq).ravel().tolist() == [4.0, 0.0, 2.0], dq
+
+
 MAIN_CHECKS = [
     ("norms under jit and grad against float64 (bf16, f16, f32; T 1..4097, D 3..4096)", grid),
     ("grads of some inputs only: frozen weight and bias read, never summed", frozen_grads),
@@ -547,6 +587,7 @@ MAIN_CHECKS = [
     ("masked_softmax under jit and grad against float64", softmax),
     ("a bad call raises with ktune's message", error_message),
     ("a batch of no rows, a vmap over no example: empty outputs, zero dw and db, no launch", no_rows),
+    ("inputs laid out otherwise ((1, D), (N, 1), flattened): cotangents in their shapes", other_layouts),
 ]
 
 

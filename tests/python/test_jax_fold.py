@@ -518,6 +518,9 @@ def refused_shapes():
         (lambda: kj.unpermute_rows(x, m, -1),
          "ktune.jax: row_map has 5 entries, n is -1; unpermute_rows takes one entry a row of dout (5) and n >= 0"),
         (lambda: kj.unpermute_rows(x, m, 5, jnp.ones((3,))), "ktune.jax: dprobs has shape (3,); x has 5 rows"),
+        (lambda: kj.permute_rows(x, m.astype(jnp.float32)), "ktune.jax: row_map has dtype float32; a row map holds "
+         "integers"),
+        (lambda: kj.unpermute_rows(x, m > 2, 5), "ktune.jax: row_map has dtype bool; a row map holds integers"),
     )
     with calls_of(*KERNELS) as seen:
         for f, want in bad:
@@ -556,6 +559,39 @@ def refused_shapes():
     want = kj.masked_softmax(z, z != 0)
     for mask in (z, (z * 512).astype(jnp.int32), (z * 2).astype(jnp.int8)):
         close(kj.masked_softmax(z, mask), want, 0)
+
+
+def other_layouts():
+    """A weight and bias of D elements as (1, D), probs as (N, 1), dprobs
+    as (M, 1) and a softmax bias flattened: the same results as the usual
+    shapes, each cotangent in its primal's shape (JAX refuses any other)."""
+    x = jnp.sin(jnp.arange(40.0)).reshape(5, 8)
+    w, b, g = 1 + jnp.arange(8.0).reshape(1, 8) / 8, jnp.cos(jnp.arange(8.0)).reshape(1, 8), jnp.cos(x * 3)
+
+    def norm_loss(x, w, b):
+        return jnp.sum(kj.layer_norm(x, w, b) * g)
+
+    got = jax.jit(jax.grad(norm_loss, argnums=(0, 1, 2)))(x, w, b)
+    want = jax.grad(lambda x, w, b: jnp.sum(ref_norm(x, w, b, 1e-5, 0) * g), argnums=(0, 1, 2))(x, w[0], b[0])
+    for a, v, p in zip(got, want, (x, w, b)):
+        assert a.shape == p.shape, (a.shape, p.shape)
+        close(a.reshape(v.shape), v, 1e-5)
+    dw = jax.grad(lambda w: jnp.sum(kj.rms_norm(x, w) * g))(w)
+    assert dw.shape == (1, 8), dw.shape
+    close(dw[0], jax.grad(lambda w: jnp.sum(ref_norm(x, w, None, 1e-6, 1) * g))(w[0]), 1e-5)
+    m = jnp.array([4, 0, 2], jnp.int32)
+    one = jnp.ones((5, 1), jnp.float32)
+    dp = jax.grad(lambda p: jnp.sum(kj.permute_rows(x, m, p)[1] * jnp.array([1.0, 2.0, 3.0])))(one)
+    assert dp.shape == (5, 1), dp.shape
+    close(dp[:, 0], jnp.array([2.0, 0.0, 3.0, 0.0, 1.0]), 0)
+    dq = jax.grad(lambda q: jnp.sum(kj.unpermute_rows(x[:3], m, 5, q)[1] * jnp.arange(5.0)))(one[:3])
+    assert dq.shape == (3, 1), dq.shape
+    close(dq[:, 0], jnp.array([4.0, 0.0, 2.0]), 0)
+    bias = jnp.cos(jnp.arange(40.0))
+    db = jax.grad(lambda bb: jnp.sum(kj.masked_softmax(x, None, bb, 0.5) * g))(bias)
+    want = jax.grad(lambda bb: jnp.sum(jax.nn.softmax(0.5 * x + bb, -1) * g))(bias.reshape(5, 8))
+    assert db.shape == (40,), db.shape
+    close(db.reshape(5, 8), want, 1e-6)
 
 
 def no_gpu():
@@ -625,6 +661,7 @@ def main():
           refused_shapes)
     check("a dtype the kernels do not take: ktune's error, by name", wrong_dtype)
     check("no GPU under JAX: ktune's error, by name", no_gpu)
+    check("inputs laid out otherwise ((1, D), (N, 1), flattened): cotangents in their shapes", other_layouts)
     check("a call settled while tracing: made-up addresses, dtypes and scalars; no GPU, the plain entry",
           shape_args)
     return summary()

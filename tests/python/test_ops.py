@@ -549,7 +549,9 @@ def odd_norm_arguments_raise_in_the_packages_words():
              (dict(residual=torch.randn(7, 256, device="cuda")), "ktune.ops: residual has shape (7, 256) on "
               "cuda:0; x has (8, 256) on cuda:0"),
              (dict(weight=torch.rand(256)), "ktune.ops: weight has 256 elements on cpu; the rows have 256 on "
-              "cuda:0")]
+              "cuda:0"),
+             (dict(groups=3), "ktune.ops: groups=3 does not split the rows' 256 elements into equal parts"),
+             (dict(groups=0), "ktune.ops: groups=0 does not split the rows' 256 elements into equal parts")]
     for kw, want in cases:
         for grad in (False, True):
             try:
@@ -565,6 +567,31 @@ def odd_norm_arguments_raise_in_the_packages_words():
         assert str(e) == "ktune.ops: weight has 255 elements on cuda:0; the rows have 256 on cuda:0", str(e)
     else:
         raise AssertionError("no error for rms_norm_'s weight")
+    # a scalar, x in place that is not contiguous; the public backward's
+    # statistics (any tensors may come: the kernels would read past them)
+    h, dy = torch.randn(4, 256, device="cuda"), torch.randn(4, 256, device="cuda")
+    f32 = torch.float32
+    for f, want in ((lambda: ops.layer_norm(torch.ones((), device="cuda")),
+                     "ktune.ops: x is a scalar; a norm is over its last dim"),
+                    (lambda: ops.rms_norm_(x[:, :128], None, 1e-6),
+                     "ktune.ops: rms_norm_ writes x in place, and x of shape (8, 128) is not contiguous"),
+                    (lambda: ops.norm_bwd(dy, h, None, torch.zeros(4, device="cuda"), torch.ones(3, device="cuda"),
+                                          None, 1, False, False),
+                     "ktune.ops: rstd is float32 of shape (3,) on cuda:0; the backward reads 4 float32s on cuda:0 "
+                     "(one a group of a row)"),
+                    (lambda: ops.norm_bwd(dy, h, None, torch.zeros(4, device="cuda", dtype=torch.float16),
+                                          torch.ones(4, device="cuda"), None, 1, False, False),
+                     "ktune.ops: mean is float16 of shape (4,) on cuda:0; the backward reads 4 float32s on cuda:0 "
+                     "(one a group of a row)"),
+                    (lambda: ops.norm_bwd(dy[:2], h, None, torch.empty(0, device="cuda"),
+                                          torch.ones(4, device="cuda", dtype=f32), None, 1, True, False),
+                     "ktune.ops: dy has shape (2, 256) on cuda:0; h has (4, 256) on cuda:0")):
+        try:
+            f()
+        except ktune.KtuneError as e:
+            assert str(e) == want and e.status == "KT_ERR_ARGS", (str(e), want)
+        else:
+            raise AssertionError("no error: " + want)
 
 
 @test
@@ -600,6 +627,8 @@ def odd_index_and_softmax_arguments_raise_in_the_packages_words():
          "ktune.ops: row_map has 5 entries, n is -1; unpermute_rows takes one entry a row of dout (5) and n >= 0"),
         (lambda x: ops.unpermute_rows(x, m, 5, torch.ones(3, device="cuda")),
          "ktune.ops: dprobs has shape (3,) on cuda:0; x has 5 rows on cuda:0"),
+        (lambda x: ops.permute_rows(x, m.float()), "ktune.ops: row_map has dtype float32; a row map holds integers"),
+        (lambda x: ops.unpermute_rows(x, m > 2, 5), "ktune.ops: row_map has dtype bool; a row map holds integers"),
     ]
     n = rt.stats()["launches"]
     for f, want in cases:
@@ -624,10 +653,76 @@ def odd_index_and_softmax_arguments_raise_in_the_packages_words():
     assert torch.equal(out, torch.stack([zero, x[1], zero, x[4]])), out
     back, _ = ops.unpermute_rows(x[:4], m64, 5)
     assert torch.equal(back, torch.stack([zero, x[1], zero, zero, x[3]])), back
+    # probs and dprobs strided: the kernels read floats one after another
+    pp = torch.arange(10.0, device="cuda").view(5, 2)
+    out, p = ops.permute_rows(x, m.flip(0), pp[:, 1])
+    assert torch.equal(p, torch.tensor([9.0, 7.0, 5.0, 3.0, 1.0], device="cuda")), p
+    _, dp = ops.unpermute_rows(x, m.flip(0), 5, pp[:, 1])
+    assert torch.equal(dp, torch.tensor([9.0, 7.0, 5.0, 3.0, 1.0], device="cuda")), dp
     z = torch.tensor([[0.5, 0.0, 2.0, 0.0]], device="cuda")
     want = ops.masked_softmax(z, z != 0)
     for mask in (z, (z * 512).int(), (z * 2).to(torch.int8)):
         assert torch.equal(ops.masked_softmax(z, mask), want), mask
+
+
+@test
+def inputs_laid_out_otherwise_get_gradients_in_their_shapes():
+    """A residual of x's elements in another shape, a weight or bias of D
+    elements as (1, D), probs of one float a row as (N, 1) and a softmax
+    bias of x's elements flattened each get their gradient in their own
+    shape (autograd refused one of x's or D's shape), on the C and Python
+    bodies, and equal to the gradient of the same inputs in the usual
+    shapes; tensors off CUDA are refused by name."""
+    torch.manual_seed(5)
+    D = 64
+    x = torch.randn(4, 3, D, device="cuda")
+    r, w, b = torch.randn(12, D, device="cuda"), torch.rand(1, D, device="cuda") + 0.5, torch.randn(1, D, device="cuda")
+    dy = torch.randn(4, 3, D, device="cuda")
+
+    def grads(shaped, ret_res):
+        ins = [t.detach().clone().requires_grad_(True) for t in (x, r, w, b)]
+        xi, ri, wi, bi = ins if shaped else (ins[0], ins[1].view(x.shape), ins[2].view(D), ins[3].view(D))
+        out = ops.layer_norm(xi, wi, bi, residual=ri, return_residual=ret_res)
+        y = out[0] if ret_res else out
+        ((y * dy).sum() + (out[1].sum() if ret_res else 0)).backward()
+        return [t.grad for t in ins]
+
+    for ret_res in (False, True):
+        got, want = grads(True, ret_res), grads(False, ret_res)
+        for name, g, t, v in zip(("x", "residual", "weight", "bias"), got, (x, r, w, b), want):
+            assert g.shape == t.shape, (name, g.shape, t.shape)
+            close("%s's gradient, return_residual=%s" % (name, ret_res), g, v, 1e-5, 1e-5)
+    wr = (torch.rand(1, D, device="cuda") + 0.5).requires_grad_(True)
+    ops.rms_norm(x, wr).sum().backward()
+    assert wr.grad.shape == (1, D), wr.grad.shape
+    s = torch.randn(5, 8, device="cuda", requires_grad=True)
+    bias = torch.randn(40, device="cuda", requires_grad=True)
+    y = ops.masked_softmax(s, None, bias, 0.5)
+    (y * torch.arange(40.0, device="cuda").view(5, 8)).sum().backward()
+    ref_b = bias.detach().view(5, 8).clone().requires_grad_(True)
+    ref_s = s.detach().clone().requires_grad_(True)
+    (torch.softmax(0.5 * ref_s + ref_b, -1) * torch.arange(40.0, device="cuda").view(5, 8)).sum().backward()
+    assert bias.grad.shape == (40,), bias.grad.shape
+    close("the flattened bias's gradient", bias.grad.view(5, 8), ref_b.grad, 1e-5, 1e-4)
+    close("x's gradient beside it", s.grad, ref_s.grad, 1e-5, 1e-4)
+    xp = torch.randn(5, 8, device="cuda", requires_grad=True)
+    probs = torch.rand(5, 1, device="cuda", requires_grad=True)
+    m = torch.tensor([4, 0, 2], device="cuda", dtype=torch.int32)
+    out, pout = ops.permute_rows(xp, m, probs)
+    (pout * torch.tensor([1.0, 2.0, 3.0], device="cuda")).sum().backward()
+    assert probs.grad.shape == (5, 1) and probs.grad.flatten().tolist() == [2.0, 0.0, 3.0, 0.0, 1.0], probs.grad
+    cpu = torch.randn(4, D)
+    for f, name in ((lambda: ops.rms_norm(cpu), "layernorm_fwd"),
+                    (lambda: ops.layer_norm(cpu.clone().requires_grad_(True)), "layernorm_fwd"),
+                    (lambda: ops.masked_softmax(cpu), "masked_softmax"),
+                    (lambda: ops.permute_rows(cpu, torch.arange(4)), "permute_rows")):
+        try:
+            f()
+        except ktune.KtuneError as e:
+            want = "ktune.ops: %s's tensors are on cpu; ktune's kernels take CUDA tensors" % name
+            assert str(e) == want and e.status == "KT_ERR_ARGS", (str(e), want)
+        else:
+            raise AssertionError("no error for tensors on cpu: " + name)
 
 
 def _poison():

@@ -47,6 +47,7 @@ typedef struct {
   uint64_t ptr;
   int code; /* kt_dtype */
   long long numel, last;
+  Py_ssize_t ndim;
 } tinfo;
 
 /* 1 where t is a contiguous tensor on device dev (dev < 0: any, then
@@ -56,6 +57,7 @@ static int inspect(PyObject *t, long *dev, tinfo *o) {
   PyObject *shape = PyObject_GetAttr(t, s_shape);
   if (!shape) return -1;
   int ok = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0;
+  o->ndim = ok ? PyTuple_GET_SIZE(shape) : 0;
   o->numel = 1;
   o->last = 0;
   for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(shape); i++) {
@@ -159,6 +161,15 @@ static int inspect_opt(PyObject *t, long *dev, tinfo *o, long long numel, long l
   return rc <= 0 ? rc : o->numel == numel && (!last || o->last == last);
 }
 
+/* 1 where a and b have the same shape, 0 where not, -1 with an exception. */
+static int same_shape(PyObject *a, PyObject *b) {
+  PyObject *sa = PyObject_GetAttr(a, s_shape), *sb = sa ? PyObject_GetAttr(b, s_shape) : NULL;
+  int r = sb ? PyObject_RichCompareBool(sa, sb, Py_EQ) : -1;
+  Py_XDECREF(sa);
+  Py_XDECREF(sb);
+  return r;
+}
+
 /* 1 where the call is the common case (see the file's comment). */
 static int fwd_read(PyObject *const *a, fwd_args *f) {
   f->x = a[0], f->res = a[1], f->w = a[2], f->b = a[3];
@@ -177,6 +188,11 @@ static int fwd_read(PyObject *const *a, fwd_args *f) {
   if ((rc = inspect_opt(f->res, &f->dev, &f->ri, f->xi.numel, f->D)) <= 0 ||
       (rc = inspect_opt(f->w, &f->dev, &f->wi, f->D, 0)) <= 0 || (rc = inspect_opt(f->b, &f->dev, &f->bi, f->D, 0)) <= 0)
     return rc;
+  /* A weight or bias of D elements in another shape than one row, or a
+  ** residual of x's elements in another shape than x's, wants its
+  ** gradient in its own shape, which the Python body records. */
+  if ((f->w != Py_None && f->wi.ndim != 1) || (f->b != Py_None && f->bi.ndim != 1)) return 0;
+  if (f->res != Py_None && (rc = same_shape(f->x, f->res)) <= 0) return rc;
   return (f->k = launchers(f->dev)) ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
@@ -285,8 +301,12 @@ static int bwd_read(PyObject *saved, PyObject *kt, PyObject *dy, PyObject *dh, b
   b->groups = PyLong_AsLongLong(PyTuple_GET_ITEM(kt, 0));
   if (b->groups == -1 && PyErr_Occurred()) return -1;
   b->rms = PyTuple_GET_ITEM(kt, 1) == Py_True;
-  b->has_bias = PyTuple_GET_ITEM(kt, 2) == Py_True;
-  b->has_res = PyTuple_GET_ITEM(kt, 3) == Py_True;
+  /* ctx.kt's bias and residual: True (one row; x's shape), False (none),
+  ** or a shape their gradients take, which the Python body gives them. */
+  PyObject *bias = PyTuple_GET_ITEM(kt, 2), *res = PyTuple_GET_ITEM(kt, 3);
+  if ((bias != Py_True && bias != Py_False) || (res != Py_True && res != Py_False)) return 0;
+  b->has_bias = bias == Py_True;
+  b->has_res = res == Py_True;
   b->dy = dy;
   b->dres = PyTuple_GET_ITEM(kt, 4) == Py_True && dh != Py_None ? dh : Py_None;
   b->dev = -1;
@@ -300,6 +320,7 @@ static int bwd_read(PyObject *saved, PyObject *kt, PyObject *dy, PyObject *dh, b
       (rc = inspect_opt(b->mean, &b->dev, &b->mi, stats, 0)) <= 0 || b->rstd == Py_None ||
       (rc = inspect_opt(b->rstd, &b->dev, &b->si, stats, 0)) <= 0)
     return rc;
+  if (b->w != Py_None && b->wi.ndim != 1) return 0; /* dw in the weight's shape: the Python body */
   return (b->k = launchers(b->dev)) ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 

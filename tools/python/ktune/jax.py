@@ -234,6 +234,12 @@ def _call(name, params, outs, aliases=None, graph=None):
              scalars=np.asarray(scalars, dtype=np.float64))
 
 
+def _in_shape(g, shape):
+    """A cotangent in its primal's shape (None: no primal), which holds the
+    same elements, maybe laid out otherwise (probs as (N, 1))."""
+    return None if shape is None or g is None else g.reshape(shape)
+
+
 def _opt(a, dtype):
     return ("i", a) if a is not None else ("n", dtype)
 
@@ -344,6 +350,8 @@ def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
     for a, what in ((w, "weight"), (b, "bias")):
         _fits(a, D, what, "the rows have %d elements" % D)
     _fits(res, x.size, "residual", "x has %s" % (tuple(x.shape),))
+    # D elements in any shape ((1, D) too) are read as one row.
+    w, b = (None if a is None else a.reshape(-1) for a in (w, b))
     if _no_elements(x):
         none = jnp.zeros((0,), jnp.float32)
         return (jnp.zeros(x.shape, x.dtype), jnp.zeros(x.shape, x.dtype) if store else None,
@@ -497,10 +505,11 @@ def _norm_fwd(x, res, w, b, eps, rms, groups, ret_res):
     # Which inputs want a gradient: (x, res, w, b), absent ones never. The
     # bias is kept (without a weight) for db's dtype alone.
     wants = tuple(p is not None and p.perturbed for p in (x, res, w, b))
-    # The residual's own shape, for its cotangent (x's elements, maybe
-    # laid out otherwise).
-    rshape = None if rv is None else tuple(rv.shape)
-    saved = (h if store else xv, wv, bv if wv is None else None, mean, rstd, wants, rshape)
+    # The residual's, weight's and bias's own shapes, for their cotangents
+    # (the elements the kernels read, maybe laid out otherwise: (1, D)).
+    shapes = tuple(None if a is None else tuple(a.shape) for a in (rv, wv, bv))
+    wv, bv = (None if a is None else a.reshape(-1) for a in (wv, bv))
+    saved = (h if store else xv, wv, bv if wv is None else None, mean, rstd, wants, shapes)
     return ((y, h) if ret_res else y), saved
 
 
@@ -509,7 +518,7 @@ def _zero(g):
 
 
 def _norm_bwd(eps, rms, groups, ret_res, saved, g):
-    h, w, b, mean, rstd, wants, rshape = saved
+    h, w, b, mean, rstd, wants, (rshape, wshape, bshape) = saved
     wdt = w.dtype if w is not None else b.dtype if b is not None else None
     dy, dh = g if ret_res else (g, None)
     dh = None if _zero(dh) else dh
@@ -517,8 +526,9 @@ def _norm_bwd(eps, rms, groups, ret_res, saved, g):
         dx, dw, db = dh, None, None
     else:
         dx, dw, db = _bwd_impl(dy, h, w, wdt, wants[2:], mean, rstd, dh, rms, groups)
-    dres = dx.reshape(rshape) if wants[1] and dx is not None else None
-    return tuple(d if want else None for d, want in zip((dx, dres, dw, db), wants))
+    dres = _in_shape(dx, rshape) if wants[1] else None
+    return tuple(d if want else None for d, want in zip((dx, dres, _in_shape(dw, wshape), _in_shape(db, bshape)),
+                                                         wants))
 
 
 _norm.defvjp(_norm_fwd, _norm_bwd, symbolic_zeros=True)
@@ -552,7 +562,8 @@ def rms_norm_(x, weight, eps=1e-6):
         return x
     td = _dt(x.dtype)
     st = (float(eps), td, _dt(weight.dtype) if weight is not None else td)
-    return _op(_inplace_launch, _INPLACE_FOLD, 1, st)(x.reshape(-1, D), weight)[0].reshape(x.shape)
+    w = None if weight is None else weight.reshape(-1)  # D elements in any shape: one row
+    return _op(_inplace_launch, _INPLACE_FOLD, 1, st)(x.reshape(-1, D), w)[0].reshape(x.shape)
 
 
 def _rows(x):
@@ -587,6 +598,10 @@ def _index_args(x, row_map, per_row, what):
         raise KtuneError("KT_ERR_ARGS", "ktune.jax: row_map has shape %s and x %s; the map holds one index an "
                          "output row (1-D) of x's rows (x has at least one dim)"
                          % (tuple(row_map.shape), tuple(x.shape)))
+    if not jnp.issubdtype(row_map.dtype, jnp.integer):
+        # a cast would make 1.7 row 1 and True row 1
+        raise KtuneError("KT_ERR_ARGS", "ktune.jax: row_map has dtype %s; a row map holds integers"
+                         % jnp.dtype(row_map.dtype).name)
     _fits(per_row, x.shape[0], what, "x has %d rows" % x.shape[0])
 
 
@@ -606,6 +621,7 @@ def _gather(x, row_map, probs):
         M = row_map.shape[0]
         return jnp.zeros((M,) + x.shape[1:], x.dtype), (jnp.zeros((M,), jnp.float32) if probs is not None else None)
     x2, D = _rows(x)
+    probs = None if probs is None else probs.reshape(-1)  # one float a row, as the kernel reads them
     r = _op(_gather_launch, _index_fold, 1, (0,))(x2, _map32(row_map, x.shape[0]), probs)
     return r[0].reshape(r[0].shape[:1] + x.shape[1:]), (r[1] if probs is not None else None)
 
@@ -628,6 +644,7 @@ def _scatter(dout, row_map, n, dprobs):
         dp = jnp.zeros((n,), jnp.float32) if dprobs is not None else None
         return jnp.zeros((n,) + dout.shape[1:], dout.dtype), dp
     d2, D = _rows(dout)
+    dprobs = None if dprobs is None else dprobs.reshape(-1)  # one float a row, as the kernel reads them
     r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, _map32(row_map, n), dprobs)
     return r[0].reshape((n,) + dout.shape[1:]), (r[1] if dprobs is not None else None)
 
@@ -640,14 +657,14 @@ def permute_rows(x, row_map, probs=None):
 
 
 def _permute_fwd(x, row_map, probs=None):
-    return _gather(x, row_map, probs), (row_map, x.shape[0], probs is not None)
+    return _gather(x, row_map, probs), (row_map, x.shape[0], None if probs is None else tuple(probs.shape))
 
 
 def _permute_bwd(saved, g):
-    row_map, n, has_probs = saved
+    row_map, n, pshape = saved
     dout, dpout = g
-    dx, dp = _scatter(dout, row_map, n, dpout if has_probs else None)
-    return dx, None, dp
+    dx, dp = _scatter(dout, row_map, n, dpout if pshape is not None else None)
+    return dx, None, _in_shape(dp, pshape)
 
 
 permute_rows.defvjp(_permute_fwd, _permute_bwd)
@@ -660,14 +677,14 @@ def unpermute_rows(dout, row_map, n, dprobs=None):
 
 
 def _unpermute_fwd(dout, row_map, n, dprobs=None):
-    return _scatter(dout, row_map, n, dprobs), (row_map, dprobs is not None)
+    return _scatter(dout, row_map, n, dprobs), (row_map, None if dprobs is None else tuple(dprobs.shape))
 
 
 def _unpermute_bwd(n, saved, g):
-    row_map, has_probs = saved
+    row_map, pshape = saved
     dx, dp = g
-    y, yp = _gather(dx, row_map, dp if has_probs else None)
-    return y, None, yp
+    y, yp = _gather(dx, row_map, dp if pshape is not None else None)
+    return y, None, _in_shape(yp, pshape)
 
 
 unpermute_rows.defvjp(_unpermute_fwd, _unpermute_bwd)
@@ -706,14 +723,14 @@ def masked_softmax(x, mask=None, bias=None, scale=1.0):
 
 def _softmax_fwd(x, mask, bias, scale):
     y = _softmax(x, mask, bias, scale)
-    return y, (y, bias is not None)
+    return y, (y, None if bias is None else tuple(bias.shape))
 
 
 def _softmax_bwd(scale, saved, dy):
-    y, has_bias = saved
+    y, bshape = saved
     yf, df = y.astype(jnp.float32), dy.astype(jnp.float32)
     dz = yf * (df - jnp.sum(df * yf, -1, keepdims=True))
-    return (dz * scale).astype(y.dtype), None, (dz.astype(y.dtype) if has_bias else None)
+    return (dz * scale).astype(y.dtype), None, _in_shape(dz.astype(y.dtype), bshape)
 
 
 masked_softmax.defvjp(_softmax_fwd, _softmax_bwd)

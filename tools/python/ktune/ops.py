@@ -30,12 +30,17 @@ _devices = {}  # device index -> (SMs, whether it runs clusters: sm_90 and later
 
 def _k(t, name):
     """The kernel for t's device, from a dict: no lock on the common path."""
-    return _kd(t.get_device(), name)
+    return _kd(t.get_device(), name, t)
 
 
-def _kd(dev, name):
+def _kd(dev, name, t=None):
     k = _kernels.get((dev, name))
     if k is None:
+        if dev < 0:
+            # get_device() is -1 off CUDA: runtime(-1) would say "device -1
+            # requested", which names neither the tensor's place nor the op.
+            raise KtuneError("KT_ERR_ARGS", "ktune.ops: %s's tensors are on %s; ktune's kernels take CUDA tensors"
+                             % (name, t.device if t is not None else "no CUDA device"))
         k = _kernels[(dev, name)] = runtime(dev).kernel(name)
     return k
 
@@ -156,8 +161,21 @@ def _vec(t, x, D, what):
     return t if t.is_contiguous() else t.contiguous()
 
 
-def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, stats):
+def _norm_dims(x, groups):
+    """x's last dim, which groups must split into equal parts: refused
+    by name before any launch (a kernel would find no config, or divide
+    by 0)."""
+    if x.dim() == 0:
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: x is a scalar; a norm is over its last dim")
     D = x.shape[-1]
+    if groups < 1 or D % groups:
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: groups=%d does not split the rows' %d elements into equal parts"
+                         % (groups, D))
+    return D
+
+
+def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, stats):
+    D = _norm_dims(x, groups)
     weight, bias = _vec(weight, x, D, "weight"), _vec(bias, x, D, "bias")
     if residual is not None and (residual.numel() != x.numel() or residual.device != x.device):
         raise KtuneError("KT_ERR_ARGS", "ktune.ops: residual has shape %s on %s; x has %s on %s"
@@ -187,10 +205,25 @@ def _norm_fwd_impl(x, residual, weight, bias, groups, eps, rms, store_residual, 
     return y.view(x.shape), (h.view(x.shape) if h is not None else None), mean, rstd
 
 
+def _stats(t, n, h, what):
+    """A forward's mean or rstd as the backward reads it: n float32s on h's
+    device, contiguous (norm_bwd is public: any tensors may come)."""
+    if t is None or t.numel() != n or t.dtype != torch.float32 or t.device != h.device:
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: %s is %s; the backward reads %d float32s on %s (one a group of "
+                         "a row)" % (what, "None" if t is None else "%s of shape %s on %s"
+                                     % (str(t.dtype).replace("torch.", ""), tuple(t.shape), t.device), n, h.device))
+    return t if t.is_contiguous() else t.contiguous()
+
+
 def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias, has_dw=True):
-    D = h.shape[-1]
+    D = _norm_dims(h, groups)
     dev = h.device
     weight = _vec(weight, h, D, "weight")
+    for t, what in ((dy, "dy"), (dresidual, "dresidual")):
+        _fits(t, h.numel(), h, what, "h has %s" % (tuple(h.shape),))
+    T = _nrows(h)
+    mean = None if rms else _stats(mean, T * groups, h, "mean")
+    rstd = _stats(rstd, T * groups, h, "rstd")
     wd = weight.dtype if weight is not None else h.dtype
     # A weight whose gradient is not asked for is read for dx, no dw summed.
     dw = torch.empty(D, device=dev, dtype=wd) if weight is not None and has_dw else None
@@ -262,27 +295,41 @@ def _norm_setup(ctx, inputs, output):
     y, h, mean, rstd = output
     # The backward reads the normalised input: h when it was stored, else x.
     ctx.save_for_backward(h if store_residual else x, weight, mean, rstd)
-    # (groups, rms, has_bias, has_residual, store): ktune._fastcall's
-    # backward reads the same tuple.
-    ctx.kt = (groups, bool(rms), bias is not None, residual is not None, bool(store_residual))
+    # (groups, rms, bias, residual, store): ktune._fastcall's backward
+    # reads the same tuple. bias and residual: False (none), True (one row
+    # of D; x's shape), or their own shape (the same elements laid out
+    # otherwise, (1, D) say), which their gradients must take
+    # (ktune._fastcall leaves that case to the Python body).
+    b = bias is not None and (bias.dim() == 1 or tuple(bias.shape))
+    res = residual is not None and (residual.shape == x.shape or tuple(residual.shape))
+    ctx.kt = (groups, bool(rms), b, res, bool(store_residual))
+
+
+def _as_input(g, shape):
+    """A gradient g in the shape of the input it is for: shape as ctx.kt's
+    residual entry or a saved shape says (True: g's own; False: no input)."""
+    if shape is False or g is None:
+        return None
+    return g if shape is True or g.shape == shape else g.reshape(shape)
 
 
 def _norm_grads(ctx, dy, dh):
     h, weight, mean, rstd = ctx.saved_tensors
-    groups, rms, has_bias, has_residual, store = ctx.kt
+    groups, rms, bias_shape, res_shape, store = ctx.kt
     # h also went on to the next layer: its gradient joins dx.
     dres = dh if store and dh is not None and dh.numel() else None
     if dy is None:
         # Only h went on (_NormFn does not materialise a zero dy): x's
         # gradient is h's, and the weight and bias have none.
-        return (dres, dres if has_residual else None, None, None)
+        return (dres, _as_input(dres, res_shape), None, None)
     # Only the sums autograd asks for (a frozen weight or bias: none); a ctx
     # that does not say gets every sum.
     need = getattr(ctx, "needs_input_grad", None) or (True,) * 4
-    has_dw, has_db = weight is not None and need[2], has_bias and need[3]
+    has_dw, has_db = weight is not None and bool(need[2]), bias_shape is not False and bool(need[3])
     bwd = norm_bwd if torch.compiler.is_compiling() else _norm_bwd_impl
     dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, groups, rms, has_db, has_dw)
-    return (dx, dx if has_residual else None, dw if has_dw else None, db if has_db else None)
+    return (dx, _as_input(dx, res_shape), _as_input(dw, has_dw and tuple(weight.shape)),
+            _as_input(db, has_db and bias_shape))
 
 
 def _norm_backward(ctx, dy, dh, dmean, drstd):
@@ -418,9 +465,10 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, residual=None, return_residu
 def rms_norm_(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> None:
     """In place: x = rms_norm(x). The kernel may run in place, so the call
     passes x as input and output; tuning (on a new key) works on scratch."""
-    D = x.shape[-1]
+    D = _norm_dims(x, 1)
     if not x.is_contiguous():
-        raise KtuneError("KT_ERR_ARGS", "rms_norm_: x must be contiguous")
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: rms_norm_ writes x in place, and x of shape %s is not contiguous"
+                         % (tuple(x.shape),))
     weight = _vec(weight, x, D, "weight")
     if x.numel() == 0:
         return
@@ -451,6 +499,10 @@ def _index_args(x, row_map, per_row, what):
         raise KtuneError("KT_ERR_ARGS", "ktune.ops: row_map has shape %s on %s and x %s on %s; the map holds one "
                          "index an output row (1-D) of x's rows (x has at least one dim)"
                          % (tuple(row_map.shape), row_map.device, tuple(x.shape), x.device))
+    if row_map.dtype.is_floating_point or row_map.dtype.is_complex or row_map.dtype == torch.bool:
+        # a cast would make 1.7 row 1 and True row 1
+        raise KtuneError("KT_ERR_ARGS", "ktune.ops: row_map has dtype %s; a row map holds integers"
+                         % str(row_map.dtype).replace("torch.", ""))
     _fits(per_row, x.shape[0], x, what, "x has %d rows" % x.shape[0])
 
 
@@ -475,7 +527,9 @@ def _permute_impl(x, row_map, probs):
     out = x.new_empty((M,) + tuple(x.shape[1:]))
     pout = probs.new_empty(M) if probs is not None else None
     rm = _map32(row_map, N)
-    _k(x, "permute_rows").launch([out, x if x.is_contiguous() else x.contiguous(), rm, probs, pout, M, N, D])
+    # the kernel reads N floats one after another: a strided probs copied
+    pr = probs.reshape(-1).contiguous() if probs is not None else None
+    _k(x, "permute_rows").launch([out, x if x.is_contiguous() else x.contiguous(), rm, pr, pout, M, N, D])
     return out, pout
 
 
@@ -503,9 +557,9 @@ def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tens
     dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
     if M == 0:  # nothing scattered: zeros, without a launch (as for a gather from no rows)
         return din, dpr
-    _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), _map32(row_map, n),
-                                                 dprobs_out.contiguous() if dprobs_out is not None else None,
-                                                 dpr if dprobs_out is not None else None, M, n, D])
+    dp = dprobs_out.reshape(-1).contiguous() if dprobs_out is not None else None  # floats one after another
+    _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), _map32(row_map, n), dp,
+                                         dpr if dp is not None else None, M, n, D])
     return din, dpr
 
 
@@ -518,14 +572,15 @@ def _(dout, row_map, dprobs_out, n):
 def _permute_setup(ctx, inputs, output):
     x, row_map, probs = inputs
     ctx.save_for_backward(row_map)
-    ctx.n, ctx.has_probs = x.shape[0], probs is not None
+    # probs' own shape (one float a row of x, maybe as (N, 1)): its gradient's
+    ctx.n, ctx.probs_shape = x.shape[0], (False if probs is None else tuple(probs.shape))
 
 
 def _permute_backward(ctx, dout, dpout):
     (row_map,) = ctx.saved_tensors
-    dpo = dpout if ctx.has_probs else None
-    din, dpr = _unpermute(dout, row_map, dpo, ctx.n)
-    return din, None, dpr if ctx.has_probs else None
+    has_probs = ctx.probs_shape is not False
+    din, dpr = _unpermute(dout, row_map, dpout if has_probs else None, ctx.n)
+    return din, None, _as_input(dpr, ctx.probs_shape)
 
 
 _permute.register_autograd(_permute_backward, setup_context=_permute_setup)
@@ -579,14 +634,15 @@ def _(x, mask, bias, scale):
 
 def _softmax_setup(ctx, inputs, output):
     ctx.save_for_backward(output)
-    ctx.scale, ctx.has_bias = inputs[3], inputs[2] is not None
+    # the bias's own shape (x's elements, maybe laid out otherwise): its gradient's
+    ctx.scale, ctx.bias_shape = inputs[3], (False if inputs[2] is None else tuple(inputs[2].shape))
 
 
 def _softmax_backward(ctx, dy):
     (y,) = ctx.saved_tensors
     yf, df = y.float(), dy.float()
     dz = yf * (df - (df * yf).sum(-1, keepdim=True))
-    return (dz * ctx.scale).to(y.dtype), None, dz.to(y.dtype) if ctx.has_bias else None, None
+    return (dz * ctx.scale).to(y.dtype), None, _as_input(dz.to(y.dtype), ctx.bias_shape), None
 
 
 _softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
