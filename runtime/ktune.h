@@ -348,7 +348,7 @@ typedef struct kt_options {
   int device;             /* CUDA device ordinal; default 0 */
   int no_device;          /* nonzero: never load the CUDA driver (compile and
                              cache work only; arch must then be given) */
-  const char *arch;       /* "sm_90" or "sm_90a"; NULL: from the device.
+  const char *arch;       /* "sm_90", "sm_90a" or "sm_100f"; NULL: the device's.
                              Copied. One older than the NVRTC found
                              compiles for, or between the archs it lists,
                              fails kt_runtime_open (KT_ERR_INVALID); one

@@ -44,7 +44,7 @@ static void usage_errors(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --frob x.json", bin()), 2);
   ASSERT_CONTAINS(out, "unknown option '--frob'");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", bin()), 1);
-  ASSERT_CONTAINS(out, "arch \"sm9\" is not of the form sm_90");
+  ASSERT_CONTAINS(out, "arch \"sm9\" is not of the form sm_90, sm_90a or sm_100f");
   /* An arch NVRTC does not compile for: one line, not one a variant. */
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_35 kernels_src/rmsnorm.json --cache /nonexistent/x.db", bin()),
             1);

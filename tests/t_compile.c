@@ -479,6 +479,20 @@ static void an_arch_is_read_whole_and_checked(void) {
   ASSERT_STR_EQ(kt_runtime_arch(rt), "sm_90a");
   kt_runtime_close(rt);
 
+  /* sm_100f, code for sm_100's family: cc 100 to the spec (A = 2 asks
+  ** for 90), compiled as NVRTC's own family target. */
+  ASSERT_STATUS(kt__nvrtc_target(NULL, "sm_100f", opt, sizeof opt, err, sizeof err), KT_OK);
+  ASSERT_STR_EQ(opt, "--gpu-architecture=sm_100f");
+  o.arch = "sm_100f";
+  ASSERT_TRUE((rt = t_open(&o)));
+  ASSERT_STATUS(kt_kernel_load(rt, path, &k), KT_OK);
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(kt_kernel_compile_all(k, NULL, on_variant, &s), KT_OK);
+  ASSERT_EQ(s.ok, 2);
+  ASSERT_EQ(s.failed, 0);
+  ASSERT_STR_EQ(kt_runtime_arch(rt), "sm_100f");
+  kt_runtime_close(rt);
+
   /* sm_90 where NVRTC lists nothing past sm_89: PTX files, which the
   ** driver loads as it loads cubins. */
   kt__nvrtc_cap_archs(89);

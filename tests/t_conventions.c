@@ -60,7 +60,7 @@ static void one_exit_code_rule(void) {
   ASSERT_CONTAINS(out, "ktune lint: tests/specs/nope.json: cannot read: No such file or directory\n");
   ASSERT_CONTAINS(out, "0 problems in 1 spec; 1 spec did not load\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", bin()), 1);
-  ASSERT_STR_EQ(out, "ktune compile: arch \"sm9\" is not of the form sm_90\n");
+  ASSERT_STR_EQ(out, "ktune compile: arch \"sm9\" is not of the form sm_90, sm_90a or sm_100f\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/nope.json --shape N=1", bin()), 1);
   ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache /nonexistent/x.db 2>&1 | grep -c 'kt_[a-z_]*: '", bin()), 1);
   ASSERT_STR_EQ(out, "0\n");

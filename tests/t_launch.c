@@ -306,7 +306,11 @@ static void runtime_open_errors(void) {
   o.cuda_home = NULL;
   o.arch = "sm90";
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
-  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: arch \"sm90\" is not of the form sm_90");
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: arch \"sm90\" is not of the form sm_90, sm_90a or sm_100f");
+  kt_runtime_close(rt);
+  o.arch = "sm_100af"; /* one suffix at most */
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: arch \"sm_100af\" is not of the form sm_90, sm_90a or sm_100f");
   kt_runtime_close(rt);
   o.arch = "sm_90a";
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);

@@ -40,8 +40,9 @@ static int parse_arch(const char *arch, int *cc) {
   if (strncmp(arch, "sm_", 3) || strlen(arch) < 5 || strlen(arch) > 7) return -1;
   const char *p = arch + 3;
   for (; *p >= '0' && *p <= '9'; p++) major = major * 10 + (*p - '0');
-  /* "sm_90a": sm_90 with its arch-specific instructions. */
-  if (p < arch + 5 || (*p && (*p != 'a' || p[1]))) return -1;
+  /* "sm_90a": sm_90 with its arch-specific instructions; "sm_100f": code
+  ** for sm_100's family (sm_100 and sm_103), with its family's. */
+  if (p < arch + 5 || (*p && ((*p != 'a' && *p != 'f') || p[1]))) return -1;
   *cc = major;
   return 0;
 }
@@ -160,7 +161,8 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
     return kt__err(rt->env.id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
   if ((st = open_cache(rt, o.cache_readonly))) return st;
   if (o.arch && parse_arch(o.arch, &rt->env.cc))
-    return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90", o.arch);
+    return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90, sm_90a or sm_100f",
+                   o.arch);
   if (o.arch) snprintf(rt->env.arch, sizeof rt->env.arch, "%s", o.arch);
   /* An arch given to compile for, that NVRTC cannot: said once here, not
   ** by every variant. Without NVRTC the cache may still serve it. */
