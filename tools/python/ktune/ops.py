@@ -515,6 +515,14 @@ def _map32(m, n):
     return torch.where((m >= 0) & (m < n), m, -1).to(torch.int32).contiguous()
 
 
+def _floats(t):
+    """Per-row floats (probs) as the kernels read them, one after another:
+    t itself where it already is (the common case costs no new tensor)."""
+    if t is None or (t.dim() == 1 and t.is_contiguous()):
+        return t
+    return t.reshape(-1).contiguous()
+
+
 # Token permutation: out[j] = x[row_map[j]], probs_out[j] = probs[row_map[j]].
 def _permute_impl(x, row_map, probs):
     _index_args(x, row_map, probs, "probs")
@@ -527,9 +535,7 @@ def _permute_impl(x, row_map, probs):
     out = x.new_empty((M,) + tuple(x.shape[1:]))
     pout = probs.new_empty(M) if probs is not None else None
     rm = _map32(row_map, N)
-    # the kernel reads N floats one after another: a strided probs copied
-    pr = probs.reshape(-1).contiguous() if probs is not None else None
-    _k(x, "permute_rows").launch([out, x if x.is_contiguous() else x.contiguous(), rm, pr, pout, M, N, D])
+    _k(x, "permute_rows").launch([out, x if x.is_contiguous() else x.contiguous(), rm, _floats(probs), pout, M, N, D])
     return out, pout
 
 
@@ -557,7 +563,7 @@ def _unpermute(dout: torch.Tensor, row_map: torch.Tensor, dprobs_out: torch.Tens
     dpr = dout.new_zeros(n, dtype=torch.float32) if dprobs_out is not None else dout.new_empty(0, dtype=torch.float32)
     if M == 0:  # nothing scattered: zeros, without a launch (as for a gather from no rows)
         return din, dpr
-    dp = dprobs_out.reshape(-1).contiguous() if dprobs_out is not None else None  # floats one after another
+    dp = _floats(dprobs_out)
     _k(dout, "permute_rows_bwd").launch([din, dout.contiguous(), _map32(row_map, n), dp,
                                          dpr if dp is not None else None, M, n, D])
     return din, dpr
