@@ -87,11 +87,25 @@ def ctypes_bytes(values):
     return bytes(arr)
 
 
+class Index:
+    """An integer as numpy's are (not an int, but with __index__)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+
 def packs_as_ctypes_does():
     want = ctypes_bytes(VALUES)
     got = launcher().pack(VALUES)
     assert got == want, (got.hex(), want.hex())
     assert launcher().pack(tuple(VALUES)) == want
+    # integers with __index__ (numpy's) pack as ints on both paths: the C
+    # path took them as a TypeError once it replaced the ctypes one
+    odd = VALUES[:4] + [Index(-7), Index(-(1 << 40))] + VALUES[6:7] + [Index(1)]
+    assert launcher().pack(odd) == ctypes_bytes(odd) == want
 
 
 def launches_with_the_values_and_stream():
@@ -128,7 +142,8 @@ def a_config_or_a_wrong_count_takes_the_ctypes_path():
 
 def bad_values_raise_before_a_launch():
     calls.clear()
-    cases = [(4, 1 << 31, OverflowError), (4, "7", TypeError), (5, 1 << 63, OverflowError), (6, "x", TypeError),
+    cases = [(4, 1 << 31, OverflowError), (4, "7", TypeError), (4, 1.5, TypeError), (4, Index(1 << 31), OverflowError),
+             (5, 1 << 63, OverflowError), (6, "x", TypeError),
              (0, Tensor(ODD, 16), ktune.KtuneError), (0, object(), AttributeError)]
     for i, v, exc in cases:
         vals = list(VALUES)

@@ -110,12 +110,19 @@ static int pack_ptr(Launcher *self, PyObject *v, kt_arg *a) {
 }
 
 static int pack_int(PyObject *v, kt_arg *a, int kind, int i) {
-  if (!PyLong_Check(v)) {
-    PyErr_Format(PyExc_TypeError, "param %d: an int is required, not %s", i, Py_TYPE(v)->tp_name);
+  /* An int, or what stands for one (numpy's integers, a 0-d integer
+  ** tensor: __index__), as the ctypes path's struct packing takes them. */
+  PyObject *n = PyLong_Check(v) ? Py_NewRef(v) : PyNumber_Index(v);
+  if (!n) {
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError, "param %d: an int is required, not %s", i, Py_TYPE(v)->tp_name);
+    }
     return -1;
   }
   int over = 0;
-  long long x = PyLong_AsLongLongAndOverflow(v, &over);
+  long long x = PyLong_AsLongLongAndOverflow(n, &over);
+  Py_DECREF(n);
   if (x == -1 && PyErr_Occurred()) return -1;
   if (over || (kind == KT_ARG_I32 && (x < INT32_MIN || x > INT32_MAX))) {
     PyErr_Format(PyExc_OverflowError, "param %d: %S does not fit a %s", i, v, kind == KT_ARG_I32 ? "i32" : "i64");
