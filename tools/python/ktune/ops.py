@@ -648,7 +648,8 @@ def _softmax_backward(ctx, dy):
     (y,) = ctx.saved_tensors
     yf, df = y.float(), dy.float()
     dz = yf * (df - (df * yf).sum(-1, keepdim=True))
-    return (dz * ctx.scale).to(y.dtype), None, _as_input(dz.to(y.dtype), ctx.bias_shape), None
+    db = _as_input(dz.to(y.dtype), ctx.bias_shape) if ctx.bias_shape is not False else None
+    return (dz * ctx.scale).to(y.dtype), None, db, None
 
 
 _softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
