@@ -725,6 +725,28 @@ def inputs_laid_out_otherwise_get_gradients_in_their_shapes():
             raise AssertionError("no error for tensors on cpu: " + name)
 
 
+@test
+def a_second_order_gradient_is_refused_not_dropped():
+    """Under create_graph=True the norms' gradients are right and marked:
+    a second backward through them (a gradient penalty) raises, where it
+    silently treated the norm's gradient as a constant; grads taken with
+    create_graph=True and not differentiated again are fine."""
+    torch.manual_seed(9)
+    x = torch.randn(6, 256, device="cuda", requires_grad=True)
+    w = (torch.rand(256, device="cuda") + 0.5).requires_grad_(True)
+    lin = torch.randn(256, 256, device="cuda", requires_grad=True)
+    for norm in (lambda t: ops.layer_norm(t, w), lambda t: ops.rms_norm(t, w)):
+        plain = torch.autograd.grad(norm(x @ lin).square().sum(), x)[0]
+        g = torch.autograd.grad(norm(x @ lin).square().sum(), x, create_graph=True)[0]
+        close("the first-order gradient under create_graph", g.detach(), plain, 1e-5, 1e-5)
+        try:
+            (g.norm() - 1).square().backward()
+        except RuntimeError as e:
+            assert "differentiate twice" in str(e), str(e)
+        else:
+            raise AssertionError("a second backward through the norm ran")
+
+
 def _poison():
     """Frees a block of NaNs for the caching allocator to hand out next:
     outputs that a kernel leaves unwritten then show."""

@@ -17,6 +17,7 @@ once (pre-warm with `ktune tune` or one eager call before capturing).
 import math
 
 import torch
+from torch.autograd.function import once_differentiable as _once_differentiable
 
 from . import (NORM_ONE_PROGRAM_MAX, KtuneError, _capi, _dtype_code, _torch_codes, norm_bwd_one_program, norm_programs,
                null, runtime)
@@ -332,11 +333,32 @@ def _norm_grads(ctx, dy, dh):
             _as_input(db, has_db and bias_shape))
 
 
+def _once(backward):
+    """backward as autograd calls it, never differentiated again. The
+    kernels' gradients are nothing autograd can follow: under
+    create_graph=True (grad mode on in a backward) they came out as
+    constants, so a second-order gradient (a gradient penalty) silently
+    lost the norm's terms. There the gradients are marked as torch's
+    once_differentiable marks them, and a second backward that reaches
+    them raises. The usual backward (grad mode off) runs as it is."""
+    def marked(ctx, *grads):
+        return backward(ctx, *grads[:-1])
+    twice = _once_differentiable(marked)
+
+    def wrapper(ctx, *grads):
+        if not torch.is_grad_enabled():
+            return backward(ctx, *grads)
+        # once_differentiable marks only where an argument requires grad;
+        # the saved x and weight count as well, so one always does.
+        return twice(ctx, *grads, torch.empty(0, requires_grad=True))
+    return wrapper
+
+
 def _norm_backward(ctx, dy, dh, dmean, drstd):
     return _norm_grads(ctx, dy, dh) + (None, None, None, None)
 
 
-norm_fwd.register_autograd(_norm_backward, setup_context=_norm_setup)
+norm_fwd.register_autograd(_once(_norm_backward), setup_context=_norm_setup)
 
 # The norms' per-call bodies: in C (ktune._fastcall's norm_eager,
 # norm_forward and norm_backward) where it was built, which hand any call
@@ -386,7 +408,7 @@ def _backward_py(ctx, dy, dh):
 class _NormFn(torch.autograd.Function):
     """Eager autograd without the operator's dispatch layers."""
     forward = staticmethod(_forward_py)
-    backward = staticmethod(_backward_py)
+    backward = staticmethod(_once(_backward_py))
 
 
 def _bind():
@@ -405,7 +427,7 @@ def _bind():
     class _NormFnC(torch.autograd.Function):
         """_NormFn with ktune._fastcall's bodies."""
         forward = staticmethod(fc.norm_forward)
-        backward = staticmethod(fc.norm_backward)
+        backward = staticmethod(_once(fc.norm_backward))
 
     _fc, _eager, _apply = fc, fc.norm_eager, _NormFnC.apply
 
