@@ -1,5 +1,6 @@
 """GPU tests of the PyTorch integration (tools/python/ktune), run by
 `make gpu-test` when torch imports. Prints "N passed, N failed, N skipped"."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -749,6 +750,35 @@ def a_second_order_gradient_is_refused_not_dropped():
             assert "differentiate twice" in str(e), str(e)
         else:
             raise AssertionError("a second backward through the norm ran")
+
+
+@test
+def meta_and_fake_tensors_get_shapes_and_launch_nothing():
+    """Tensors without data (the meta device; FakeTensorMode, as memory
+    estimators and shape checkers use it outside torch.compile) go through
+    the operators' fake implementations: outputs and gradients of the
+    right shapes, nothing launched (the paths that skip torch's dispatcher
+    read data pointers such tensors do not have)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    rt = ktune.runtime(0)
+    n = rt.stats()["launches"]
+    for dev, mode in (("meta", None), ("cuda", FakeTensorMode())):
+        with mode if mode is not None else contextlib.nullcontext():
+            x = torch.empty(4, 3, 64, device=dev)
+            w, r = torch.empty(64, device=dev), torch.empty(12, 64, device=dev)
+            m = torch.arange(4, device=dev, dtype=torch.int32)
+            assert ops.rms_norm(x, w).shape == (4, 3, 64)
+            y, h = ops.layer_norm(x, w, w, residual=r, return_residual=True)
+            assert y.shape == h.shape == (4, 3, 64)
+            assert ops.masked_softmax(x, x > 0, None, 0.5).shape == (4, 3, 64)
+            out, p = ops.permute_rows(x[:, 0], m, torch.empty(4, device=dev))
+            assert out.shape == (4, 64) and p.shape == (4,)
+            assert ops.unpermute_rows(x[:, 0], m, 6)[0].shape == (6, 64)
+            xg, wg, rg = (t.clone().requires_grad_(True) for t in (x, w, r))
+            y, h = ops.layer_norm(xg, wg, None, residual=rg, return_residual=True)
+            (y.sum() + h.sum()).backward()
+            assert (xg.grad.shape, wg.grad.shape, rg.grad.shape) == ((4, 3, 64), (64,), (12, 64)), dev
+    assert rt.stats()["launches"] == n, rt.stats()["launches"] - n
 
 
 def _poison():

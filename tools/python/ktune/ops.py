@@ -136,9 +136,22 @@ def _rows(t, D):
 
 
 def _fast(a, b=None, c=None, d=None):
-    """Eager call without autograd: the operator's Python layers are skipped
-    (they cost more than the kernel for small shapes)."""
-    return not _is_compiling() and not _wants_grad(a, b, c, d)
+    """Eager call without autograd on a plain tensor: the operator's Python
+    layers are skipped (they cost more than the kernel for small shapes)."""
+    return not _is_compiling() and type(a) is _Tensor and not a.is_meta and not _wants_grad(a, b, c, d)  # _plain(a)
+
+
+_Tensor = torch.Tensor
+
+
+def _plain(x):
+    """Whether x is a plain tensor with data: not on the meta device, not a
+    subclass (a FakeTensor under FakeTensorMode, a DTensor). Only plain
+    tensors take the paths that skip torch's dispatcher; the others go
+    through the operators, whose fake implementations give meta and fake
+    tensors their outputs' shapes, and whose dispatch subclasses see (the
+    paths that skip it read data pointers those tensors do not have)."""
+    return type(x) is _Tensor and not x.is_meta
 
 
 def _wants_grad(a, b=None, c=None, d=None):
@@ -327,7 +340,7 @@ def _norm_grads(ctx, dy, dh):
     # that does not say gets every sum.
     need = getattr(ctx, "needs_input_grad", None) or (True,) * 4
     has_dw, has_db = weight is not None and bool(need[2]), bias_shape is not False and bool(need[3])
-    bwd = norm_bwd if torch.compiler.is_compiling() else _norm_bwd_impl
+    bwd = norm_bwd if torch.compiler.is_compiling() or not _plain(h) else _norm_bwd_impl
     dx, dw, db = bwd(dy, h, weight, mean, rstd, dres, groups, rms, has_db, has_dw)
     return (dx, _as_input(dx, res_shape), _as_input(dw, has_dw and tuple(weight.shape)),
             _as_input(db, has_db and bias_shape))
@@ -446,7 +459,7 @@ def _norm(x, residual, weight, bias, groups, eps, rms, return_residual):
     store = return_residual or residual is not None
     if _fast(x, residual, weight, bias):
         y, h = _eager(x, residual, weight, bias, groups, eps, rms, store)
-    elif torch.compiler.is_compiling():
+    elif torch.compiler.is_compiling() or not _plain(x):
         y, h, _, _ = norm_fwd(x, residual, weight, bias, groups, eps, rms, store)
     else:
         y, h = _apply(x, residual, weight, bias, groups, eps, rms, store)
