@@ -350,9 +350,10 @@ typedef struct kt_options {
                              cache work only; arch must then be given) */
   const char *arch;       /* "sm_90", "sm_90a" or "sm_100f"; NULL: the device's.
                              Copied. One older than the NVRTC found
-                             compiles for, or between the archs it lists,
-                             fails kt_runtime_open (KT_ERR_INVALID); one
-                             newer than all is compiled to PTX */
+                             compiles for, between the archs it lists, or
+                             with a suffix it refuses (sm_90f) fails
+                             kt_runtime_open (KT_ERR_INVALID); one newer
+                             than all is compiled to PTX */
   const char *cuda_home;  /* toolkit root for NVRTC includes; NULL:
                              $CUDA_HOME, else /usr/local/cuda. Copied. */
   const char *cache_path; /* config cache file; NULL: $KTUNE_CACHE, else

@@ -144,6 +144,22 @@ kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, s
   return KT_ERR_INVALID;
 }
 
+kt_status kt__nvrtc_check_target(const char *cuda_home, const char *arch, char *err, size_t errlen) {
+  char opt[64], why[1024];
+  kt_status st = kt__nvrtc_target(cuda_home, arch, opt, sizeof opt, err, errlen);
+  size_t n = strlen(arch);
+  if (st || !n || (arch[n - 1] != 'a' && arch[n - 1] != 'f')) return st;
+  const char *opts[] = {opt};
+  void *cubin = NULL;
+  size_t size = 0;
+  st = kt__nvrtc_compile_many("extern \"C\" __global__ void kt_arch(int *x) { *x = 1; }", "kt_arch.cu", NULL, 0, opts, 1,
+                              &cubin, &size, NULL, why, sizeof why);
+  kt__free(cubin);
+  if (st != KT_ERR_COMPILE) return st;
+  snprintf(err, errlen, "NVRTC %d.%d does not compile for %s (%s)", version / 1000, version % 1000 / 10, arch, why);
+  return KT_ERR_INVALID;
+}
+
 /* The log's error lines joined by " | " and cut to fit; all of it when no
 ** line says "error" (PCH notes and warnings would bury the cause). */
 static void append_log(nvrtcProgram p, char *err, size_t errlen) {

@@ -32,6 +32,12 @@ int kt__nvrtc_version(void);
 ** NVRTC's load error where it does not load. */
 kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, size_t optlen, char *err,
                            size_t errlen);
+/* kt__nvrtc_target, and for an arch with a suffix ("sm_90a", "sm_100f"),
+** which NVRTC lists only by number, one compile of an empty kernel: NVRTC
+** takes no suffix for some numbers (sm_90f), and every variant would fail
+** alike. KT_ERR_INVALID and "NVRTC 13.0 does not compile for sm_90f
+** (NVRTC: ...)" where it does not. */
+kt_status kt__nvrtc_check_target(const char *cuda_home, const char *arch, char *err, size_t errlen);
 /* Tests: NVRTC lists no arch above cc (0: all it lists), as an older
 ** toolkit would. */
 void kt__nvrtc_cap_archs(int cc);

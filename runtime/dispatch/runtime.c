@@ -166,8 +166,8 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   if (o.arch) snprintf(rt->env.arch, sizeof rt->env.arch, "%s", o.arch);
   /* An arch given to compile for, that NVRTC cannot: said once here, not
   ** by every variant. Without NVRTC the cache may still serve it. */
-  char err[KT_ERRMAX], opt[64];
-  if (o.arch && kt__nvrtc_target(rt->env.cuda_home, o.arch, opt, sizeof opt, err, sizeof err) == KT_ERR_INVALID)
+  char err[KT_ERRMAX];
+  if (o.arch && kt__nvrtc_check_target(rt->env.cuda_home, o.arch, err, sizeof err) == KT_ERR_INVALID)
     return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: %s", err);
   return o.no_device ? KT_OK : open_device(rt, &o);
 }
