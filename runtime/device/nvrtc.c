@@ -144,18 +144,25 @@ kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, s
   return KT_ERR_INVALID;
 }
 
+/* One compile of an empty kernel with the target option opt: what the
+** first compile of a process pays (kt__nvrtc_warm), and whether NVRTC
+** takes opt at all (kt__nvrtc_check_target). */
+static kt_status compile_empty(const char *opt, char *err, size_t errlen) {
+  const char *opts[] = {opt};
+  void *cubin = NULL;
+  size_t size = 0;
+  kt_status st = kt__nvrtc_compile_many("extern \"C\" __global__ void kt_empty(int *x) { *x = 1; }", "kt_empty.cu",
+                                        NULL, 0, opts, 1, &cubin, &size, NULL, err, errlen);
+  kt__free(cubin);
+  return st;
+}
+
 kt_status kt__nvrtc_check_target(const char *cuda_home, const char *arch, char *err, size_t errlen) {
   char opt[64], why[1024];
   kt_status st = kt__nvrtc_target(cuda_home, arch, opt, sizeof opt, err, errlen);
   size_t n = strlen(arch);
   if (st || !n || (arch[n - 1] != 'a' && arch[n - 1] != 'f')) return st;
-  const char *opts[] = {opt};
-  void *cubin = NULL;
-  size_t size = 0;
-  st = kt__nvrtc_compile_many("extern \"C\" __global__ void kt_arch(int *x) { *x = 1; }", "kt_arch.cu", NULL, 0, opts, 1,
-                              &cubin, &size, NULL, why, sizeof why);
-  kt__free(cubin);
-  if (st != KT_ERR_COMPILE) return st;
+  if ((st = compile_empty(opt, why, sizeof why)) != KT_ERR_COMPILE) return st;
   snprintf(err, errlen, "NVRTC %d.%d does not compile for %s (%s)", version / 1000, version % 1000 / 10, arch, why);
   return KT_ERR_INVALID;
 }
@@ -263,14 +270,8 @@ kt_status kt__nvrtc_warm(const char *arch, char *err, size_t errlen) {
   kt_status st = KT_OK;
   if (!done) {
     char opt[64];
-    const char *opts[] = {opt};
-    void *cubin = NULL;
-    size_t size = 0;
     st = kt__nvrtc_target(NULL, arch, opt, sizeof opt, err, errlen);
-    if (!st)
-      st = kt__nvrtc_compile_many("extern \"C\" __global__ void kt_warm(int *x) { *x = 1; }", "kt_warm.cu", NULL, 0,
-                                  opts, 1, &cubin, &size, NULL, err, errlen);
-    kt__free(cubin);
+    if (!st) st = compile_empty(opt, err, errlen);
     done = !st;
   }
   pthread_mutex_unlock(&once);

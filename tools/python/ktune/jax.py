@@ -234,6 +234,12 @@ def _call(name, params, outs, aliases=None, graph=None):
              scalars=np.asarray(scalars, dtype=np.float64))
 
 
+def _flat(a):
+    """a (None: None) as the kernels read it: its elements one after
+    another, whatever its shape ((1, D) weights, (N, 1) probs)."""
+    return None if a is None else a.reshape(-1)
+
+
 def _in_shape(g, shape):
     """A cotangent in its primal's shape (None: no primal), which holds the
     same elements, maybe laid out otherwise (probs as (N, 1))."""
@@ -350,8 +356,7 @@ def _fwd_impl(x, res, w, b, eps, rms, groups, store, stats):
     for a, what in ((w, "weight"), (b, "bias")):
         _fits(a, D, what, "the rows have %d elements" % D)
     _fits(res, x.size, "residual", "x has %s" % (tuple(x.shape),))
-    # D elements in any shape ((1, D) too) are read as one row.
-    w, b = (None if a is None else a.reshape(-1) for a in (w, b))
+    w, b = _flat(w), _flat(b)  # D elements in any shape: one row
     if _no_elements(x):
         none = jnp.zeros((0,), jnp.float32)
         return (jnp.zeros(x.shape, x.dtype), jnp.zeros(x.shape, x.dtype) if store else None,
@@ -508,7 +513,7 @@ def _norm_fwd(x, res, w, b, eps, rms, groups, ret_res):
     # The residual's, weight's and bias's own shapes, for their cotangents
     # (the elements the kernels read, maybe laid out otherwise: (1, D)).
     shapes = tuple(None if a is None else tuple(a.shape) for a in (rv, wv, bv))
-    wv, bv = (None if a is None else a.reshape(-1) for a in (wv, bv))
+    wv, bv = _flat(wv), _flat(bv)
     saved = (h if store else xv, wv, bv if wv is None else None, mean, rstd, wants, shapes)
     return ((y, h) if ret_res else y), saved
 
@@ -562,8 +567,7 @@ def rms_norm_(x, weight, eps=1e-6):
         return x
     td = _dt(x.dtype)
     st = (float(eps), td, _dt(weight.dtype) if weight is not None else td)
-    w = None if weight is None else weight.reshape(-1)  # D elements in any shape: one row
-    return _op(_inplace_launch, _INPLACE_FOLD, 1, st)(x.reshape(-1, D), w)[0].reshape(x.shape)
+    return _op(_inplace_launch, _INPLACE_FOLD, 1, st)(x.reshape(-1, D), _flat(weight))[0].reshape(x.shape)
 
 
 def _rows(x):
@@ -621,7 +625,7 @@ def _gather(x, row_map, probs):
         M = row_map.shape[0]
         return jnp.zeros((M,) + x.shape[1:], x.dtype), (jnp.zeros((M,), jnp.float32) if probs is not None else None)
     x2, D = _rows(x)
-    probs = None if probs is None else probs.reshape(-1)  # one float a row, as the kernel reads them
+    probs = _flat(probs)  # one float a row
     r = _op(_gather_launch, _index_fold, 1, (0,))(x2, _map32(row_map, x.shape[0]), probs)
     return r[0].reshape(r[0].shape[:1] + x.shape[1:]), (r[1] if probs is not None else None)
 
@@ -644,7 +648,7 @@ def _scatter(dout, row_map, n, dprobs):
         dp = jnp.zeros((n,), jnp.float32) if dprobs is not None else None
         return jnp.zeros((n,) + dout.shape[1:], dout.dtype), dp
     d2, D = _rows(dout)
-    dprobs = None if dprobs is None else dprobs.reshape(-1)  # one float a row, as the kernel reads them
+    dprobs = _flat(dprobs)  # one float a row
     r = _op(_scatter_launch, _index_fold, 1, (int(n),))(d2, _map32(row_map, n), dprobs)
     return r[0].reshape((n,) + dout.shape[1:]), (r[1] if dprobs is not None else None)
 

@@ -138,7 +138,7 @@ def _rows(t, D):
 def _fast(a, b=None, c=None, d=None):
     """Eager call without autograd on a plain tensor: the operator's Python
     layers are skipped (they cost more than the kernel for small shapes)."""
-    return not _is_compiling() and type(a) is _Tensor and not a.is_meta and not _wants_grad(a, b, c, d)  # _plain(a)
+    return not _is_compiling() and _plain(a) and not _wants_grad(a, b, c, d)
 
 
 _Tensor = torch.Tensor
@@ -249,7 +249,6 @@ def _norm_bwd_impl(dy, h, weight, mean, rstd, dresidual, groups, rms, has_bias, 
             (db.zero_() if db is not None else None)
     h2 = _rows(h, D)
     dy2 = _rows(dy, D)
-    T = h2.shape[0]
     dx = torch.empty_like(h2)
     dres = _rows(dresidual, D) if dresidual is not None else None
     w_arg = weight if weight is not None else null(wd)
