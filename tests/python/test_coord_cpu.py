@@ -16,14 +16,8 @@ import time
 
 import ktune
 from checks import check, summary
-from ktune import _capi
 from ktune.distributed import Coordinator
-
-L = ktune.lib()
-L.kt_kernel_config_for.argtypes = [ctypes.c_void_p, ctypes.POINTER(_capi.Arg), ctypes.c_int, ctypes.c_char_p,
-                                   ctypes.c_size_t]
-
-
+from ranks_cpu import L, config_for, open_rank, stats
 
 
 class Store:
@@ -48,36 +42,6 @@ class Store:
             return self.d[name]
 
 
-def args(d):
-    a = (_capi.Arg * 7)()
-    for i, p in enumerate((1 << 24, 2 << 24, 0, 3 << 24)):
-        a[i].kind, a[i].dtype, a[i].v.ptr = _capi.KT_ARG_PTR, _capi.DTYPES["bf16"], p
-    for i, v in ((4, 64), (5, d)):
-        a[i].kind, a[i].v.i32 = _capi.KT_ARG_I32, v
-    a[6].kind, a[6].v.f32 = _capi.KT_ARG_F32, 1e-6
-    return a
-
-
-def open_rank(coord, path):
-    o = _capi.Options()
-    L.kt_options_init(ctypes.byref(o))
-    o.no_device, o.arch, o.cache_path, o.log_level = 1, b"sm_90", path.encode(), 0
-    o.coord = coord.c_struct()
-    h = ctypes.c_void_p()
-    st = L.kt_runtime_open(ctypes.byref(h), ctypes.byref(o))
-    assert st == 0, L.kt_errmsg(h)
-    k = ctypes.c_void_p()
-    assert L.kt_kernel_load(h, b"tests/specs/small.json", ctypes.byref(k)) == 0, L.kt_errmsg(h)
-    return h, k
-
-
-def stats(h):
-    s = _capi.Stats()
-    s.size = ctypes.sizeof(s)
-    L.kt_runtime_stats(h, ctypes.byref(s))
-    return s
-
-
 def three_ranks():
     with tempfile.TemporaryDirectory() as tmp:
         three_ranks_in(tmp)
@@ -92,9 +56,7 @@ def three_ranks_in(tmp):
     def run(r):
         h, k = rts[r]
         for i, d in enumerate(keys):
-            buf = ctypes.create_string_buffer(128)
-            assert L.kt_kernel_config_for(k, args(d), 7, buf, 128) == 0
-            got[r][i] = buf.value
+            got[r][i] = config_for(k, d)
     ths = [threading.Thread(target=run, args=(r,)) for r in range(R)]
     for t in ths:
         t.start()
