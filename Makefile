@@ -174,7 +174,9 @@ jax: all
 	  ln -sf libktune.so $(B)/libktune.so.$(MAJOR) && \
 	  echo "make jax: $(B)/libktune_jax.so"; fi
 
-# Two GPUs: ranks agreeing under torchrun, record then pre-warm, --devices all.
+# Ranks agreeing under torchrun and JAX processes through jax.distributed
+# (one GPU or more: ranks share it); with two GPUs, record then pre-warm,
+# --devices all and the sharded pre-warm.
 gpu-test-multi: all
 	sh tests/multigpu.sh $(B)
 

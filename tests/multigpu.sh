@@ -1,8 +1,10 @@
 #!/bin/sh
-# Two-GPU tests (make gpu-test-multi): ranks agreeing under torchrun, a rank
-# killed mid-tuning, the record -> pre-warm -> cache-only loop, ktune tune
-# --devices all against --devices 0, and the sharded pre-warm. Skips below
-# two GPUs or without torch. Ends with "N passed, N failed, N skipped".
+# Multi-rank and multi-GPU tests (make gpu-test-multi). With one GPU or
+# more: two ranks agreeing under torchrun (a rank killed mid-tuning too),
+# and two JAX processes agreeing through jax.distributed, each rank on a
+# GPU of its own or both on one. With two GPUs or more: the record ->
+# pre-warm -> cache-only loop, ktune tune --devices all against --devices
+# 0, and the sharded pre-warm. Ends with "N passed, N failed, N skipped".
 B=${1:-build}
 ROOT=$(pwd)
 export KTUNE_LIB="$ROOT/$B/libktune.so" PYTHONPATH="$ROOT/tools/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -10,9 +12,10 @@ KT="$ROOT/$B/ktune"
 pass=0 fail=0 skip=0
 ok() { pass=$((pass + 1)); echo "  ok: $1"; }
 bad() { fail=$((fail + 1)); echo "  FAILED: $1"; }
+skipped() { skip=$((skip + 1)); echo "  skipped: $1"; }
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${ngpu:-0}" -lt 2 ] || ! python3 -c 'import torch' 2>/dev/null; then
-  echo "  skipped: the multi-GPU tests need two GPUs and torch (found ${ngpu:-0} GPUs)"
+if [ "${ngpu:-0}" -lt 1 ]; then
+  echo "  skipped: the multi-rank tests need a GPU (found none)"
   echo "0 passed, 0 failed, 1 skipped"
   exit 0
 fi
@@ -24,12 +27,28 @@ run() { # name, command...: passes when the command's last line says 1 passed
   cat "$d/out" | grep -v '^\s*$' | tail -n 12
   if grep -q '^1 passed, 0 failed' "$d/out"; then ok "$name"; else bad "$name"; fi
 }
-run "two ranks: each key tuned once, identical configs" \
-  torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" agree
-run "two ranks in async mode: each key tuned once, identical configs" \
-  torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" async
-run "a rank killed while it owns a tuning" \
-  torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" kill
+share=$([ "$ngpu" -lt 2 ] && echo " (both on GPU 0)")
+if python3 -c 'import torch' 2>/dev/null; then
+  run "two ranks: each key tuned once, identical configs$share" \
+    torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" agree
+  run "two ranks in async mode: each key tuned once, identical configs$share" \
+    torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" async
+  run "a rank killed while it owns a tuning$share" \
+    torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" kill
+else skipped "the torchrun ranks: torch does not import here"; fi
+if python3 -c 'import jax' 2>/dev/null && make --no-print-directory B="$B" jax >"$d/jax" 2>&1 &&
+   [ -f "$B/libktune_jax.so" ]; then
+  for phase in agree plain async; do
+    run "two JAX processes ($phase): each key tuned once, identical configs$share" \
+      python3 tests/python/test_distributed_jax.py "$d" $phase
+  done
+else skipped "the JAX processes: jax does not import here, or make jax failed ($(tail -n 1 "$d/jax" 2>/dev/null))"; fi
+if [ "$ngpu" -lt 2 ] || ! python3 -c 'import torch' 2>/dev/null; then
+  skipped "record and pre-warm, --devices all, the sharded pre-warm: they need two GPUs and torch (found $ngpu GPU)"
+  echo "$pass passed, $fail failed, $skip skipped"
+  [ $fail = 0 ]
+  exit
+fi
 
 # Record, pre-warm on both GPUs, run again cache-only: every key a hit.
 cat >"$d/job.py" <<'EOF'

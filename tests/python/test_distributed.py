@@ -1,4 +1,5 @@
-"""Two ranks under torchrun agree on tunings (ktune.distributed):
+"""Two ranks under torchrun agree on tunings (ktune.distributed), on a GPU
+each, or sharing one where the host has one:
 
     torchrun --nproc-per-node=2 tests/python/test_distributed.py OUTDIR [agree|async|kill]
 
@@ -22,7 +23,8 @@ import torch.distributed as dist
 phase = sys.argv[2] if len(sys.argv) > 2 else "agree"
 out = sys.argv[1]
 rank = int(os.environ["RANK"])
-local = int(os.environ.get("LOCAL_RANK", rank))
+# One GPU a rank, or ranks sharing the GPUs there are (one GPU: both on it).
+local = int(os.environ.get("LOCAL_RANK", rank)) % max(1, torch.cuda.device_count())
 os.environ["KTUNE_CACHE"] = os.path.join(out, "%s.rank%d.db" % (phase, rank))
 os.environ["KTUNE_MODE"] = "async" if phase == "async" else "tune"
 torch.cuda.set_device(local)
