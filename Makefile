@@ -174,9 +174,9 @@ jax: all
 	  ln -sf libktune.so $(B)/libktune.so.$(MAJOR) && \
 	  echo "make jax: $(B)/libktune_jax.so"; fi
 
-# Ranks agreeing under torchrun and JAX processes through jax.distributed
-# (one GPU or more: ranks share it); with two GPUs, record then pre-warm,
-# --devices all and the sharded pre-warm.
+# Ranks agreeing under torchrun and JAX processes through jax.distributed,
+# record then pre-warm, --devices all, the sharded pre-warm: a GPU a rank,
+# or ranks sharing one where the host has one.
 gpu-test-multi: all
 	sh tests/multigpu.sh $(B)
 

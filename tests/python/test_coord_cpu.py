@@ -6,7 +6,8 @@ message larger than the runtime's first buffer comes whole on the second
 fetch; an exception in the store is a failed exchange, not a crash. And
 ktune.Runtime's options: a budget reaches kt_runtime_open, whose refusal
 is raised in the runtime's words; an unknown mode or log level is named
-with the values it may take. Ends with "N passed, N failed, N skipped"."""
+with the values it may take. python -m ktune.prewarm's ranks on the GPUs
+there are. Ends with "N passed, N failed, N skipped"."""
 import ctypes
 import os
 import sys
@@ -116,8 +117,33 @@ def refused_runtime_options_are_named():
             assert (e.status, str(e)) == ("KT_ERR_INVALID", text), (e.status, str(e))
 
 
+def prewarm_ranks_share_the_gpus_there_are():
+    """python -m ktune.prewarm's rank tunes on its local rank's GPU, or on
+    the local rank modulo the GPUs where there are fewer; on its local rank
+    where they cannot be counted (ktune tune then says why)."""
+    from ktune import prewarm
+
+    class Lib:
+        def __init__(self, n, st=0):
+            self.n, self.st = n, st
+
+        def kt_device_count(self, out):
+            out._obj.value = self.n
+            return self.st
+    real = prewarm.lib
+    try:
+        for n, st, local, want in ((8, 0, 5, 5), (1, 0, 1, 0), (2, 0, 3, 1), (0, 0, 3, 3), (4, 2, 5, 5)):
+            prewarm.lib = lambda: Lib(n, st)
+            assert prewarm._gpu_of(local) == want, (n, st, local, prewarm._gpu_of(local))
+        prewarm.lib = real
+        assert prewarm._gpu_of(3) == 3  # no driver here: KT_ERR_NO_DRIVER
+    finally:
+        prewarm.lib = real
+
+
 check("three ranks agree through Python callbacks", three_ranks)
 check("a message longer than the buffer comes whole on the second fetch", big_message_two_fetches)
 check("a store that raises is a failed exchange", store_errors_are_failures)
 check("ktune.Runtime's refused options raise KtuneError naming them", refused_runtime_options_are_named)
+check("prewarm's ranks share the GPUs there are", prewarm_ranks_share_the_gpus_there_are)
 sys.exit(summary())

@@ -1,7 +1,8 @@
 """Sharded pre-warm: the (spec, shape) lines of a --shapes file split over
-the ranks of a job, each rank tuning its share on its own GPU into a cache
-of its own, and rank 0 merging every rank's export into one cache (the
-faster config of a key wins) to ship as KTUNE_SYSTEM_CACHE:
+the ranks of a job, each rank tuning its share on its own GPU (ranks share
+them where there are fewer GPUs than ranks) into a cache of its own, and
+rank 0 merging every rank's export into one cache (the faster config of a
+key wins) to ship as KTUNE_SYSTEM_CACHE:
 
     torchrun --nproc-per-node=8 -m ktune.prewarm --shapes calls.jsonl --out fleet.db
 
@@ -10,13 +11,14 @@ Without torchrun it runs as one rank. Each rank runs the ktune binary
 torch.distributed (gloo), so the ranks need no shared file system.
 """
 import argparse
+import ctypes
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from . import kernels_dir
+from . import kernels_dir, lib
 
 
 def _binary():
@@ -25,6 +27,19 @@ def _binary():
     if not path:
         sys.exit("ktune.prewarm: the ktune binary is not found (looked in %s)" % ", ".join(tried))
     return path
+
+
+def _gpu_of(local):
+    """The GPU a rank tunes on: its local rank's, or, where the host has
+    fewer GPUs than ranks, one it shares (the local rank modulo their
+    number). The local rank where the GPUs cannot be counted."""
+    n = ctypes.c_int(0)
+    try:
+        if lib().kt_device_count(ctypes.byref(n)) or n.value < 1:
+            return local
+    except Exception:  # noqa: BLE001 -- no library or driver: ktune tune says why
+        return local
+    return local % n.value
 
 
 def _lines(path):
@@ -95,7 +110,7 @@ def main(argv=None):
     ap.add_argument("--isolate", action="store_true", help="passed to ktune tune")
     a = ap.parse_args(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local = int(os.environ.get("LOCAL_RANK", 0))
+    local = _gpu_of(int(os.environ.get("LOCAL_RANK", 0)))
     dist = None
     if world > 1:
         import torch.distributed as dist
