@@ -282,6 +282,47 @@ static void a_silent_owner_ends_in_a_fallback(void) {
   kv_free(&s);
 }
 
+/* Two runtimes of one rank (a process driving two GPUs of one model, as a
+** JAX host does), each with a config of its own in its cache, over a store
+** that keeps a name's first message (JAX's refuses a second): the first to
+** miss a key this rank owns settles and publishes it, the second follows
+** that message. One message a key, one config in both, no warning. */
+static void runtimes_of_one_rank_run_the_first_ones_config(void) {
+  const char *dir = t_tmpdir();
+  kv s;
+  kv_init(&s);
+  rank rk[2] = {{.store = &s}, {.store = &s}};
+  kt_runtime *rt[2];
+  kt_kernel *k[2];
+  char sub[2][600];
+  int d = 64;
+  for (int i = 0; i < 2; i++) {
+    snprintf(sub[i], sizeof sub[i], "%s/gpu%d", dir, i);
+    ASSERT_EQ(mkdir(sub[i], 0700), 0);
+    ASSERT_TRUE((rt[i] = open_rank(sub[i], &rk[i], 0, 2, 5)));
+    ASSERT_STATUS(kt_kernel_load(rt[i], SPEC, &k[i]), KT_OK);
+  }
+  while (owner_of(rt[0], d) != 0) d += 64;
+  for (int i = 0; i < 2; i++) ASSERT_EQ(seed(rt[i], k[i], d, own_config[i + 1]), 0);
+  kt_arg a[] = ARGS(d);
+  char cfg[2][64];
+  for (int i = 0; i < 2; i++) {
+    ASSERT_STATUS(kt_kernel_config_for(k[i], a, 7, cfg[i], sizeof cfg[i]), KT_OK);
+    ASSERT_STR_EQ(cfg[i], own_text[1]);
+  }
+  kt_stats st[2] = {{.size = sizeof st[0]}, {.size = sizeof st[1]}};
+  for (int i = 0; i < 2; i++) kt_runtime_stats(rt[i], &st[i]);
+  ASSERT_EQ(st[0].published, 1);
+  ASSERT_EQ(st[0].followed, 0);
+  ASSERT_EQ(st[1].published, 0);
+  ASSERT_EQ(st[1].followed, 1);
+  ASSERT_EQ(st[0].coord_failed + st[1].coord_failed, 0);
+  ASSERT_EQ(s.n, 1);
+  ASSERT_STR_EQ(logged[0], "");
+  for (int i = 0; i < 2; i++) kt_runtime_close(rt[i]);
+  kv_free(&s);
+}
+
 /* Publish what a message would be, as a broken or hostile owner might. */
 static void put(kv *s, kt_runtime *rt, kt_kernel *k, int d, const char *msg, size_t len) {
   kt_arg a[] = ARGS(d);
@@ -449,6 +490,7 @@ const kt_test t_coord_tests[] = {
     {"coord: long keys meet under whole names", long_keys_meet_under_whole_names},
     {"coord_ranks_launch_what_each_keys_owner_settled", ranks_launch_what_each_keys_owner_settled},
     {"coord_a_silent_owner_ends_in_a_fallback", a_silent_owner_ends_in_a_fallback},
+    {"coord_runtimes_of_one_rank_run_the_first_ones_config", runtimes_of_one_rank_run_the_first_ones_config},
     {"coord_failed_exchanges_are_named", failed_exchanges_are_named},
     {"coord_the_owners_cubin_travels", the_owners_cubin_travels},
     {"coord_options_are_checked", coordinator_options_are_checked},

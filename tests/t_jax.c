@@ -22,7 +22,7 @@ static void jax_processes_agree_through_their_key_value_store(void) {
   if (t_sh(out, sizeof out, "python3 -c 'import jax'")) SKIP("jax does not import here");
   int rc = t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python "
                                  "python3 tests/python/test_coord_jax_cpu.py");
-  ASSERT_LAST_LINE(out, "3 passed, 0 failed, 0 skipped\n");
+  ASSERT_LAST_LINE(out, "5 passed, 0 failed, 0 skipped\n");
   ASSERT_EQ(rc, 0);
 }
 

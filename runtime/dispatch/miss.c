@@ -217,6 +217,21 @@ static kt_status follow(miss *m, kt_stream stream, const kt_arg *args, const kt_
   return kt__tuned_insert(k, m->c, m->key, m->h, own, 0, out);
 }
 
+/* The key's message is in the store already: another runtime of this rank
+** (a process that drives several GPUs of one model, as a JAX host does)
+** or an earlier run over the same store settled it. It is followed, not
+** settled again, so that every runtime of the job runs one config; a
+** message absent, damaged or saying its owner failed leaves the key to
+** this rank. */
+static int already_published(miss *m, const kt__tuned **out, kt_status *st) {
+  int64_t got[KT_MAX_CFIELDS];
+  char why[KT_ERRMAX];
+  if (kt__coord_fetch(m->k, m->c, m->json, 0, got, why, sizeof why)) return 0;
+  atomic_fetch_add_explicit(&m->rt->env.n.followed, 1, memory_order_relaxed);
+  *st = kt__tuned_insert(m->k, m->c, m->key, m->h, got, 0, out);
+  return 1;
+}
+
 /* The owner tells the other ranks what it settled (unless the background
 ** tuner will, or a capture kept it from settling anything). */
 static void tell_ranks(miss *m, kt_status st, const kt__tuned *out, const int64_t *cfg) {
@@ -242,6 +257,7 @@ static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt_
   if (!m->have_stored && rt->record_path) kt__record(k, args);
   if (!kt__coord_on(rt) || m->capturing || rt->mode == KT_MODE_OFF) return settle(m, stream, args, out, cfg);
   if (!kt__coord_owns(k, m->json)) return follow(m, stream, args, out);
+  if (already_published(m, out, &st)) return st;
   m->owner = 1;
   st = settle(m, stream, args, out, cfg);
   tell_ranks(m, st, *out, cfg);

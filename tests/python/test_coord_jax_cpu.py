@@ -3,9 +3,12 @@ tests/t_jax.c where jax imports): three processes joined by
 jax.distributed (JAX on the CPU), each a runtime without a device over the
 Coordinator enable_jax makes on JAX's key-value client. Every key is
 published once, under its own name in JAX's store, and followed by the
-other processes, which settle the same configs; a name never published is
-a timeout, not a failed exchange; enable_jax before
-jax.distributed.initialize is refused by name. Ends with "N passed, N
+other processes, which settle the same configs; a second runtime of a
+process (a second GPU) follows every key, its own process's too; a name
+published again is a success with the same bytes, a failure with others
+(JAX's store takes a name once); a name never published is a timeout, not
+a failed exchange; enable_jax before jax.distributed.initialize is refused
+by name. Ends with "N passed, N
 failed, N skipped"."""
 import ctypes
 import json
@@ -42,6 +45,17 @@ def rank_main(r, port, out):
     res["configs"] = [config_for(k, d).decode() for d in KEYS]
     s = stats(h)
     res["stats"] = [s.published, s.followed, s.coord_failed]
+    if r == 0:
+        # A second runtime of this process, as for a second GPU: it follows
+        # every key, the ones this process owns too.
+        h2, k2 = open_rank(c, os.path.join(out, "second.db"))
+        res["second"] = [config_for(k2, d).decode() for d in KEYS]
+        s = stats(h2)
+        res["second_stats"] = [s.published, s.followed, s.coord_failed]
+        L.kt_runtime_close(h2)
+        one, other = ctypes.create_string_buffer(b"same", 4), ctypes.create_string_buffer(b"diff", 4)
+        res["twice"] = [c._cbs[0](None, b"ktune-test/twice", one, 4), c._cbs[0](None, b"ktune-test/twice", one, 4),
+                        c._cbs[0](None, b"ktune-test/twice", other, 4)]
     L.kt_runtime_close(h)
     n, buf = ctypes.c_size_t(), ctypes.create_string_buffer(8)
     t0 = time.monotonic()
@@ -93,7 +107,7 @@ try:
     import jax  # noqa: F401
 except ImportError:
     print("  skipped: jax does not import here")
-    print("0 passed, 0 failed, 3 skipped")
+    print("0 passed, 0 failed, 5 skipped")
     sys.exit(0)
 from checks import check, summary  # noqa: E402
 
@@ -118,6 +132,16 @@ def absent_is_a_timeout():
         assert rc == 1 and 0.15 < took < 10, r["absent"]
 
 
+def a_second_runtime_follows():
+    r0 = job["res"][0]
+    assert r0["second"] == r0["configs"], (r0["second"], r0["configs"])
+    assert r0["second_stats"] == [0, len(KEYS), 0], r0["second_stats"]
+
+
+def a_name_twice():
+    assert job["res"][0]["twice"] == [0, 0, -1], job["res"][0]["twice"]
+
+
 def early_enable_is_refused():
     assert job["res"][0]["early"] == ["KT_ERR_INVALID", "ktune.distributed.enable_jax: call "
                                       "jax.distributed.initialize() first"], job["res"][0]["early"]
@@ -126,6 +150,8 @@ def early_enable_is_refused():
 check("three JAX processes agree through jax.distributed's key-value client", three_processes_agree)
 if "res" in job:
     check("a name never published is a timeout (1), not a failed exchange", absent_is_a_timeout)
+    check("a second runtime of a process follows every key, its own process's too", a_second_runtime_follows)
+    check("a name published again: the same bytes are a success, others a failure", a_name_twice)
     check("enable_jax before jax.distributed.initialize is refused by name", early_enable_is_refused)
 tmp.cleanup()
-sys.exit(summary(0 if "res" in job else 2))
+sys.exit(summary(0 if "res" in job else 4))

@@ -122,8 +122,17 @@ def enable_jax(timeout=300.0):
                 return None
             raise
 
-    c = Coordinator(jax.process_index(), jax.process_count(),
-                    lambda name, data: client.key_value_set_bytes(name, data), fetch, timeout)
+    def publish(name, data):
+        try:
+            client.key_value_set_bytes(name, data)
+        except Exception as e:
+            # JAX's store takes a name once. Another runtime of this
+            # process (a GPU of the same model) may have published the same
+            # message first: that is a success; a different one is not.
+            if "ALREADY_EXISTS" not in str(e) or fetch(name, 1.0) != bytes(data):
+                raise
+
+    c = Coordinator(jax.process_index(), jax.process_count(), publish, fetch, timeout)
     _set_coordinator(c if c.size > 1 else None)
     return c
 
