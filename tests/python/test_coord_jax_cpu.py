@@ -13,11 +13,11 @@ failed, N skipped"."""
 import ctypes
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
+
+from procs import free_port, run_all
 
 R = 3
 KEYS = [64 * (i + 1) for i in range(8)]
@@ -74,28 +74,13 @@ def rank_main(r, port, out):
     jax.distributed.shutdown()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_job(tmp):
     """The R processes to their end; their results by rank."""
-    port, env = free_port(), dict(os.environ, JAX_PLATFORMS="cpu")
-    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "rank", str(r), str(port), tmp], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(R)]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=180)[0].decode(errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for r, (p, log) in enumerate(zip(procs, logs)):
-        assert p.returncode == 0, "rank %d exited %s:\n%s" % (r, p.returncode, log[-3000:])
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    port = free_port()
+    argvs = [[sys.executable, os.path.abspath(__file__), "rank", str(r), str(port), tmp] for r in range(R)]
+    for r, (rc, log) in enumerate(run_all(argvs, [env] * R, 180)):
+        assert rc == 0, "rank %d exited %s:\n%s" % (r, rc, log[-3000:])
     return [json.load(open(os.path.join(tmp, "%d.json" % r))) for r in range(R)]
 
 

@@ -22,10 +22,11 @@ Ends with "N passed, N failed, N skipped"."""
 import ctypes
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
+
+from procs import free_port, run_all
 
 R = 2
 
@@ -107,35 +108,21 @@ def gpus():
         return 1
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main(out, phase):
     n, port = gpus(), free_port()
-    procs = []
+    argvs, envs = [], []
     for r in range(R):
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(r % n), XLA_PYTHON_CLIENT_PREALLOCATE="false",
                    KTUNE_CACHE=os.path.join(out, "jax-%s.rank%d.db" % (phase, r)),
                    KTUNE_MODE="async" if phase == "async" else "tune")
         if phase == "plain":
             env["KTUNE_JAX_GRAPHS"] = "0"
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), out, phase, "rank", str(r),
-                                       str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=400)[0].decode(errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    bad = [r for r, p in enumerate(procs) if p.returncode != 0]
+        argvs.append([sys.executable, os.path.abspath(__file__), out, phase, "rank", str(r), str(port)])
+        envs.append(env)
+    ran = run_all(argvs, envs, 400)
+    bad = [r for r, (rc, _) in enumerate(ran) if rc != 0]
     for r in bad:
-        print("rank %d exited %s:\n%s" % (r, procs[r].returncode, logs[r][-3000:]))
+        print("rank %d exited %s:\n%s" % (r, ran[r][0], ran[r][1][-3000:]))
     if bad:
         print("0 passed, 1 failed, 0 skipped")
         return 1
