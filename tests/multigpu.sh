@@ -28,7 +28,8 @@ run() { # name, command...: passes when the command's last line says 1 passed
   if grep -q '^1 passed, 0 failed' "$d/out"; then ok "$name"; else bad "$name"; fi
 }
 share=$([ "$ngpu" -lt 2 ] && echo " (both on GPU 0)")
-if python3 -c 'import torch' 2>/dev/null; then
+torch=$(python3 -c 'import torch' 2>/dev/null && echo yes)
+if [ "$torch" ]; then
   run "two ranks: each key tuned once, identical configs$share" \
     torchrun --nproc-per-node=2 tests/python/test_distributed.py "$d" agree
   run "two ranks in async mode: each key tuned once, identical configs$share" \
@@ -43,7 +44,7 @@ if python3 -c 'import jax' 2>/dev/null && make --no-print-directory B="$B" jax >
       python3 tests/python/test_distributed_jax.py "$d" $phase
   done
 else skipped "the JAX processes: jax does not import here, or make jax failed ($(tail -n 1 "$d/jax" 2>/dev/null))"; fi
-if ! python3 -c 'import torch' 2>/dev/null; then
+if [ -z "$torch" ]; then
   skipped "record and pre-warm, --devices all, the sharded pre-warm: torch does not import here"
   echo "$pass passed, $fail failed, $skip skipped"
   [ $fail = 0 ]

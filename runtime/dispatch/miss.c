@@ -187,6 +187,17 @@ static kt_status async_miss(miss *m, kt_stream stream, const kt_arg *args, const
 
 static kt_status settle(miss *m, kt_stream stream, const kt_arg *args, const kt__tuned **out, int64_t *cfg);
 
+/* The key's message, if it comes within wait_ms, followed: 1 with *st
+** what inserting its config gave; 0 with why where it is absent, damaged or
+** says its owner failed. */
+static int take_published(miss *m, int wait_ms, const kt__tuned **out, kt_status *st, char *why, size_t n) {
+  int64_t got[KT_MAX_CFIELDS];
+  if (kt__coord_fetch(m->k, m->c, m->json, wait_ms, got, why, n)) return 0;
+  atomic_fetch_add_explicit(&m->rt->env.n.followed, 1, memory_order_relaxed);
+  *st = kt__tuned_insert(m->k, m->c, m->key, m->h, got, 0, out);
+  return 1;
+}
+
 /* Another rank owns the key: launch what it settled. In async mode the
 ** call goes on at once with the cached config or the default as a
 ** stand-in, and the background tuner waits for the owner's. */
@@ -195,7 +206,6 @@ static kt_status follow(miss *m, kt_stream stream, const kt_arg *args, const kt_
   kt_kernel *k = m->k;
   const int64_t *own = m->have_stored ? m->stored : m->fallback;
   char why[KT_ERRMAX];
-  int64_t got[KT_MAX_CFIELDS];
   kt_status st;
   if (rt->mode == KT_MODE_ASYNC && rt->env.have_device) {
     if ((st = kt__tuned_insert(k, m->c, m->key, m->h, own, 1, out))) return st;
@@ -206,30 +216,12 @@ static kt_status follow(miss *m, kt_stream stream, const kt_arg *args, const kt_
     }
     return KT_OK;
   }
-  if (!kt__coord_fetch(k, m->c, m->json, (int)(rt->coord.timeout_s * 1e3), got, why, sizeof why)) {
-    atomic_fetch_add_explicit(&rt->env.n.followed, 1, memory_order_relaxed);
-    return kt__tuned_insert(k, m->c, m->key, m->h, got, 0, out);
-  }
+  if (take_published(m, (int)(rt->coord.timeout_s * 1e3), out, &st, why, sizeof why)) return st;
   kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: %s; the %s config is used", k->p.spec->name, m->json, why,
           m->have_stored ? "cached" : "default");
   atomic_fetch_add_explicit(&rt->env.n.coord_failed, 1, memory_order_relaxed);
   if (!m->have_stored) atomic_fetch_add_explicit(&rt->env.n.fallbacks, 1, memory_order_relaxed);
   return kt__tuned_insert(k, m->c, m->key, m->h, own, 0, out);
-}
-
-/* The key's message is in the store already: another runtime of this rank
-** (a process that drives several GPUs of one model, as a JAX host does)
-** or an earlier run over the same store settled it. It is followed, not
-** settled again, so that every runtime of the job runs one config; a
-** message absent, damaged or saying its owner failed leaves the key to
-** this rank. */
-static int already_published(miss *m, const kt__tuned **out, kt_status *st) {
-  int64_t got[KT_MAX_CFIELDS];
-  char why[KT_ERRMAX];
-  if (kt__coord_fetch(m->k, m->c, m->json, 0, got, why, sizeof why)) return 0;
-  atomic_fetch_add_explicit(&m->rt->env.n.followed, 1, memory_order_relaxed);
-  *st = kt__tuned_insert(m->k, m->c, m->key, m->h, got, 0, out);
-  return 1;
 }
 
 /* The owner tells the other ranks what it settled (unless the background
@@ -257,7 +249,11 @@ static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt_
   if (!m->have_stored && rt->record_path) kt__record(k, args);
   if (!kt__coord_on(rt) || m->capturing || rt->mode == KT_MODE_OFF) return settle(m, stream, args, out, cfg);
   if (!kt__coord_owns(k, m->json)) return follow(m, stream, args, out);
-  if (already_published(m, out, &st)) return st;
+  /* The key's message in the store already: another runtime of this rank
+  ** (a process that drives several GPUs of one model, as a JAX host does)
+  ** or an earlier run over the same store settled it. Followed, not
+  ** settled again, so that every runtime of the job runs one config. */
+  if (take_published(m, 0, out, &st, err, sizeof err)) return st;
   m->owner = 1;
   st = settle(m, stream, args, out, cfg);
   tell_ranks(m, st, *out, cfg);

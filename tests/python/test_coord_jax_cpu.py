@@ -8,8 +8,7 @@ process (a second GPU) follows every key, its own process's too; a name
 published again is a success with the same bytes, a failure with others
 (JAX's store takes a name once); a name never published is a timeout, not
 a failed exchange; enable_jax before jax.distributed.initialize is refused
-by name. Ends with "N passed, N
-failed, N skipped"."""
+by name. Ends with "N passed, N failed, N skipped"."""
 import ctypes
 import json
 import os
