@@ -320,7 +320,9 @@ typedef enum kt_mode {
 ** other rank waits for that and launches the same config, its cubin loaded
 ** when the owner sent one. An owner that finds the key's message published
 ** already (by another runtime of its rank: a process with several GPUs of
-** one model) follows it. An owner whose tuning fails publishes why. A
+** one model) follows it; so does one whose publish the store refuses
+** because another runtime of its rank published the name meanwhile. An
+** owner whose tuning fails publishes why. A
 ** rank that waits longer than timeout_s, or whose publish or fetch fails,
 ** uses its cached config or the default, with a warning; it never hangs.
 ** In blocking modes the ranks must miss keys in the same order (as
@@ -334,9 +336,12 @@ typedef struct kt_coordinator {
   double timeout_s;    /* the longest a rank waits for an owner; 0: 300 */
   void *user;          /* passed to publish and fetch */
   /* Make len bytes visible to every rank under name (one name per key; a
-  ** runtime publishes a name once, and several runtimes of one rank may
-  ** publish the same name: a store that keeps the first may say done when
-  ** the bytes are the same). 0: done; nonzero: failed. */
+  ** runtime publishes a name once, but several runtimes of one rank may
+  ** publish the same name). The store must keep a name's first message:
+  ** one that overwrites it would let ranks that fetched before and after
+  ** run different configs. 0: done, or the name holds these very bytes;
+  ** nonzero: failed, or the name holds other bytes (the runtime then
+  ** fetches them and follows their config). */
   int (*publish)(void *user, const char *name, const void *bytes, size_t len);
   /* Wait up to timeout_ms for name. 0: found, its full length in *len and
   ** its first min(*len, cap) bytes in buf (the runtime calls again with a

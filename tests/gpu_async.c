@@ -9,7 +9,8 @@
 ** background winner is the blocking mode's; a key timed at its tune_at
 ** sizes copies nothing of the call's and makes no inputs of the call's
 ** sizes; past the copy limit a miss is tuned on inputs made at the call's
-** sizes, the caller's buffer untouched. */
+** sizes, the caller's buffer untouched; an owner whose publish the store
+** refuses installs the message there, not its winner. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "device/driver.h"
+#include "dispatch/handles.h"
 #include "gpu_util.h"
 #include "harness.h"
 
@@ -544,6 +546,84 @@ static void copy_limit_tunes_on_inputs_of_its_own(void) {
   kt_runtime_close(rt);
 }
 
+/* A store of one name that some other runtime of this rank always wins:
+** at the owner's publish the rival message is there first, and the
+** owner's is refused. Nothing is there before. */
+typedef struct rival_store {
+  char name[2048];
+  int published, refused;
+} rival_store;
+
+static const char rival_msg[] = "{\"config\":{\"SLOW\":1,\"BLOCK\":128}}\n";
+
+static int rival_publish(void *user, const char *name, const void *bytes, size_t len) {
+  rival_store *r = user;
+  (void)bytes, (void)len;
+  snprintf(r->name, sizeof r->name, "%s", name);
+  r->published = 1;
+  r->refused++;
+  return -1;
+}
+
+static int rival_fetch(void *user, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms) {
+  rival_store *r = user;
+  (void)timeout_ms;
+  if (!r->published || strcmp(name, r->name)) return 1;
+  *len = sizeof rival_msg - 1;
+  memcpy(buf, rival_msg, *len < cap ? *len : cap);
+  return 0;
+}
+
+/* In async mode the key's owner tunes in the background; where its publish
+** is refused because another runtime of its rank published the key first,
+** the tuner installs that message's config, not its own winner: later
+** launches run it, it is counted as followed, and the log says so. */
+static void refused_owner_installs_the_first_message(void) {
+  rival_store store = {.published = 0};
+  lb.text[0] = 0;
+  kt_options o;
+  kt_options_init(&o);
+  o.cache_path = cache_named("rival.db");
+  o.mode = KT_MODE_ASYNC;
+  o.log = capture_log;
+  o.log_user = &lb;
+  o.log_level = KT_LOG_INFO;
+  o.coord = (kt_coordinator){.rank = 0, .size = 2, .timeout_s = 5, .user = &store, .publish = rival_publish,
+                             .fetch = rival_fetch};
+  kt_runtime *rt = g_open_with(&o);
+  if (!rt) return;
+  kt_kernel *k;
+  if (g_load_kernels(rt, "tests/specs/pick.json", &k, NULL)) return;
+  int n = 1 << 16;
+  char key[256];
+  for (;; n *= 2) { /* a key that this rank owns */
+    kt_arg a[] = {kt_arg_ptr(0, KT_F32), kt_arg_i32(n)};
+    ASSERT_STATUS(kt_kernel_key(k, a, 2, key, sizeof key), KT_OK);
+    if (kt__coord_owns(k, key)) break;
+  }
+  uint64_t x;
+  ASSERT_STATUS(kt_device_alloc(rt, (size_t)n * 4, &x), KT_OK);
+  kt_arg a[] = {kt_arg_ptr(x, KT_F32), kt_arg_i32(n)};
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_STATUS(kt_runtime_wait_tuning(rt, 120), KT_OK);
+  char cfg[128], want[512];
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 2, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(cfg, "SLOW=1,BLOCK=128");
+  ASSERT_STATUS(kt_launch(k, NULL, a, 2), KT_OK);
+  ASSERT_STATUS(kt_stream_sync(rt, NULL), KT_OK);
+  kt_stats s = stats(rt);
+  ASSERT_EQ(s.async_done * 100 + s.async_failed * 10 + s.async_pending, 100);
+  ASSERT_EQ(s.published * 100 + s.followed * 10 + s.coord_failed, 10);
+  ASSERT_EQ(store.refused, 1);
+  snprintf(want, sizeof want,
+           "pick %s: another runtime of this rank published {\"SLOW\":1,\"BLOCK\":128} first; it replaces "
+           "{\"SLOW\":0,\"BLOCK\":128} here\n",
+           key);
+  ASSERT_CONTAINS(lb.text, want);
+  kt_device_free(rt, x);
+  kt_runtime_close(rt);
+}
+
 const kt_test gpu_async_tests[] = {
     {"gpu async: a miss launches a stand-in at once; the background winner replaces it", async_hit_miss_swap},
     {"gpu async: eight threads missing one key queue it once", queue_dedupe_across_threads},
@@ -553,6 +633,8 @@ const kt_test gpu_async_tests[] = {
     {"gpu async: a child forked while the tuner runs stops, waits and exits at once", fork_while_tuning},
     {"gpu async: a graph captured while the tuner works is not disturbed and queues nothing", capture_during_async},
     {"gpu async: the background winner is the blocking mode's", winner_equality},
+    {"gpu async: an owner whose publish is refused installs the message the store kept",
+     refused_owner_installs_the_first_message},
     {"gpu async: a key timed at its tune_at sizes copies none of the call's inputs", tune_at_key_copies_nothing},
     {"gpu async: past the copy limit a miss is tuned on inputs of its own at the call's sizes",
      copy_limit_tunes_on_inputs_of_its_own},

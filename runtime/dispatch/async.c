@@ -213,10 +213,12 @@ static int follow(job *j) {
 }
 
 /* The key is settled: launches use cfg from now on, and the owner of a
-** key tells the other ranks. */
+** key tells the other ranks (or, where another runtime of its rank
+** published the key first, launches that one's config). */
 static void settled(job *j, const int64_t *cfg) {
-  install(j, cfg);
-  if (j->role == KT__JOB_TUNE_PUBLISH) kt__coord_publish(j->k, &j->c, j->json, cfg, NULL);
+  int64_t took[KT_MAX_CFIELDS];
+  int follows = j->role == KT__JOB_TUNE_PUBLISH && kt__coord_publish(j->k, &j->c, j->json, cfg, NULL, took);
+  install(j, follows ? took : cfg);
   atomic_fetch_add_explicit(&j->k->rt->env.n.async_done, 1, memory_order_relaxed);
 }
 
@@ -244,7 +246,7 @@ static int run_job(job *j, kt_stream ws) {
     kt__log(&rt->env.log, st == KT_ERR_DEVICE_FAULT ? KT_LOG_ERROR : KT_LOG_WARN,
             "async: %s %s: not tuned (%s); its stand-in stays", j->k->p.spec->name, j->json, kt__errmsg(rt->env.id));
     /* The others would wait for the owner until their timeout. */
-    if (j->role == KT__JOB_TUNE_PUBLISH) kt__coord_publish(j->k, &j->c, j->json, NULL, kt__errmsg(rt->env.id));
+    if (j->role == KT__JOB_TUNE_PUBLISH) kt__coord_publish(j->k, &j->c, j->json, NULL, kt__errmsg(rt->env.id), cfg);
   }
   atomic_fetch_add_explicit(&rt->env.n.async_failed, 1, memory_order_relaxed);
   return 0;

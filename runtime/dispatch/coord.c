@@ -69,32 +69,6 @@ static char *error_header(const char *why) {
   return text;
 }
 
-void kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const int64_t *cfg, const char *why) {
-  kt_runtime *rt = k->rt;
-  const void *cubin = NULL;
-  size_t size = 0;
-  char name[COORD_NAME_MAX];
-  char *head = cfg ? config_header(k, c, cfg, &cubin, &size) : error_header(why);
-  size_t hlen = head ? strlen(head) : 0, total = hlen + 1 + (cubin ? size : 0);
-  char *msg = head ? kt__malloc(total) : NULL;
-  key_name(k, json, name, sizeof name);
-  if (msg) {
-    memcpy(msg, head, hlen);
-    msg[hlen] = '\n';
-    if (cubin) memcpy(msg + hlen + 1, cubin, size);
-  }
-  int rc = msg ? rt->coord.publish(rt->coord.user, name, msg, total) : -1;
-  if (rc) {
-    kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: the other ranks are not told this rank's %s (%s); they use a fallback",
-            k->p.spec->name, json, cfg ? "config" : "failure", msg ? "publish failed" : "out of memory");
-    atomic_fetch_add_explicit(&rt->env.n.coord_failed, 1, memory_order_relaxed);
-  } else {
-    atomic_fetch_add_explicit(&rt->env.n.published, 1, memory_order_relaxed);
-  }
-  kt__free(msg);
-  cJSON_free(head);
-}
-
 /* The message under name: 0 with *msg (caller frees) and *len, 1 when it
 ** is not there within wait_ms, -1 when the fetch failed. */
 static int fetch_all(kt_runtime *rt, const char *name, int wait_ms, char **msg, size_t *len) {
@@ -143,6 +117,57 @@ static int read_message(kt_kernel *k, const kt__call *c, char *msg, size_t len, 
   cJSON_free(text);
   cJSON_Delete(o);
   return rc;
+}
+
+/* After a publish the store refused: the message the name holds already
+** (another runtime of this rank settled the key first), its config in
+** *took. 1 when there is one that this rank can follow. */
+static int first_message(kt_kernel *k, const kt__call *c, const char *name, int64_t *took) {
+  char *msg, why[KT_ERRMAX];
+  size_t len;
+  if (fetch_all(k->rt, name, 0, &msg, &len)) return 0;
+  int rc = read_message(k, c, msg, len, took, why, sizeof why);
+  kt__free(msg);
+  return rc == 0;
+}
+
+int kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const int64_t *cfg, const char *why,
+                      int64_t *took) {
+  kt_runtime *rt = k->rt;
+  const void *cubin = NULL;
+  size_t size = 0;
+  char name[COORD_NAME_MAX];
+  char *head = cfg ? config_header(k, c, cfg, &cubin, &size) : error_header(why);
+  size_t hlen = head ? strlen(head) : 0, total = hlen + 1 + (cubin ? size : 0);
+  char *msg = head ? kt__malloc(total) : NULL;
+  key_name(k, json, name, sizeof name);
+  if (msg) {
+    memcpy(msg, head, hlen);
+    msg[hlen] = '\n';
+    if (cubin) memcpy(msg + hlen + 1, cubin, size);
+  }
+  int built = msg != NULL, follows = 0;
+  int rc = built ? rt->coord.publish(rt->coord.user, name, msg, total) : -1;
+  kt__free(msg);
+  cJSON_free(head);
+  if (!rc) {
+    atomic_fetch_add_explicit(&rt->env.n.published, 1, memory_order_relaxed);
+  } else if (cfg && built && first_message(k, c, name, took)) {
+    /* The name was taken between this rank's look and its publish: the
+    ** ranks already follow that message, so this runtime does too. */
+    char mine[KT_CONFIG_JSON_MAX], theirs[KT_CONFIG_JSON_MAX];
+    kt__config_json(k->p.spec, cfg, mine, sizeof mine);
+    kt__config_json(k->p.spec, took, theirs, sizeof theirs);
+    kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: another runtime of this rank published %s first; it replaces %s here",
+            k->p.spec->name, json, theirs, mine);
+    atomic_fetch_add_explicit(&rt->env.n.followed, 1, memory_order_relaxed);
+    follows = 1;
+  } else {
+    kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: the other ranks are not told this rank's %s (%s); they use a fallback",
+            k->p.spec->name, json, cfg ? "config" : "failure", built ? "publish failed" : "out of memory");
+    atomic_fetch_add_explicit(&rt->env.n.coord_failed, 1, memory_order_relaxed);
+  }
+  return follows;
 }
 
 int kt__coord_fetch(kt_kernel *k, const kt__call *c, const char *json, int wait_ms, int64_t *cfg, char *why,

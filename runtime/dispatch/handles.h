@@ -146,8 +146,12 @@ static inline int kt__coord_on(const kt_runtime *rt) { return rt->coord.size > 1
 int kt__coord_owns(const kt_kernel *k, const char *json);
 /* The owner tells the others what it settled for c's key: cfg (with its
 ** variant's cubin when built here), or, with cfg NULL, why it has none.
-** A failure is logged and counted. */
-void kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const int64_t *cfg, const char *why);
+** Returns 1 with *took when the store already held another message for the
+** key with a config (another runtime of this rank published first): the
+** caller launches that config instead of cfg. A failure is logged and
+** counted (0). */
+int kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const int64_t *cfg, const char *why,
+                      int64_t *took);
 /* Wait up to wait_ms for what the owner published: 0 with cfg (valid for
 ** c; its cubin adopted when one came), 1 when nothing came in time, -1 when
 ** the owner had no config or the exchange failed; why says what. */

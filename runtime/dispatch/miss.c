@@ -225,11 +225,19 @@ static kt_status follow(miss *m, kt_stream stream, const kt_arg *args, const kt_
 }
 
 /* The owner tells the other ranks what it settled (unless the background
-** tuner will, or a capture kept it from settling anything). */
-static void tell_ranks(miss *m, kt_status st, const kt__tuned *out, const int64_t *cfg) {
-  if (m->queued || m->capturing) return;
-  if (st) kt__coord_publish(m->k, m->c, m->json, NULL, kt__errmsg(m->rt->env.id));
-  else kt__coord_publish(m->k, m->c, m->json, out ? kt__tuned_choice(out)->cfg : cfg, NULL);
+** tuner will, or a capture kept it from settling anything). Where another
+** runtime of this rank published the key first, its config replaces ours. */
+static kt_status tell_ranks(miss *m, kt_status st, const kt__tuned *out, int64_t *cfg) {
+  int64_t took[KT_MAX_CFIELDS];
+  if (m->queued || m->capturing) return st;
+  if (st) {
+    kt__coord_publish(m->k, m->c, m->json, NULL, kt__errmsg(m->rt->env.id), took);
+    return st;
+  }
+  if (!kt__coord_publish(m->k, m->c, m->json, out ? kt__tuned_choice(out)->cfg : cfg, NULL, took)) return st;
+  if (out) return kt__tuned_replace(m->k, out, m->c, took);
+  memcpy(cfg, took, (size_t)m->k->p.spec->ncfields * sizeof *cfg);
+  return st;
 }
 
 /* With the kernel's tune lock held: the cache, then a tuning when the mode
@@ -256,8 +264,7 @@ static kt_status decide(miss *m, kt_stream stream, const kt_arg *args, const kt_
   if (take_published(m, 0, out, &st, err, sizeof err)) return st;
   m->owner = 1;
   st = settle(m, stream, args, out, cfg);
-  tell_ranks(m, st, *out, cfg);
-  return st;
+  return tell_ranks(m, st, *out, cfg);
 }
 
 /* The key settled by this process alone: the cache's config, else a

@@ -7,7 +7,8 @@ fetch; an exception in the store is a failed exchange, not a crash. And
 ktune.Runtime's options: a budget reaches kt_runtime_open, whose refusal
 is raised in the runtime's words; an unknown mode or log level is named
 with the values it may take. python -m ktune.prewarm's ranks on the GPUs
-there are. Ends with "N passed, N failed, N skipped"."""
+there are. enable()'s publish keeps a name's first message, and an owner
+whose publish is refused follows that message. Ends with "N passed, N failed, N skipped"."""
 import ctypes
 import os
 import sys
@@ -117,6 +118,79 @@ def refused_runtime_options_are_named():
             assert (e.status, str(e)) == ("KT_ERR_INVALID", text), (e.status, str(e))
 
 
+class TorchLikeStore:
+    """What a torch.distributed Store does where torch is not installed:
+    compare_set(name, b"", v) sets v only where the name is absent and
+    returns the name's value."""
+
+    def __init__(self):
+        self.d = {}
+
+    def compare_set(self, name, expected, desired):
+        if name not in self.d and expected == b"":
+            self.d[name] = bytes(desired)
+        return self.d.get(name, bytes(expected))
+
+    def check(self, names):
+        return all(n in self.d for n in names)
+
+    def get(self, name):
+        return self.d[name]
+
+    def set(self, name, data):
+        self.d[name] = bytes(data)
+
+
+def enable_keeps_a_names_first_message():
+    """enable()'s publish keeps a name's first message (compare_set, where
+    set would overwrite it): the same bytes again are done, other bytes
+    raise. A runtime whose publish is refused so follows the message there:
+    here another runtime of its rank publishes a config between this one's
+    look and its publish, and the call returns that config."""
+    from ktune.distributed import _store_fetch, _store_publish
+    try:
+        import torch.distributed as dist
+        store = dist.HashStore()
+    except ImportError:
+        store = TorchLikeStore()
+    publish, fetch = _store_publish(store), _store_fetch(store)
+    publish("n", b"one")
+    publish("n", b"one")
+    try:
+        publish("n", b"two")
+        raise AssertionError("other bytes accepted")
+    except ktune.KtuneError as e:
+        assert str(e) == "ktune.distributed: n holds another message", str(e)
+    assert fetch("n", 0) == b"one" and fetch("absent", 0) is None
+    rival = b'{"config":{"BLOCK":128,"ROWS":1,"VEC":8}}\n'
+    raced = []
+
+    def late_fetch(name, timeout_s):
+        # Nothing under a name before its owner publishes: the owner's look
+        # finds nothing, and a key of rank 1 is a timeout at once.
+        return fetch(name, timeout_s) if name in raced else None
+
+    def raced_publish(name, data):
+        raced.append(name)
+        publish(name, rival)
+        publish(name, data)
+    c = Coordinator(0, 2, raced_publish, late_fetch, timeout=5)
+    with tempfile.TemporaryDirectory() as tmp:
+        h, k = open_rank(c, os.path.join(tmp, "0.db"))
+        d = 0
+        while not raced:  # the first key that this rank owns
+            d += 64
+            before = stats(h)
+            got = config_for(k, d)
+        assert got == b"BLOCK=128,ROWS=1,VEC=8", got
+        assert config_for(k, d) == got
+        s = stats(h)
+        L.kt_runtime_close(h)
+    assert (s.published - before.published, s.followed - before.followed, s.coord_failed - before.coord_failed) == \
+        (0, 1, 0), (s.published, s.followed, s.coord_failed)
+    assert fetch(raced[0], 0) == rival
+
+
 def prewarm_ranks_share_the_gpus_there_are():
     """python -m ktune.prewarm's rank tunes on its local rank's GPU, or on
     the local rank modulo the GPUs where there are fewer; on its local rank
@@ -146,4 +220,6 @@ check("a message longer than the buffer comes whole on the second fetch", big_me
 check("a store that raises is a failed exchange", store_errors_are_failures)
 check("ktune.Runtime's refused options raise KtuneError naming them", refused_runtime_options_are_named)
 check("prewarm's ranks share the GPUs there are", prewarm_ranks_share_the_gpus_there_are)
+check("enable()'s store keeps a name's first message, and a refused owner follows it",
+      enable_keeps_a_names_first_message)
 sys.exit(summary())

@@ -82,6 +82,18 @@ def _store_fetch(store):
     return fetch
 
 
+def _store_publish(store):
+    # compare_set, not set: the store keeps a name's first message. Two
+    # runtimes of one process (a rank driving several GPUs) may publish one
+    # name; set would let ranks that fetched before and after the second
+    # run different configs. The runtime follows the message it finds.
+    def publish(name, data):
+        data = bytes(data)
+        if store.compare_set(name, b"", data) != data:
+            raise KtuneError("KT_ERR_INVALID", "ktune.distributed: %s holds another message" % name)
+    return publish
+
+
 def enable(group=None, timeout=300.0, store=None):
     """Coordinate this process's runtimes over a torch.distributed process
     group (default: the default group), through its key-value store (or the
@@ -98,7 +110,7 @@ def enable(group=None, timeout=300.0, store=None):
     if group is not None:
         ranks = dist.get_process_group_ranks(group)
         store = dist.PrefixStore("ktune-group-%s/" % "-".join(map(str, ranks)), store)
-    c = Coordinator(rank, size, lambda name, data: store.set(name, data), _store_fetch(store), timeout)
+    c = Coordinator(rank, size, _store_publish(store), _store_fetch(store), timeout)
     _set_coordinator(c if size > 1 else None)
     return c
 
