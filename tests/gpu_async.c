@@ -597,7 +597,7 @@ static void refused_owner_installs_the_first_message(void) {
   int n = 1 << 16;
   char key[256];
   for (;; n *= 2) { /* a key that this rank owns */
-    kt_arg a[] = {kt_arg_ptr(0, KT_F32), kt_arg_i32(n)};
+    kt_arg a[] = {kt_arg_ptr(1 << 20, KT_F32), kt_arg_i32(n)}; /* aligned as an allocation */
     ASSERT_STATUS(kt_kernel_key(k, a, 2, key, sizeof key), KT_OK);
     if (kt__coord_owns(k, key)) break;
   }
@@ -616,8 +616,8 @@ static void refused_owner_installs_the_first_message(void) {
   ASSERT_EQ(s.published * 100 + s.followed * 10 + s.coord_failed, 10);
   ASSERT_EQ(store.refused, 1);
   snprintf(want, sizeof want,
-           "pick %s: another runtime of this rank published {\"SLOW\":1,\"BLOCK\":128} first; it replaces "
-           "{\"SLOW\":0,\"BLOCK\":128} here\n",
+           "pick %s: another runtime of this rank published {\"BLOCK\":128,\"SLOW\":1} first; it replaces "
+           "{\"BLOCK\":128,\"SLOW\":0} here\n",
            key);
   ASSERT_CONTAINS(lb.text, want);
   kt_device_free(rt, x);
