@@ -461,8 +461,11 @@ KT_API const char *kt_runtime_device_name(const kt_runtime *rt);
 KT_API kt_mode kt_runtime_mode(const kt_runtime *rt);
 
 /* What a runtime runs on, for tools and logs. Strings borrowed; valid until
-** kt_runtime_close(). Fields of a runtime without a device are "" or 0. */
+** kt_runtime_close(). Fields of a runtime without a device are "" or 0.
+** Set size to sizeof(kt_runtime_info) before the call (fields are only ever
+** appended). */
 typedef struct kt_runtime_info {
+  size_t size;
   const char *device_name;
   const char *arch;        /* "sm_90" */
   const char *fingerprint; /* "NAME/sm_XY/SMS": the cache's device column */
@@ -474,6 +477,11 @@ typedef struct kt_runtime_info {
   const char *cache_path;  /* "" without a cache */
   const char *cache_error; /* why there is no cache, or "" */
 } kt_runtime_info;
+/* Fill *out, up to out->size bytes (out->size then says how many): a
+** caller built against an older header gets the fields it knows, and one
+** built against a newer header nothing past this one's. Returns KT_OK or
+** KT_ERR_INVALID (NULL, or out->size smaller than the first version's
+** struct). */
 KT_API kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out /* OUT */);
 
 /* The number of CUDA devices; KT_ERR_NO_DRIVER (with the reason in
@@ -731,8 +739,10 @@ KT_API kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs,
                                 double *spread_us /* OUT */);
 
 /* One param of a kernel's spec. Strings borrowed; valid until
-** kt_runtime_close(). */
+** kt_runtime_close(). Set size to sizeof(kt_param_info) before the call
+** (fields are only ever appended). */
 typedef struct kt_param_info {
+  size_t size;
   const char *name;
   kt_arg_kind kind;
   const char *dtype;  /* pointers: a dtype name or a type variable */
@@ -745,7 +755,9 @@ typedef struct kt_param_info {
   const char *extent; /* pointers: the extent expression; else "" */
 } kt_param_info;
 
-/* The number of params, and one of them (KT_ERR_INVALID out of range). */
+/* The number of params, and one of them, filled up to out->size bytes as
+** kt_runtime_get_info fills its struct (KT_ERR_INVALID out of range, or
+** out->size smaller than the first version's struct). */
 KT_API int kt_kernel_nparams(const kt_kernel *k);
 KT_API kt_status kt_kernel_param(const kt_kernel *k, int i,
                                  kt_param_info *out /* OUT */);

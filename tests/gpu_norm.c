@@ -358,7 +358,7 @@ static const ncase cases[] = {
 /* Whether the device runs thread-block clusters (sm_90 and later; arch is
 ** "sm_XY"). */
 static int has_clusters(kt_runtime *rt) {
-  kt_runtime_info info;
+  kt_runtime_info info = {.size = sizeof info};
   kt_runtime_get_info(rt, &info);
   return atoi(info.arch + 3) >= 90;
 }
@@ -383,7 +383,7 @@ static void run_cases(kt_mode mode, const ncase *cs, size_t ncs) {
   kt_kernel *f, *b, *r;
   kt_runtime *rt = open3(mode, &f, &b, &r);
   if (!rt) return;
-  kt_runtime_info info;
+  kt_runtime_info info = {.size = sizeof info};
   kt_runtime_get_info(rt, &info);
   for (size_t i = 0; i < ncs; i++) {
     nbufs nb;
@@ -587,7 +587,7 @@ static void norm_backward_tile_larger_than_rows(void) {
       {{450, 64, 1, KT_BF16, KT_BF16, 0, 0, 0, 1, 1, 1, 0}, 264},  /* half a warp a row, both ways */
       {{100, 128, 1, KT_F16, KT_F16, 1, 0, 0, 1, 0, 0, 0}, 33},
   };
-  kt_runtime_info info;
+  kt_runtime_info info = {.size = sizeof info};
   kt_runtime_get_info(rt, &info);
   sweep_counts n = {0};
   if (!sweep_cases(rt, f, b, r, sweep, sizeof sweep / sizeof sweep[0], &n)) sweep_check(&n, has_clusters(rt), info.arch);

@@ -959,7 +959,7 @@ static void off_mode_plans_keep_the_fallback(void) {
 static void device_comparison_agrees_with_the_host(void) {
   kt_runtime *rt = g_open();
   if (!rt) return;
-  kt_runtime_info info;
+  kt_runtime_info info = {.size = sizeof info};
   kt_runtime_get_info(rt, &info);
   kt__devcmp d;
   char err[KT_ERRMAX];

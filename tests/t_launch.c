@@ -94,6 +94,9 @@ static void misuse_is_named(void) {
   MISUSE(kt_options_init(NULL), NULL, "kt_options_init: o is NULL");
   MISUSE(kt_runtime_open(NULL, NULL), NULL, "kt_runtime_open: out is NULL");
   MISUSE(kt_runtime_get_info(rt, NULL), rt, "kt_runtime_get_info: out is NULL");
+  kt_runtime_info ri = {.size = 0};
+  MISUSE(kt_runtime_get_info(rt, &ri), rt,
+         "kt_runtime_get_info: out->size is smaller than kt_runtime_info's first version");
   MISUSE(kt_runtime_stats(rt, &st), rt, "kt_runtime_stats: out->size is smaller than kt_stats' first version");
   MISUSE(kt_runtime_wait_tuning(rt, NAN), rt, "kt_runtime_wait_tuning: timeout_s is NaN");
   MISUSE(kt_runtime_stop_tuning(NULL), NULL, "kt_runtime_stop_tuning: rt is NULL");
@@ -114,8 +117,11 @@ static void misuse_is_named(void) {
   MISUSE(kt_kernel_time(k, a, 7, NULL, &us, NULL), rt, "kt_kernel_time: median_us or spread_us is NULL");
   MISUSE(kt_inputs_make(k, a, 7, 1, NULL), rt, "kt_inputs_make: out is NULL");
   MISUSE(kt_kernel_param(k, 7, NULL), rt, "kt_kernel_param: out is NULL");
-  kt_param_info pi;
+  kt_param_info pi = {.size = sizeof pi};
   MISUSE(kt_kernel_param(k, 7, &pi), rt, "kt_kernel_param: i is not a param's index");
+  pi.size = sizeof pi - 1;
+  MISUSE(kt_kernel_param(k, 0, &pi), rt, "kt_kernel_param: out->size is smaller than kt_param_info's first version");
+  pi.size = sizeof pi;
   MISUSE(kt_kernel_param(k, -1, &pi), rt, "kt_kernel_param: i is not a param's index");
   MISUSE(kt_kernel_extents(k, a, 7, NULL), rt, "kt_kernel_extents: elems is NULL");
   MISUSE(kt_kernel_extents(k, NULL, 7, elems), rt, "kt_kernel_extents: args is NULL");
@@ -150,6 +156,38 @@ static void misuse_is_named(void) {
 ** buffers that once held them (1024 and 256 or 512 bytes, cut to ""
 ** past them); they are whole now, and a caller's buffer too small for one
 ** gets none of it. */
+/* A caller built against a newer header passes a larger struct: the
+** fields this library knows are filled, out->size says how far, and the
+** bytes past them are left as they were. */
+static void info_structs_of_a_newer_header_are_filled_as_far_as_known(void) {
+  kt_runtime *rt = t_offline(0);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
+  struct {
+    kt_runtime_info info;
+    unsigned char later[64];
+  } r;
+  memset(&r, 0xA5, sizeof r);
+  r.info.size = sizeof r;
+  ASSERT_STATUS(kt_runtime_get_info(rt, &r.info), KT_OK);
+  ASSERT_EQ(r.info.size, sizeof r.info);
+  ASSERT_STR_EQ(r.info.arch, "sm_90");
+  for (size_t i = 0; i < sizeof r.later; i++) ASSERT_EQ(r.later[i], 0xA5);
+  struct {
+    kt_param_info info;
+    unsigned char later[64];
+  } p;
+  memset(&p, 0xA5, sizeof p);
+  p.info.size = sizeof p;
+  ASSERT_STATUS(kt_kernel_param(k, 1, &p.info), KT_OK);
+  ASSERT_EQ(p.info.size, sizeof p.info);
+  ASSERT_STR_EQ(p.info.name, "x");
+  ASSERT_STR_EQ(p.info.access, "in");
+  for (size_t i = 0; i < sizeof p.later; i++) ASSERT_EQ(p.later[i], 0xA5);
+  kt_runtime_close(rt);
+}
+
 static void keys_and_configs_at_the_bounds_are_whole(void) {
   char n[72], path[512];
   ASSERT_EQ(t_bounds_spec(t_tmpdir(), path, sizeof path), 0);
@@ -396,6 +434,8 @@ const kt_test t_launch_tests[] = {
     {"launch: bad arguments are named", bad_arguments_are_named},
     {"launch: a null pointer of no elements binds", null_pointers_of_no_elements_bind},
     {"launch: a NULL handle or pointer, or an index out of range, is named", misuse_is_named},
+    {"launch: info structs of a newer header are filled as far as this library knows",
+     info_structs_of_a_newer_header_are_filled_as_far_as_known},
     {"launch: keys and configs at the bounds are whole, or not given at all", keys_and_configs_at_the_bounds_are_whole},
     {"launch: vector width needs alignment", vector_width_needs_alignment},
     {"launch: forced configs are checked", forced_configs_are_checked},

@@ -131,7 +131,7 @@ static void unbuildable_cached_config_is_skipped(void) {
   kt_arg a[] = {kt_arg_ptr(0x100000, KT_BF16), kt_arg_ptr(0x200000, KT_BF16), kt_arg_ptr(0, KT_BF16),
                 kt_arg_ptr(0x300000, KT_BF16), kt_arg_i32(64), kt_arg_i32(256), kt_arg_f32(1e-5f)};
   char key[256], cfg[128];
-  kt_runtime_info info;
+  kt_runtime_info info = {.size = sizeof info};
   ASSERT_STATUS(kt_kernel_key(k, a, 7, key, sizeof key), KT_OK);
   ASSERT_STATUS(kt_runtime_get_info(rt, &info), KT_OK);
   kt_store *s;

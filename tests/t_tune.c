@@ -298,7 +298,7 @@ static void alias_rules(void) {
   ** spec that runs in place; its output may still be its other input. */
   kt_kernel *dr;
   ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/drain.json", &dr), KT_OK);
-  kt_param_info pi;
+  kt_param_info pi = {.size = sizeof pi};
   ASSERT_STATUS(kt_kernel_param(dr, 1, &pi), KT_OK);
   ASSERT_STR_EQ(pi.access, "consumed");
   kt_arg d[] = {kt_arg_ptr(0x500000, KT_F32), kt_arg_ptr(0x600000, KT_F32), kt_arg_ptr(0x600000, KT_F32),

@@ -53,8 +53,8 @@ static kt_runtime *open_cache(const char *cmd, const args *a, int readonly) {
   kt_runtime *rt;
   kt_status st = kt_runtime_open(&rt, &o);
   if (!st && kt_cache_path(rt)[0]) return rt;
-  kt_runtime_info in = {0};
-  if (!st) kt_runtime_get_info(rt, &in);
+  kt_runtime_info in = {.size = sizeof in};
+  if (!st) st = kt_runtime_get_info(rt, &in);
   cli_fail(cmd, "%s", st ? cli_errmsg(rt) : in.cache_error);
   kt_runtime_close(rt);
   return NULL;

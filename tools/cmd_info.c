@@ -37,11 +37,10 @@ static void find_gpus(found *f) {
     kt_runtime *g;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "index", d);
-    if (kt_runtime_open(&g, &od)) {
+    kt_runtime_info gi = {.size = sizeof gi};
+    if (kt_runtime_open(&g, &od) || kt_runtime_get_info(g, &gi)) {
       cJSON_AddStringToObject(o, "error", cli_errmsg(g));
     } else {
-      kt_runtime_info gi;
-      kt_runtime_get_info(g, &gi);
       f->driver = gi.driver_version;
       cJSON_AddStringToObject(o, "fingerprint", gi.fingerprint);
       cJSON_AddNumberToObject(o, "sms", gi.num_sms);
@@ -115,13 +114,12 @@ int cmd_info(int argc, char **argv) {
   o.cache_readonly = 1;
   o.log_level = KT_LOG_ERROR;
   kt_runtime *rt;
-  if (kt_runtime_open(&rt, &o)) {
+  kt_runtime_info in = {.size = sizeof in};
+  if (kt_runtime_open(&rt, &o) || kt_runtime_get_info(rt, &in)) {
     rc = cli_fail("info", "%s", cli_errmsg(rt));
     kt_runtime_close(rt);
     return rc;
   }
-  kt_runtime_info in;
-  kt_runtime_get_info(rt, &in);
   found f = {.nvrtc = in.nvrtc_version, .gpus = cJSON_CreateArray(), .cache_error = in.cache_error};
   find_gpus(&f);
   struct stat sb;

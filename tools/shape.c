@@ -84,8 +84,8 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
   int n = parse(shape, it, 64, err, errlen);
   if (n < 0) return -1;
   for (int i = 0; i < kt_kernel_nparams(k); i++) {
-    kt_param_info p;
-    kt_kernel_param(k, i, &p);
+    kt_param_info p = {.size = sizeof p};
+    if (kt_kernel_param(k, i, &p)) return snprintf(err, errlen, "param %d of the spec cannot be read", i), -1;
     item *v = find(it, n, p.name);
     if (p.kind == KT_ARG_PTR) {
       kt_dtype dt;

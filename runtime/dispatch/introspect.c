@@ -8,23 +8,36 @@
 
 int kt_kernel_nparams(const kt_kernel *k) { return k ? k->p.spec->nparams : 0; }
 
+/* The size of kt_param_info's first version (this one; once fields are
+** appended, the offset of the first of them). */
+#define PARAM_V1 sizeof(kt_param_info)
+
 kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
-  if (!k || !out || i < 0 || i >= k->p.spec->nparams)
-    return kt__misuse(kt__rt_of(k), "kt_kernel_param",
-                      !k ? "k is NULL" : !out ? "out is NULL" : "i is not a param's index");
+  const char *why = !k ? "k is NULL"
+                    : !out ? "out is NULL"
+                    : i < 0 || i >= k->p.spec->nparams ? "i is not a param's index"
+                    : out->size < PARAM_V1 ? "out->size is smaller than kt_param_info's first version"
+                    : NULL;
+  if (why) return kt__misuse(kt__rt_of(k), "kt_kernel_param", why);
   static const char *access[] = {"", "in", "out", "inout", "consumed"};
   static const char *keys[] = {"exact", "pow2", "ignore"};
   static const kt_arg_kind kinds[] = {0, KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32};
   const kt__param *p = &k->p.spec->params[i];
   int ptr = p->type == KT__P_PTR;
-  out->name = p->name;
-  out->kind = kinds[p->type];
-  out->dtype = !ptr ? "" : p->tvar >= 0 ? k->p.spec->types[p->tvar].name : kt_dtype_name(p->dtype);
-  out->access = ptr ? access[p->access] : "";
-  out->optional = p->optional;
-  out->key = ptr ? "" : keys[p->key];
-  out->init = p->init ? p->init : "";
-  out->extent = ptr ? p->extent.text : "";
+  kt_param_info all = {
+      .size = sizeof all,
+      .name = p->name,
+      .kind = kinds[p->type],
+      .dtype = !ptr ? "" : p->tvar >= 0 ? k->p.spec->types[p->tvar].name : kt_dtype_name(p->dtype),
+      .access = ptr ? access[p->access] : "",
+      .optional = p->optional,
+      .key = ptr ? "" : keys[p->key],
+      .init = p->init ? p->init : "",
+      .extent = ptr ? p->extent.text : "",
+  };
+  size_t n = out->size < sizeof all ? out->size : sizeof all;
+  memcpy(out, &all, n);
+  out->size = n;
   return KT_OK;
 }
 

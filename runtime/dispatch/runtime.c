@@ -244,20 +244,32 @@ kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
   return KT_OK;
 }
 
+/* The size of kt_runtime_info's first version (this one; once fields are
+** appended, the offset of the first of them). */
+#define INFO_V1 sizeof(kt_runtime_info)
+
 kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
-  if (!rt || !out) return kt__misuse(rt, "kt_runtime_get_info", !rt ? "rt is NULL" : "out is NULL");
+  if (!rt || !out || out->size < INFO_V1)
+    return kt__misuse(rt, "kt_runtime_get_info",
+                      !rt ? "rt is NULL" : !out ? "out is NULL" : "out->size is smaller than kt_runtime_info's first version");
   char err[KT_ERRMAX];
   const kt__env *env = &rt->env;
-  out->device_name = env->have_device ? env->dev.name : "";
-  out->arch = env->arch;
-  out->fingerprint = env->fingerprint;
-  out->num_sms = env->dev.num_sms;
-  out->l2_bytes = env->dev.l2_bytes;
-  out->smem_per_block_optin = env->dev.smem_per_block_optin;
-  out->driver_version = env->dev.driver_version;
-  out->nvrtc_version = kt__nvrtc_load(env->cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version();
-  out->cache_path = kt_cache_path(rt);
-  out->cache_error = env->store ? "" : rt->cache_error;
+  kt_runtime_info all = {
+      .size = sizeof all,
+      .device_name = env->have_device ? env->dev.name : "",
+      .arch = env->arch,
+      .fingerprint = env->fingerprint,
+      .num_sms = env->dev.num_sms,
+      .l2_bytes = env->dev.l2_bytes,
+      .smem_per_block_optin = env->dev.smem_per_block_optin,
+      .driver_version = env->dev.driver_version,
+      .nvrtc_version = kt__nvrtc_load(env->cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version(),
+      .cache_path = kt_cache_path(rt),
+      .cache_error = env->store ? "" : rt->cache_error,
+  };
+  size_t n = out->size < sizeof all ? out->size : sizeof all;
+  memcpy(out, &all, n);
+  out->size = n;
   return KT_OK;
 }
 

@@ -44,6 +44,5 @@ def config_for(k, d):
 
 def stats(h):
     s = _capi.Stats()
-    s.size = ctypes.sizeof(s)
     L.kt_runtime_stats(h, ctypes.byref(s))
     return s

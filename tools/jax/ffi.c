@@ -163,8 +163,8 @@ static const char *build_args(kt_kernel *k, const XLA_FFI_CallFrame *f, const at
   size_t npos = 0;
   if ((int)at->layout->len != np) return "the layout does not have one letter per param";
   for (int i = 0; i < np; i++) {
-    kt_param_info p;
-    kt_kernel_param(k, i, &p);
+    kt_param_info p = {.size = sizeof p};
+    if (kt_kernel_param(k, i, &p)) return "a param of the spec cannot be read";
     have[i] = -1;
     switch (at->layout->ptr[i]) {
     case 'i':
@@ -220,7 +220,7 @@ static XLA_FFI_Error *too_short(const XLA_FFI_Api *api, const entry *e, const kt
   kt_status st = kt_kernel_extents(e->k, args, np, want);
   if (st) return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "ktune: %s: %s", kt_status_name(st), kt_errmsg(e->rt));
   for (int i = 0; i < np; i++) {
-    kt_param_info p;
+    kt_param_info p = {.size = sizeof p};
     if (have[i] < 0 || have[i] >= want[i] || kt_kernel_param(e->k, i, &p)) continue;
     return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                 "ktune: KT_ERR_ARGS: %s: %s holds %lld elements; the call's sizes reach %lld (%s)", e->name, p.name,

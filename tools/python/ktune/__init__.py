@@ -412,7 +412,6 @@ class Runtime:
     def stats(self):
         """Counters since the runtime opened (see kt_stats in ktune.h)."""
         s = _capi.Stats()
-        s.size = ctypes.sizeof(s)
         st = lib().kt_runtime_stats(self._h, ctypes.byref(s))
         if st:
             self._raise(st)

@@ -47,13 +47,22 @@ class Options(ctypes.Structure):
                 ("async_copy_limit", ctypes.c_size_t), ("coord", Coordinator), ("record_path", ctypes.c_char_p)]
 
 
-class ParamInfo(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int), ("dtype", ctypes.c_char_p),
+class Sized(ctypes.Structure):
+    """A struct whose first field says its size, set on creation (the
+    library fills only what the caller's version of it holds)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.size = ctypes.sizeof(self)
+
+
+class ParamInfo(Sized):
+    _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("kind", ctypes.c_int), ("dtype", ctypes.c_char_p),
                 ("access", ctypes.c_char_p), ("optional", ctypes.c_int), ("key", ctypes.c_char_p),
                 ("init", ctypes.c_char_p), ("extent", ctypes.c_char_p)]
 
 
-class Stats(ctypes.Structure):
+class Stats(Sized):
     _fields_ = [("size", ctypes.c_size_t), ("launches", ctypes.c_uint64), ("hits", ctypes.c_uint64),
                 ("misses", ctypes.c_uint64), ("tunings", ctypes.c_uint64), ("trials", ctypes.c_uint64),
                 ("tuning_ms", ctypes.c_double),
@@ -64,8 +73,8 @@ class Stats(ctypes.Structure):
                 ("coord_failed", ctypes.c_uint64)]
 
 
-class RuntimeInfo(ctypes.Structure):
-    _fields_ = [("device_name", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("fingerprint", ctypes.c_char_p),
+class RuntimeInfo(Sized):
+    _fields_ = [("size", ctypes.c_size_t), ("device_name", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("fingerprint", ctypes.c_char_p),
                 ("num_sms", ctypes.c_int), ("l2_bytes", ctypes.c_int), ("smem_per_block_optin", ctypes.c_int),
                 ("driver_version", ctypes.c_int), ("nvrtc_version", ctypes.c_int), ("cache_path", ctypes.c_char_p),
                 ("cache_error", ctypes.c_char_p)]
