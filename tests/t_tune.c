@@ -820,6 +820,20 @@ static void cli_key_and_lint(void) {
                 "{\"D\":4096,\"P\":512,\"W\":\"bf16\",\"db\":16,\"db_part\":16,\"dw\":16,\"dw_part\":16}\n"
                 "{\"D\":4096,\"P\":512,\"W\":\"bf16\",\"db\":16,\"db_part\":16,\"dw\":16,\"dw_part\":16}\n"
                 "{\"D\":4096,\"P\":1,\"W\":\"bf16\",\"db\":16,\"db_part\":16,\"dw\":16,\"dw_part\":16}\n");
+  /* A call that no config fits has a key, and a note that its launches
+  ** fail; --json gives its default as null and why. */
+  ASSERT_EQ(t_sh(out, sizeof out, "(%s key kernels_src/layernorm_fwd.json --shape N=8,G=3,D=64,T=bf16,W=bf16,rms=0 "
+                 ">/dev/null)", bin),
+            0);
+  ASSERT_STR_EQ(out, "ktune key: note: --shape N=8,G=3,D=64,T=bf16,W=bf16,rms=0: layernorm_fwd: no config satisfies "
+                     "the constraints for this call (the default fails \"G > 0 && D > 0 && D % G == 0\"); a launch "
+                     "of it fails (KT_ERR_NO_CONFIG)\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key --json kernels_src/layernorm_fwd.json --shape N=8,G=3,D=64,T=bf16,W=bf16,rms=0 "
+                 "--shape N=8,G=1,D=64,T=bf16,W=bf16,rms=0", bin),
+            0);
+  ASSERT_CONTAINS(out, "\"default\":null,\"no_config\":\"layernorm_fwd: no config satisfies the constraints for "
+                       "this call (the default fails \\\"G > 0 && D > 0 && D % G == 0\\\")\"}");
+  ASSERT_CONTAINS(out, "\"rms\":0,\"rstd\":16,\"w\":16,\"x\":16,\"y\":16},\"default\":\"BLOCK=");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,T=bf16", bin), 2);
   ASSERT_CONTAINS(out, "D is in the tuning key; give its value");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape D=1,T=bf16,Q=3", bin), 2);

@@ -13,6 +13,8 @@ static const char key_help[] =
     "Pointers are non-null and 16-byte aligned unless the shape says\n"
     "NAME=null or NAME@BYTES (an address offset by BYTES). Type variables\n"
     "take NAME=dtype (or dtype=...). Params the key ignores may be left out.\n"
+    "A call that no config of the spec fits gets a note on stderr saying why\n"
+    "(with --json: \"default\" null and \"no_config\"); its launches fail.\n"
     "exit codes: 0 keys printed, 1 the spec did not load, 2 usage (a bad shape)\n";
 
 static const char lint_help[] =
@@ -41,6 +43,28 @@ static kt_runtime *offline(const char *cmd, const char *arch) {
   return rt;
 }
 
+/* The key of a call, and the config it runs untuned: a call that no config
+** of the spec fits has a key, but every launch of it fails, so that is said
+** (a note on stderr; "default": null and "no_config" in JSON). */
+static void print_key(kt_kernel *k, kt_runtime *rt, const char *shape, const kt_arg *args, const char *key,
+                      cJSON *out) {
+  char def[KT_CONFIG_MAX];
+  kt_status st = kt_kernel_default_for(k, args, kt_kernel_nparams(k), def, sizeof def);
+  const char *why = st ? cli_errmsg(rt) : NULL;
+  if (!out) {
+    printf("%s\n", key);
+    if (why) fprintf(stderr, "ktune key: note: --shape %s: %s; a launch of it fails (%s)\n", shape, why,
+                     kt_status_name(st));
+    return;
+  }
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "shape", shape);
+  cJSON_AddItemToObject(o, "key", cJSON_Parse(key));
+  cJSON_AddItemToObject(o, "default", why ? cJSON_CreateNull() : cJSON_CreateString(def));
+  if (why) cJSON_AddStringToObject(o, "no_config", why);
+  cJSON_AddItemToArray(out, o);
+}
+
 int cmd_key(int argc, char **argv) {
   cli_list spec = {0}, shapes = {0};
   int json = 0;
@@ -64,13 +88,8 @@ int cmd_key(int argc, char **argv) {
     if (shape_args(k, shapes.v[i], args, err, sizeof err)) rc = cli_usage("key", "--shape %s: %s", shapes.v[i], err);
     else if (kt_kernel_key(k, args, kt_kernel_nparams(k), key, sizeof key))
       rc = cli_usage("key", "--shape %s: %s", shapes.v[i], cli_errmsg(rt));
-    else if (!out) printf("%s\n", key);
-    else {
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "shape", shapes.v[i]);
-      cJSON_AddItemToObject(o, "key", cJSON_Parse(key));
-      cJSON_AddItemToArray(out, o);
-    }
+    else
+      print_key(k, rt, shapes.v[i], args, key, out);
   }
   if (out && !rc) rc = cli_print_json(out);
   else cJSON_Delete(out);
