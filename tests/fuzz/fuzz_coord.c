@@ -2,7 +2,8 @@
 ** the follower refuses it or takes a config valid for its call; nothing
 ** crashes, leaks or is loaded without its digest matching. The message is
 ** served by a coordinator that returns the fuzz input, to the reader of
-** the bundled RMSNorm's small spec. */
+** the bundled RMSNorm's small spec: as a follower fetches it, and as an
+** owner whose publish the store refused reads the message there. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +14,11 @@
 static const uint8_t *msg;
 static size_t msglen;
 
+/* The store refuses every publish: the name holds another message (the
+** fuzz input), which the owner then reads and follows. */
 static int publish(void *user, const char *name, const void *bytes, size_t len) {
   (void)user, (void)name, (void)bytes, (void)len;
-  return 0;
+  return -1;
 }
 
 static int fetch(void *user, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms) {
@@ -47,6 +50,9 @@ int kt_fuzz_coord(const uint8_t *data, size_t size) {
   msg = data;
   msglen = size;
   kt__coord_fetch(k, &c, "{\"D\":1024}", 0, cfg, why, sizeof why);
+  int64_t mine[KT_MAX_CFIELDS];
+  if (kt__call_fallback(&k->p, &c, mine)) abort();
+  kt__coord_publish(k, &c, "{\"D\":1024}", mine, NULL, cfg);
   return 0;
 }
 
