@@ -297,12 +297,17 @@ static void a_silent_owner_ends_in_a_fallback(void) {
 ** JAX host does), each with a config of its own in its cache, over a store
 ** that keeps a name's first message (JAX's refuses a second): the first to
 ** miss a key this rank owns settles and publishes it, the second follows
-** that message. One message a key, one config in both, no warning. */
-static void runtimes_of_one_rank_run_the_first_ones_config(void) {
+** that message. One message a key, one config in both, no warning. With
+** race, both miss the key at once: the second looks before the first has
+** published (here its look finds nothing) and settles the key with its own
+** config, but the store refuses its publish; it then follows the message
+** there, counted as followed, and later calls launch that config without
+** asking the store. */
+static void two_runtimes_of_one_rank(int race) {
   const char *dir = t_tmpdir();
   kv s;
   kv_init(&s);
-  rank rk[2] = {{.store = &s}, {.store = &s}};
+  rank rk[2] = {{.store = &s}, {.store = &s, .blind = race}};
   kt_runtime *rt[2];
   kt_kernel *k[2];
   char sub[2][600];
@@ -317,10 +322,13 @@ static void runtimes_of_one_rank_run_the_first_ones_config(void) {
   for (int i = 0; i < 2; i++) ASSERT_EQ(seed(rt[i], k[i], d, own_config[i + 1]), 0);
   kt_arg a[] = ARGS(d);
   char cfg[2][64];
-  for (int i = 0; i < 2; i++) {
-    ASSERT_STATUS(kt_kernel_config_for(k[i], a, 7, cfg[i], sizeof cfg[i]), KT_OK);
-    ASSERT_STR_EQ(cfg[i], own_text[1]);
+  for (int i = 0; i < 3; i++) { /* the third: runtime 1 again */
+    ASSERT_STATUS(kt_kernel_config_for(k[i % 2], a, 7, cfg[i % 2], sizeof cfg[i % 2]), KT_OK);
+    ASSERT_STR_EQ(cfg[i % 2], own_text[1]);
   }
+  ASSERT_EQ(rk[1].blind, 0);
+  ASSERT_EQ(rk[1].refused, race);
+  ASSERT_EQ(rk[1].fetches, race ? 2 : 1);
   kt_stats st[2] = {{.size = sizeof st[0]}, {.size = sizeof st[1]}};
   for (int i = 0; i < 2; i++) kt_runtime_stats(rt[i], &st[i]);
   ASSERT_EQ(st[0].published, 1);
@@ -330,57 +338,13 @@ static void runtimes_of_one_rank_run_the_first_ones_config(void) {
   ASSERT_EQ(st[0].coord_failed + st[1].coord_failed, 0);
   ASSERT_EQ(s.n, 1);
   ASSERT_STR_EQ(logged[0], "");
-  for (int i = 0; i < 2; i++) kt_runtime_close(rt[i]);
-  kv_free(&s);
-}
-
-/* The same, where both runtimes miss the key at once: the second looks
-** before the first has published (here its look finds nothing) and settles
-** the key with its own config, but the store keeps the first message and
-** refuses its publish. It then follows that message: its call returns the
-** first runtime's config, counted as followed, with no warning. */
-static void runtimes_of_one_rank_that_race_follow_the_first_message(void) {
-  const char *dir = t_tmpdir();
-  kv s;
-  kv_init(&s);
-  rank rk[2] = {{.store = &s}, {.store = &s, .blind = 1}};
-  kt_runtime *rt[2];
-  kt_kernel *k[2];
-  char sub[2][600];
-  int d = 64;
-  for (int i = 0; i < 2; i++) {
-    snprintf(sub[i], sizeof sub[i], "%s/gpu%d", dir, i);
-    ASSERT_EQ(mkdir(sub[i], 0700), 0);
-    ASSERT_TRUE((rt[i] = open_rank(sub[i], &rk[i], 0, 2, 5)));
-    ASSERT_STATUS(kt_kernel_load(rt[i], SPEC, &k[i]), KT_OK);
-  }
-  while (owner_of(rt[0], d) != 0) d += 64;
-  for (int i = 0; i < 2; i++) ASSERT_EQ(seed(rt[i], k[i], d, own_config[i + 1]), 0);
-  kt_arg a[] = ARGS(d);
-  char cfg[2][64];
-  for (int i = 0; i < 2; i++) {
-    ASSERT_STATUS(kt_kernel_config_for(k[i], a, 7, cfg[i], sizeof cfg[i]), KT_OK);
-    ASSERT_STR_EQ(cfg[i], own_text[1]);
-  }
-  ASSERT_EQ(rk[1].blind, 0);
-  ASSERT_EQ(rk[1].refused, 1);
-  /* Later calls launch the followed config without asking the store. */
-  int asked = rk[1].fetches;
-  ASSERT_STATUS(kt_kernel_config_for(k[1], a, 7, cfg[1], sizeof cfg[1]), KT_OK);
-  ASSERT_STR_EQ(cfg[1], own_text[1]);
-  ASSERT_EQ(rk[1].fetches, asked);
-  kt_stats st[2] = {{.size = sizeof st[0]}, {.size = sizeof st[1]}};
-  for (int i = 0; i < 2; i++) kt_runtime_stats(rt[i], &st[i]);
-  ASSERT_EQ(st[0].published, 1);
-  ASSERT_EQ(st[1].published, 0);
-  ASSERT_EQ(st[1].followed, 1);
-  ASSERT_EQ(st[0].coord_failed + st[1].coord_failed, 0);
-  ASSERT_EQ(s.n, 1);
-  ASSERT_STR_EQ(logged[0], "");
   ASSERT_STR_EQ(logged[1], "");
   for (int i = 0; i < 2; i++) kt_runtime_close(rt[i]);
   kv_free(&s);
 }
+
+static void runtimes_of_one_rank_run_the_first_ones_config(void) { two_runtimes_of_one_rank(0); }
+static void runtimes_of_one_rank_that_race_follow_the_first_message(void) { two_runtimes_of_one_rank(1); }
 
 /* Publish what a message would be, as a broken or hostile owner might. */
 static void put(kv *s, kt_runtime *rt, kt_kernel *k, int d, const char *msg, size_t len) {
