@@ -185,7 +185,11 @@ typedef enum kt_log_level {
 } kt_log_level;
 
 /* A log sink. msg is borrowed; valid until the callback returns. Called from
-** any thread that uses the runtime, so it must be thread-safe. */
+** any thread that uses the runtime, so it must be thread-safe. msg ends
+** without a newline but may quote text as it came (a path, a cached
+** config, NVRTC's log), control characters and newlines included: the
+** default sink writes them as \xNN, and a sink that writes to a terminal
+** should too. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
 
 /* Progress of a long operation, for a tool's display. A tuning: kernel
