@@ -25,8 +25,10 @@ __all__ = ["enable", "enable_jax", "disable", "Coordinator"]
 
 class Coordinator:
     """The hook over any key-value store: publish(name, data) makes bytes
-    visible to every rank; fetch(name, timeout_s) returns them, or None when
-    they did not come within timeout_s. Exceptions count as failures."""
+    visible to every rank, keeping a name's first message (the same bytes
+    again are done; other bytes raise, and the runtime then follows the
+    message there); fetch(name, timeout_s) returns them, or None when they
+    did not come within timeout_s. Exceptions count as failures."""
 
     def __init__(self, rank, size, publish, fetch, timeout=300.0):
         if not 0 <= rank < size:
@@ -97,7 +99,8 @@ def _store_publish(store):
 def enable(group=None, timeout=300.0, store=None):
     """Coordinate this process's runtimes over a torch.distributed process
     group (default: the default group), through its key-value store (or the
-    store given: any torch.distributed Store). The group's collectives are
+    store given: any torch.distributed Store; messages are published with
+    compare_set, so a name keeps its first message). The group's collectives are
     never used, so an NCCL training group is fine; call before the first
     ktune call of the process. Returns the Coordinator."""
     import torch.distributed as dist
