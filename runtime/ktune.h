@@ -337,7 +337,9 @@ typedef enum kt_mode {
 typedef struct kt_coordinator {
   int rank;            /* this process's rank, 0 <= rank < size */
   int size;            /* ranks in the job; 0 or 1: no coordination */
-  double timeout_s;    /* the longest a rank waits for an owner; 0: 300 */
+  double timeout_s;    /* the longest a rank waits for an owner; 0: 300;
+                          above INT_MAX ms (INFINITY, say) fetch gets
+                          INT_MAX ms, 24 days */
   void *user;          /* passed to publish and fetch */
   /* Make len bytes visible to every rank under name (one name per key; a
   ** runtime publishes a name once, but several runtimes of one rank may

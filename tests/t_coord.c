@@ -4,6 +4,8 @@
 ** keys spread over owners; a silent owner, a failing exchange and damaged
 ** messages end in a fallback with a warning, never a hang. No device: a
 ** rank settles a key from its cache or with the default. */
+#include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -35,6 +37,7 @@ typedef struct rank {
   int fail_publish, fail_fetch;
   int blind;    /* fetches that find nothing however long they wait */
   int fetches, refused;
+  int last_wait_ms; /* the timeout of the last fetch */
 } rank;
 
 /* Keeps a name's first message, as kt_coordinator asks: the same bytes
@@ -64,6 +67,7 @@ static int kv_fetch(void *user, const char *name, void *buf, size_t cap, size_t 
   rank *r = user;
   kv *s = r->store;
   r->fetches++;
+  r->last_wait_ms = timeout_ms;
   if (r->fail_fetch) return -1;
   if (r->blind > 0 && r->blind--) return 1;
   struct timespec until;
@@ -346,6 +350,38 @@ static void two_runtimes_of_one_rank(int race) {
 static void runtimes_of_one_rank_run_the_first_ones_config(void) { two_runtimes_of_one_rank(0); }
 static void runtimes_of_one_rank_that_race_follow_the_first_message(void) { two_runtimes_of_one_rank(1); }
 
+/* A follower whose timeout does not fit fetch's milliseconds (infinity,
+** or a year) waits INT_MAX ms, 24 days, for its owner; here the owner has
+** published, so the call returns at once with its config. */
+static void timeouts_past_int_max_ms_are_cut(void) {
+  const char *dir = t_tmpdir();
+  static const double timeouts[] = {INFINITY, 3.2e7, 2.1e6};
+  static const int want[] = {INT_MAX, INT_MAX, 2100000000};
+  kv s;
+  kv_init(&s);
+  rank rk[2] = {{.store = &s}, {.store = &s}};
+  for (int t = 0; t < 3; t++) {
+    char sub[2][600];
+    kt_runtime *rt[2];
+    kt_kernel *k[2];
+    for (int r = 0; r < 2; r++) {
+      snprintf(sub[r], sizeof sub[r], "%s/t%d-%d", dir, t, r);
+      ASSERT_EQ(mkdir(sub[r], 0700), 0);
+      ASSERT_TRUE((rt[r] = open_rank(sub[r], &rk[r], r, 2, timeouts[t])));
+      ASSERT_STATUS(kt_kernel_load(rt[r], SPEC, &k[r]), KT_OK);
+    }
+    int d = 64 * (t + 1);
+    while (owner_of(rt[0], d) != 0) d += 256;
+    kt_arg a[] = ARGS(d);
+    char cfg[2][64];
+    for (int r = 0; r < 2; r++) ASSERT_STATUS(kt_kernel_config_for(k[r], a, 7, cfg[r], sizeof cfg[r]), KT_OK);
+    ASSERT_STR_EQ(cfg[1], cfg[0]);
+    ASSERT_EQ(rk[1].last_wait_ms, want[t]);
+    for (int r = 0; r < 2; r++) kt_runtime_close(rt[r]);
+  }
+  kv_free(&s);
+}
+
 /* Publish what a message would be, as a broken or hostile owner might. */
 static void put(kv *s, kt_runtime *rt, kt_kernel *k, int d, const char *msg, size_t len) {
   kt_arg a[] = ARGS(d);
@@ -516,6 +552,7 @@ const kt_test t_coord_tests[] = {
     {"coord_runtimes_of_one_rank_run_the_first_ones_config", runtimes_of_one_rank_run_the_first_ones_config},
     {"coord_runtimes_of_one_rank_that_race_follow_the_first_message",
      runtimes_of_one_rank_that_race_follow_the_first_message},
+    {"coord_timeouts_past_int_max_ms_are_cut", timeouts_past_int_max_ms_are_cut},
     {"coord_failed_exchanges_are_named", failed_exchanges_are_named},
     {"coord_the_owners_cubin_travels", the_owners_cubin_travels},
     {"coord_options_are_checked", coordinator_options_are_checked},

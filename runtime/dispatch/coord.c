@@ -6,6 +6,7 @@
 ** The digest guards the bytes in transit; a message that fails any check
 ** is a failed exchange, never a config used. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,13 @@ static int owner_of(const kt_kernel *k, const char *json) {
 }
 
 int kt__coord_owns(const kt_kernel *k, const char *json) { return owner_of(k, json) == k->rt->coord.rank; }
+
+int kt__coord_wait_ms(const kt_runtime *rt) {
+  /* A timeout of days (or infinity: wait as long as it takes) would not
+  ** fit fetch's int; INT_MAX ms is 24 days. */
+  double ms = rt->coord.timeout_s * 1e3;
+  return ms < (double)INT_MAX ? (int)ms : INT_MAX;
+}
 
 static void digest_hex(const void *bytes, size_t n, char out[33]) {
   XXH128_hash_t h = XXH3_128bits(bytes, n);

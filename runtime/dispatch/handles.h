@@ -144,6 +144,8 @@ void kt__async_stop(kt_runtime *rt);
 static inline int kt__coord_on(const kt_runtime *rt) { return rt->coord.size > 1; }
 /* Whether this rank is the owner of the key (json): the one that settles it. */
 int kt__coord_owns(const kt_kernel *k, const char *json);
+/* The coordinator's timeout in ms, as fetch takes it (at most INT_MAX). */
+int kt__coord_wait_ms(const kt_runtime *rt);
 /* The owner tells the others what it settled for c's key: cfg (with its
 ** variant's cubin when built here), or, with cfg NULL, why it has none.
 ** Returns 1 with *took when the store already held another message for the

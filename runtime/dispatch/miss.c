@@ -216,7 +216,7 @@ static kt_status follow(miss *m, kt_stream stream, const kt_arg *args, const kt_
     }
     return KT_OK;
   }
-  if (take_published(m, (int)(rt->coord.timeout_s * 1e3), out, &st, why, sizeof why)) return st;
+  if (take_published(m, kt__coord_wait_ms(rt), out, &st, why, sizeof why)) return st;
   kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: %s; the %s config is used", k->p.spec->name, m->json, why,
           m->have_stored ? "cached" : "default");
   atomic_fetch_add_explicit(&rt->env.n.coord_failed, 1, memory_order_relaxed);
