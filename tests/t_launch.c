@@ -3,7 +3,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "harness.h"
 #include "tools/shape.h"
 #include "ktune.h"
@@ -189,6 +191,23 @@ static void info_structs_of_a_newer_header_are_filled_as_far_as_known(void) {
   ASSERT_STR_EQ(p.info.access, "in");
   ASSERT_TRUE(untouched(r.later, sizeof r.later) && untouched(p.later, sizeof p.later));
   kt_runtime_close(rt);
+}
+
+/* A wait of any length becomes a deadline pthread_cond_timedwait takes: an
+** hour at most (infinity and 1e300 ms would overflow the nanoseconds), now
+** for NaN and below 0. */
+static void waits_of_any_length_are_deadlines_within_an_hour(void) {
+  static const struct {
+    double ms, want_s;
+  } cases[] = {{INFINITY, 3600}, {1e300, 3600}, {7.2e6, 3600}, {1500, 1.5}, {-5, 0}, {NAN, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct timespec now, at;
+    clock_gettime(CLOCK_REALTIME, &now);
+    kt__realtime_in(cases[i].ms, &at);
+    double s = (double)(at.tv_sec - now.tv_sec) + (at.tv_nsec - now.tv_nsec) / 1e9;
+    ASSERT_TRUE(at.tv_nsec >= 0 && at.tv_nsec < 1000000000);
+    ASSERT_TRUE(s >= cases[i].want_s - 0.001 && s < cases[i].want_s + 0.5);
+  }
 }
 
 static void keys_and_configs_at_the_bounds_are_whole(void) {
@@ -444,5 +463,6 @@ const kt_test t_launch_tests[] = {
     {"launch: forced configs are checked", forced_configs_are_checked},
     {"launch: blocks that cover a row exactly", blocks_that_cover_a_row_exactly},
     {"launch: runtime open errors", runtime_open_errors},
+    {"launch: waits of any length are deadlines within an hour", waits_of_any_length_are_deadlines_within_an_hour},
     {NULL, NULL},
 };

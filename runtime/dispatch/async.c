@@ -279,11 +279,7 @@ static void push(kt__async *a, job *j) {
 
 static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *m, double ms) {
   struct timespec ts;
-  if (ms < 0) ms = 0;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  long long ns = (long long)ts.tv_nsec + (long long)(ms * 1e6);
-  ts.tv_sec += (time_t)(ns / 1000000000);
-  ts.tv_nsec = (long)(ns % 1000000000);
+  kt__realtime_in(ms, &ts);
   pthread_cond_timedwait(cv, m, &ts);
 }
 
