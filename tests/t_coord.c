@@ -36,6 +36,7 @@ typedef struct rank {
   kv *store;
   int fail_publish, fail_fetch;
   int blind;    /* fetches that find nothing however long they wait */
+  int lies;     /* publish stores the message, then says it failed */
   int fetches, refused;
   int last_wait_ms; /* the timeout of the last fetch */
 } rank;
@@ -60,7 +61,7 @@ static int kv_publish(void *user, const char *name, const void *bytes, size_t le
   s->len[s->n++] = len;
   pthread_cond_broadcast(&s->put);
   pthread_mutex_unlock(&s->lock);
-  return 0;
+  return r->lies ? -1 : 0;
 }
 
 static int kv_fetch(void *user, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms) {
@@ -350,6 +351,32 @@ static void two_runtimes_of_one_rank(int race) {
 static void runtimes_of_one_rank_run_the_first_ones_config(void) { two_runtimes_of_one_rank(0); }
 static void runtimes_of_one_rank_that_race_follow_the_first_message(void) { two_runtimes_of_one_rank(1); }
 
+/* A store that keeps the owner's message but says the publish failed:
+** the owner finds its own config there, counts it as published and warns
+** of nothing. */
+static void a_publish_the_store_kept_counts_whatever_it_said(void) {
+  kv s;
+  kv_init(&s);
+  rank rk = {.store = &s, .lies = 1};
+  kt_runtime *rt = open_rank(t_tmpdir(), &rk, 0, 2, 5);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, SPEC, &k), KT_OK);
+  int d = 64;
+  while (owner_of(rt, d) != 0) d += 64;
+  kt_arg a[] = ARGS(d);
+  char cfg[64];
+  ASSERT_STATUS(kt_kernel_config_for(k, a, 7, cfg, sizeof cfg), KT_OK);
+  ASSERT_STR_EQ(cfg, "BLOCK=128,ROWS=4,VEC=1");
+  kt_stats st = {.size = sizeof st};
+  kt_runtime_stats(rt, &st);
+  ASSERT_EQ(st.published * 100 + st.followed * 10 + st.coord_failed, 100);
+  ASSERT_EQ(s.n, 1);
+  ASSERT_STR_EQ(logged[0], "");
+  kt_runtime_close(rt);
+  kv_free(&s);
+}
+
 /* A follower whose timeout does not fit fetch's milliseconds (infinity,
 ** or a year) waits INT_MAX ms, 24 days, for its owner; here the owner has
 ** published, so the call returns at once with its config. */
@@ -553,6 +580,7 @@ const kt_test t_coord_tests[] = {
     {"coord_runtimes_of_one_rank_that_race_follow_the_first_message",
      runtimes_of_one_rank_that_race_follow_the_first_message},
     {"coord_timeouts_past_int_max_ms_are_cut", timeouts_past_int_max_ms_are_cut},
+    {"coord_a_publish_the_store_kept_counts_whatever_it_said", a_publish_the_store_kept_counts_whatever_it_said},
     {"coord_failed_exchanges_are_named", failed_exchanges_are_named},
     {"coord_the_owners_cubin_travels", the_owners_cubin_travels},
     {"coord_options_are_checked", coordinator_options_are_checked},

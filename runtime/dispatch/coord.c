@@ -158,9 +158,14 @@ int kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const i
   int rc = built ? rt->coord.publish(rt->coord.user, name, msg, total) : -1;
   kt__free(msg);
   cJSON_free(head);
+  if (rc && cfg && built && first_message(k, c, name, took)) {
+    /* The store holds this very config (whatever it said): published. */
+    if (!memcmp(took, cfg, (size_t)k->p.spec->ncfields * sizeof *cfg)) rc = 0;
+    else follows = 1;
+  }
   if (!rc) {
     atomic_fetch_add_explicit(&rt->env.n.published, 1, memory_order_relaxed);
-  } else if (cfg && built && first_message(k, c, name, took)) {
+  } else if (follows) {
     /* The name was taken between this rank's look and its publish: the
     ** ranks already follow that message, so this runtime does too. */
     char mine[KT_CONFIG_JSON_MAX], theirs[KT_CONFIG_JSON_MAX];
@@ -169,7 +174,6 @@ int kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const i
     kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: another runtime of this rank published %s first; it replaces %s here",
             k->p.spec->name, json, theirs, mine);
     atomic_fetch_add_explicit(&rt->env.n.followed, 1, memory_order_relaxed);
-    follows = 1;
   } else {
     kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: the other ranks are not told this rank's %s (%s); they use a fallback",
             k->p.spec->name, json, cfg ? "config" : "failure", built ? "publish failed" : "out of memory");
