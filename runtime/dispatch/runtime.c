@@ -249,9 +249,11 @@ kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
 #define INFO_V1 sizeof(kt_runtime_info)
 
 kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
-  if (!rt || !out || out->size < INFO_V1)
-    return kt__misuse(rt, "kt_runtime_get_info",
-                      !rt ? "rt is NULL" : !out ? "out is NULL" : "out->size is smaller than kt_runtime_info's first version");
+  const char *why = !rt ? "rt is NULL"
+                    : !out ? "out is NULL"
+                    : out->size < INFO_V1 ? "out->size is smaller than kt_runtime_info's first version"
+                    : NULL;
+  if (why) return kt__misuse(rt, "kt_runtime_get_info", why);
   char err[KT_ERRMAX];
   const kt__env *env = &rt->env;
   kt_runtime_info all = {
