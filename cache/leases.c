@@ -2,6 +2,7 @@
 ** for a key (they faulted or hung, or a trial of them is under way), and
 ** who is tuning a key right now. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -130,31 +131,88 @@ int kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
   return st;
 }
 
-/* Whether the lease row q points at leaves the key to (host, pid). */
-static int lease_free(sqlite3_stmt *q, const char *host, long pid, long *holder, int *oom) {
+/* The leases this process holds, each with the store (a runtime's
+** connection) that took it. A lease row names a host and a pid only, so
+** without this every runtime of a process would take the keys another of
+** its runtimes is tuning, tune them too and keep a winner of its own. */
+typedef struct held {
+  const kt_store *s; /* compared, never followed: it may be closed */
+  char *id;          /* the file's path and the key, \x1f between */
+  struct held *next;
+} held;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static held *held_list;
+
+static char *held_id(const kt_store *s, const kt__leaserow *r) {
+  return sqlite3_mprintf("%s\x1f%s\x1f%s\x1f%s\x1f%s", s->path, r->kernel, r->spec_hash, r->device, r->key);
+}
+
+/* Whether another store of this process holds the lease of id. */
+static int held_by_other(const kt_store *s, const char *id) {
+  int other = 0;
+  pthread_mutex_lock(&held_lock);
+  for (held *h = held_list; h; h = h->next)
+    if (!strcmp(h->id, id)) other = h->s != s;
+  pthread_mutex_unlock(&held_lock);
+  return other;
+}
+
+/* set: s holds id from now on; else s lets go of id, if it held it. id is
+** the list's when set succeeds, else freed. */
+static void held_mark(const kt_store *s, char *id, int set) {
+  pthread_mutex_lock(&held_lock);
+  held **pp = &held_list;
+  while (*pp && strcmp((*pp)->id, id)) pp = &(*pp)->next;
+  held *h = *pp;
+  if (h && (set || h->s == s)) {
+    *pp = h->next;
+    sqlite3_free(h->id);
+    sqlite3_free(h);
+  }
+  if (set && (h = sqlite3_malloc(sizeof *h))) {
+    *h = (held){.s = s, .id = id, .next = held_list};
+    held_list = h;
+    id = NULL;
+  }
+  pthread_mutex_unlock(&held_lock);
+  sqlite3_free(id);
+}
+
+void kt__store_forget_leases(const kt_store *s) {
+  pthread_mutex_lock(&held_lock);
+  for (held **pp = &held_list; *pp;) {
+    held *h = *pp;
+    if (h->s != s) {
+      pp = &h->next;
+      continue;
+    }
+    *pp = h->next;
+    sqlite3_free(h->id);
+    sqlite3_free(h);
+  }
+  pthread_mutex_unlock(&held_lock);
+}
+
+/* Whether the lease row q points at leaves the key to (host, pid) and the
+** store s: a lease of this process is another store's while it holds it. */
+static int lease_free(sqlite3_stmt *q, const kt_store *s, const char *id, const char *host, long pid, long *holder,
+                      int *oom) {
   const char *h = kt__db_text(q, 0, oom);
   long p = (long)sqlite3_column_int64(q, 1);
   int64_t exp = sqlite3_column_int64(q, 2);
   int same_host = h && !strcmp(h, host);
   int gone = same_host && p != pid && kill((pid_t)p, 0) && errno == ESRCH;
-  int mine = same_host && p == pid;
+  int mine = same_host && p == pid && !(id && held_by_other(s, id));
   if (mine || gone || exp < kt__db_now()) return 1;
   *holder = p;
   return 0;
 }
 
-static int take_lease(kt_store *s, const kt__leaserow *r, int *taken, long *holder, char *err, size_t errlen) {
-  int st = KT__C_OK, free_ = 1;
-  sqlite3_stmt *q = keyed(s, "SELECT host, pid, expires_at FROM leases" KT__WHERE_KEY, r->kernel, r->spec_hash, r->device,
-                          r->key, "reading leases", &st, err, errlen);
-  if (!q) return st;
-  int rc = kt__db_step(q), oom = 0;
-  if (rc == SQLITE_ROW) free_ = lease_free(q, r->host, (long)r->pid, holder, &oom);
-  else if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading leases", err, errlen);
-  if (oom) st = KT__C_NOMEM, snprintf(err, errlen, "%s: reading leases: out of memory", s->path);
-  sqlite3_finalize(q);
-  if (st || !free_) return st;
+/* The lease row of r written: *taken. */
+static int put_lease(kt_store *s, const kt__leaserow *r, int *taken, char *err, size_t errlen) {
   char cols[256], params[128], sql[512];
+  sqlite3_stmt *q;
+  int st = KT__C_OK;
   kt__row_columns(cols, sizeof cols, &kt__leases_table);
   kt__row_params(params, sizeof params, &kt__leases_table, 1);
   snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO leases (%s) VALUES (%s)", cols, params);
@@ -166,6 +224,27 @@ static int take_lease(kt_store *s, const kt__leaserow *r, int *taken, long *hold
   if (kt__db_step(q) != SQLITE_DONE) st = kt__db_err(s, s->db, "writing leases", err, errlen);
   else *taken = 1;
   sqlite3_finalize(q);
+  return st;
+}
+
+static int take_lease(kt_store *s, const kt__leaserow *r, int *taken, long *holder, char *err, size_t errlen) {
+  int st = KT__C_OK, free_ = 1;
+  sqlite3_stmt *q = keyed(s, "SELECT host, pid, expires_at FROM leases" KT__WHERE_KEY, r->kernel, r->spec_hash, r->device,
+                          r->key, "reading leases", &st, err, errlen);
+  if (!q) return st;
+  char *id = held_id(s, r);
+  int rc = kt__db_step(q), oom = 0;
+  if (rc == SQLITE_ROW) free_ = lease_free(q, s, id, r->host, (long)r->pid, holder, &oom);
+  else if (rc != SQLITE_DONE) st = kt__db_err(s, s->db, "reading leases", err, errlen);
+  if (oom) st = KT__C_NOMEM, snprintf(err, errlen, "%s: reading leases: out of memory", s->path);
+  sqlite3_finalize(q);
+  if (st || !free_) {
+    sqlite3_free(id);
+    return st;
+  }
+  st = put_lease(s, r, taken, err, errlen);
+  if (*taken && id && r->pid == (long)getpid()) held_mark(s, id, 1);
+  else sqlite3_free(id);
   return st;
 }
 
@@ -191,6 +270,9 @@ int kt__store_lease(kt_store *s, const char *kernel, const char *spec_hash, cons
 int kt__store_lease_release(kt_store *s, const char *kernel, const char *spec_hash, const char *device,
                             const char *key, const char *host, long pid, char *err, size_t errlen) {
   if (s->readonly) return KT__C_OK;
+  kt__leaserow r = {.kernel = kernel, .spec_hash = spec_hash, .device = device, .key = key};
+  char *id = held_id(s, &r);
+  if (id) held_mark(s, id, 0);
   pthread_mutex_lock(&s->lock);
   int st = KT__C_OK;
   sqlite3_stmt *q = keyed(s, "DELETE FROM leases" KT__WHERE_KEY " AND host=?5 AND pid=?6", kernel, spec_hash, device, key,

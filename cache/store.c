@@ -373,6 +373,7 @@ int kt__store_open(kt_store **out, const kt__store_opts *o, char *err, size_t er
 
 void kt__store_close(kt_store *s) {
   if (!s) return;
+  kt__store_forget_leases(s);
   for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
   sqlite3_finalize(s->sys_get);
   sqlite3_close(s->db);

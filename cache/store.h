@@ -123,14 +123,19 @@ int kt__store_quarantined(kt_store *s, const char *kernel, const char *spec_hash
 int kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
                                void (*fn)(void *, const char *, const char *, const char *), void *user, char *err,
                                size_t errlen);
-/* Take the tuning lease of a key for (host, pid) until now + ttl_s. *taken
-** is 0 when another live holder has it (its pid in *holder). A lease that
-** expired, or whose holder is a process of this host that is gone, is
-** taken over. */
+/* Take the tuning lease of a key for (host, pid) and the store s until now
+** + ttl_s. *taken is 0 when another live holder has it (its pid in
+** *holder), or another store of this process does. A lease that expired,
+** or whose holder is a process of this host that is gone, is taken over. */
 int kt__store_lease(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,
                     const char *host, long pid, int ttl_s, int *taken, long *holder, char *err, size_t errlen);
 int kt__store_lease_release(kt_store *s, const char *kernel, const char *spec_hash, const char *device,
                             const char *key, const char *host, long pid, char *err, size_t errlen);
+/* A lease this process holds is the store's that took it: another store of
+** the process (another runtime) is refused it as another process would be.
+** Closing a store forgets its leases here (their rows stay, as a crash's
+** would). */
+void kt__store_forget_leases(const kt_store *s);
 
 /* transfer.c: the cache as people and other machines see it. */
 int kt__store_list(kt_store *s, const char *kernel, int (*fn)(void *user, const kt__cfgrow *r, int from_system),

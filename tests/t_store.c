@@ -848,6 +848,48 @@ static void tuning_leases(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM leases"), 4);
 }
 
+/* Two stores of one process on one file (two runtimes, a GPU each): a
+** lease one of them holds is refused to the other, named by this process's
+** pid, until the holder lets go or closes; the holder takes it again at
+** will. */
+static void leases_of_one_process_are_the_stores(void) {
+  const char *p = tmpfile_in("lease2.db");
+  kt_store *a, *b;
+  ASSERT_STATUS(open_store(&a, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(open_store(&b, p, NULL, NULL, err, sizeof err), KT_OK);
+  int taken;
+  long holder, me = (long)getpid();
+  ASSERT_STATUS(kt__store_lease(a, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  ASSERT_STATUS(kt__store_lease(b, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 0);
+  ASSERT_EQ(holder, me);
+  ASSERT_STATUS(kt__store_lease(a, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  /* Another key is b's to take; a's release of a key it does not hold
+  ** leaves b's. */
+  ASSERT_STATUS(kt__store_lease(b, "k", "h", "d", "{\"D\":1}", "hostA", me, 60, &taken, &holder, err, sizeof err),
+                KT_OK);
+  ASSERT_EQ(taken, 1);
+  ASSERT_STATUS(kt__store_lease(a, "k", "h", "d", "{\"D\":1}", "hostA", me, 60, &taken, &holder, err, sizeof err),
+                KT_OK);
+  ASSERT_EQ(taken, 0);
+  /* Released by its holder: b's to take. */
+  ASSERT_STATUS(kt__store_lease_release(a, "k", "h", "d", "{}", "hostA", me, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_lease(b, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  ASSERT_STATUS(kt__store_lease(a, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 0);
+  /* Its holder closed (its row left, as a crash would leave it): a takes it. */
+  kt__store_close(b);
+  ASSERT_STATUS(kt__store_lease(a, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  ASSERT_STATUS(kt__store_lease(a, "k", "h", "d", "{\"D\":1}", "hostA", me, 60, &taken, &holder, err, sizeof err),
+                KT_OK);
+  ASSERT_EQ(taken, 1);
+  kt__store_close(a);
+}
+
 static void network_filesystems_are_recognised(void) {
   ASSERT_EQ(kt__store_fs_is_network(0x6969), 1);
   ASSERT_EQ(kt__store_fs_is_network(0xFF534D42L), 1);
@@ -901,6 +943,7 @@ const kt_test t_store_tests[] = {
     {"cache: export then import gives identical rows", export_import_round_trip},
     {"cache: gc removes stale configs and unreferenced binaries", gc_removes_stale_rows},
     {"cache: tuning leases: taken, refused, released, taken over", tuning_leases},
+    {"cache: a lease of this process is the store's that took it", leases_of_one_process_are_the_stores},
     {"cache: network filesystems are recognised", network_filesystems_are_recognised},
     {NULL, NULL},
 };

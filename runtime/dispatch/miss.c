@@ -71,9 +71,11 @@ static void look_in_cache(miss *m) {
   if (m->have_stored) atomic_fetch_add_explicit(&rt->env.n.cache_loads, 1, memory_order_relaxed);
 }
 
-/* Take the key's lease, or wait while another process holds it. Returns 1
-** when the holder stored a config meanwhile (then in m->stored), else 0
-** with the lease ours (*held) or, after LEASE_S, without it. */
+/* Take the key's lease, or wait while another process (or another runtime
+** of this one) holds it. Returns 1 when the holder stored a config
+** meanwhile (then in m->stored; *held says whether the lease is ours to
+** release), else 0 with the lease ours (*held) or, after LEASE_S, without
+** it. */
 static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
   kt_runtime *rt = m->rt;
   const kt__prog *p = &m->k->p;
@@ -91,9 +93,14 @@ static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
     }
     if (taken) {
       *held = 1;
-      return 0;
+      /* Taken after a wait: the holder may have stored its winner and let
+      ** go between two looks. */
+      return said && kt__cached_config(m->k, m->c, m->json, m->stored);
     }
-    if (!said)
+    if (!said && holder == (long)getpid())
+      kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: another runtime of this process is tuning this key; waiting for its "
+              "result", p->spec->name, m->json);
+    else if (!said)
       kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: process %ld is tuning this key; waiting for its result",
               p->spec->name, m->json, holder);
     usleep(LEASE_POLL_US);
