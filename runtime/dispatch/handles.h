@@ -23,6 +23,10 @@ kt_status kt__misuse(const struct kt_runtime *rt, const char *fn, const char *wh
 ** saying how many bytes the what ("key", "config") needs: never a cut one. */
 kt_status kt__copy_out(const struct kt_runtime *rt, const char *fn, const char *what, const char *text, char *buf,
                        size_t n);
+/* A struct that starts with its size (kt_stats, kt_runtime_info,
+** kt_param_info) filled from this library's version of it (all, known
+** bytes) as far as the caller's version holds; its size then says how far. */
+void kt__copy_sized(void *out, const void *all, size_t known);
 
 struct kt_runtime {
   kt__env env;            /* first: what the layers below see */

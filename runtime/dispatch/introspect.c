@@ -25,7 +25,6 @@ kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
   const kt__param *p = &k->p.spec->params[i];
   int ptr = p->type == KT__P_PTR;
   kt_param_info all = {
-      .size = sizeof all,
       .name = p->name,
       .kind = kinds[p->type],
       .dtype = !ptr ? "" : p->tvar >= 0 ? k->p.spec->types[p->tvar].name : kt_dtype_name(p->dtype),
@@ -35,9 +34,7 @@ kt_status kt_kernel_param(const kt_kernel *k, int i, kt_param_info *out) {
       .init = p->init ? p->init : "",
       .extent = ptr ? p->extent.text : "",
   };
-  size_t n = out->size < sizeof all ? out->size : sizeof all;
-  memcpy(out, &all, n);
-  out->size = n;
+  kt__copy_sized(out, &all, sizeof all);
   return KT_OK;
 }
 

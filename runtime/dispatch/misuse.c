@@ -1,5 +1,6 @@
 /* What a public call says of arguments it cannot take: a NULL handle or
-** pointer, a value out of range, a buffer too small for its text. */
+** pointer, a value out of range, a buffer too small for its text; and what
+** it gives back in a caller's struct of another version than its own. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,4 +21,12 @@ kt_status kt__copy_out(const kt_runtime *rt, const char *fn, const char *what, c
   char why[128];
   snprintf(why, sizeof why, "the %s needs %zu bytes, bufsize is %zu", what, len, n);
   return kt__misuse(rt, fn, why);
+}
+
+void kt__copy_sized(void *out, const void *all, size_t known) {
+  size_t have;
+  memcpy(&have, out, sizeof have);
+  size_t n = have < known ? have : known;
+  memcpy(out, all, n);
+  memcpy(out, &n, sizeof n);
 }

@@ -236,11 +236,9 @@ kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
   if (!rt || !out || out->size < STATS_V1)
     return kt__misuse(rt, "kt_runtime_stats",
                       !rt ? "rt is NULL" : !out ? "out is NULL" : "out->size is smaller than kt_stats' first version");
-  size_t n = out->size < sizeof *out ? out->size : sizeof *out;
   kt_stats all;
   fill_stats(rt, &all);
-  memcpy(out, &all, n);
-  out->size = n;
+  kt__copy_sized(out, &all, sizeof all);
   return KT_OK;
 }
 
@@ -257,7 +255,6 @@ kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
   char err[KT_ERRMAX];
   const kt__env *env = &rt->env;
   kt_runtime_info all = {
-      .size = sizeof all,
       .device_name = env->have_device ? env->dev.name : "",
       .arch = env->arch,
       .fingerprint = env->fingerprint,
@@ -269,9 +266,7 @@ kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
       .cache_path = kt_cache_path(rt),
       .cache_error = env->store ? "" : rt->cache_error,
   };
-  size_t n = out->size < sizeof all ? out->size : sizeof all;
-  memcpy(out, &all, n);
-  out->size = n;
+  kt__copy_sized(out, &all, sizeof all);
   return KT_OK;
 }
 
