@@ -147,12 +147,26 @@ static char *held_id(const kt_store *s, const kt__leaserow *r) {
   return sqlite3_mprintf("%s\x1f%s\x1f%s\x1f%s\x1f%s", s->path, r->kernel, r->spec_hash, r->device, r->key);
 }
 
+/* Under held_lock: where id's entry is linked (*result NULL: none). */
+static held **held_at(const char *id) {
+  held **pp = &held_list;
+  while (*pp && strcmp((*pp)->id, id)) pp = &(*pp)->next;
+  return pp;
+}
+
+/* Under held_lock: the entry at *pp unlinked and freed. */
+static void held_drop(held **pp) {
+  held *h = *pp;
+  *pp = h->next;
+  sqlite3_free(h->id);
+  sqlite3_free(h);
+}
+
 /* Whether another store of this process holds the lease of id. */
 static int held_by_other(const kt_store *s, const char *id) {
-  int other = 0;
   pthread_mutex_lock(&held_lock);
-  for (held *h = held_list; h; h = h->next)
-    if (!strcmp(h->id, id)) other = h->s != s;
+  held *h = *held_at(id);
+  int other = h && h->s != s;
   pthread_mutex_unlock(&held_lock);
   return other;
 }
@@ -161,14 +175,8 @@ static int held_by_other(const kt_store *s, const char *id) {
 ** the list's when set succeeds, else freed. */
 static void held_mark(const kt_store *s, char *id, int set) {
   pthread_mutex_lock(&held_lock);
-  held **pp = &held_list;
-  while (*pp && strcmp((*pp)->id, id)) pp = &(*pp)->next;
-  held *h = *pp;
-  if (h && (set || h->s == s)) {
-    *pp = h->next;
-    sqlite3_free(h->id);
-    sqlite3_free(h);
-  }
+  held **pp = held_at(id), *h;
+  if (*pp && (set || (*pp)->s == s)) held_drop(pp);
   if (set && (h = sqlite3_malloc(sizeof *h))) {
     *h = (held){.s = s, .id = id, .next = held_list};
     held_list = h;
@@ -180,16 +188,9 @@ static void held_mark(const kt_store *s, char *id, int set) {
 
 void kt__store_forget_leases(const kt_store *s) {
   pthread_mutex_lock(&held_lock);
-  for (held **pp = &held_list; *pp;) {
-    held *h = *pp;
-    if (h->s != s) {
-      pp = &h->next;
-      continue;
-    }
-    *pp = h->next;
-    sqlite3_free(h->id);
-    sqlite3_free(h);
-  }
+  for (held **pp = &held_list; *pp;)
+    if ((*pp)->s == s) held_drop(pp);
+    else pp = &(*pp)->next;
   pthread_mutex_unlock(&held_lock);
 }
 

@@ -97,17 +97,16 @@ static int lease_or_wait(miss *m, int *held, char *host, size_t hostlen) {
       ** go between two looks. */
       return said && kt__cached_config(m->k, m->c, m->json, m->stored);
     }
-    if (!said && holder == (long)getpid())
-      kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: another runtime of this process is tuning this key; waiting for its "
-              "result", p->spec->name, m->json);
-    else if (!said)
-      kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: process %ld is tuning this key; waiting for its result",
-              p->spec->name, m->json, holder);
+    char who[64] = "another runtime of this process";
+    if (holder != (long)getpid()) snprintf(who, sizeof who, "process %ld", holder);
+    if (!said)
+      kt__log(&rt->env.log, KT_LOG_INFO, "%s %s: %s is tuning this key; waiting for its result", p->spec->name,
+              m->json, who);
     usleep(LEASE_POLL_US);
     if (kt__cached_config(m->k, m->c, m->json, m->stored)) return 1;
     if (kt__now_ms() > deadline) {
-      kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: process %ld has held the tuning lease for %d s; tuning here too",
-              p->spec->name, m->json, holder, LEASE_S);
+      kt__log(&rt->env.log, KT_LOG_WARN, "%s %s: %s has held the tuning lease for %d s; tuning here too",
+              p->spec->name, m->json, who, LEASE_S);
       return 0;
     }
   }

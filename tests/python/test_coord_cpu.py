@@ -137,9 +137,6 @@ class TorchLikeStore:
     def get(self, name):
         return self.d[name]
 
-    def set(self, name, data):
-        self.d[name] = bytes(data)
-
 
 def enable_keeps_a_names_first_message():
     """enable()'s publish keeps a name's first message (compare_set, where
