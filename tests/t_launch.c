@@ -166,7 +166,6 @@ static void misuse_is_named(void) {
     T info;      \
     unsigned char later[64]; \
   }
-static int poisoned(void *p, size_t n) { return memset(p, 0xA5, n) != NULL; }
 static int untouched(const unsigned char *p, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (p[i] != 0xA5) return 0;
@@ -180,7 +179,8 @@ static void info_structs_of_a_newer_header_are_filled_as_far_as_known(void) {
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/rmsnorm.json", &k), KT_OK);
   NEWER(kt_runtime_info) r;
   NEWER(kt_param_info) p;
-  ASSERT_TRUE(poisoned(&r, sizeof r) && poisoned(&p, sizeof p));
+  memset(&r, 0xA5, sizeof r);
+  memset(&p, 0xA5, sizeof p);
   r.info.size = sizeof r;
   p.info.size = sizeof p;
   ASSERT_STATUS(kt_runtime_get_info(rt, &r.info), KT_OK);
