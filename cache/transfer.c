@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/text.h"
 #include "cache/codec.h"
 #include "cache/db.h"
 
@@ -171,20 +172,18 @@ static int emit(FILE *out, cJSON *row, const char *sep) {
   return KT__C_OK;
 }
 
-/* Whether s holds a control character (a byte below 0x20, 0x7f, or a C1
-** in UTF-8, U+0080 to U+009F): no name, hash, version or device ktune
-** writes does, and printed it would move a terminal's cursor. */
-static int has_control(const char *s) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) return 1;
-  return 0;
+/* Why s is no name, hash, version or device ktune writes: a control
+** character (printed, it would move a terminal's cursor) or bytes that are
+** not UTF-8 (no JSON holds them). NULL when it is fine. */
+static const char *text_fault(const char *s) {
+  return kt__text_clean(s) ? NULL : kt__text_utf8(s) ? "holds a control character" : "is not UTF-8";
 }
 
-/* Whether a text column of row (a row of t) holds a control byte: a row
-** ktune did not write, which an import would refuse. */
-static int row_has_control(const kt__table *t, const void *row) {
+/* Whether a text column of row (a row of t) is at fault: a row ktune did
+** not write, which an import would refuse. */
+static int row_text_fault(const kt__table *t, const void *row) {
   for (int k = 0; k < t->ncols; k++)
-    if (field_type(&t->cols[k]) == F_TEXT && has_control(*(const char *const *)((const char *)row + t->cols[k].off)))
+    if (field_type(&t->cols[k]) == F_TEXT && text_fault(*(const char *const *)((const char *)row + t->cols[k].off)))
       return 1;
   return 0;
 }
@@ -206,7 +205,7 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
     /* A row another program wrote that no lookup could match. */
     if (kt__codec_canon(r.key, 0, key, sizeof key, why, sizeof why) ||
         kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || !isfinite(r.time_us) || r.time_us < 0 ||
-        row_has_control(&kt__configs_table, &r)) {
+        row_text_fault(&kt__configs_table, &r)) {
       skipped++;
       continue;
     }
@@ -240,7 +239,7 @@ static int export_binaries(kt_store *s, FILE *out, char *err, size_t errlen) {
     if ((st = kt__row_read(p, &kt__binaries_table, &r, 0))) break;
     if (!kt__binary_intact(&r, sqlite3_column_bytes(p, blob)) ||
         kt__codec_canon(r.constants, 0, constants, sizeof constants, why, sizeof why) ||
-        !strstr(constants, "\"lowered\":\"") || row_has_control(&kt__binaries_table, &r)) {
+        !strstr(constants, "\"lowered\":\"") || row_text_fault(&kt__binaries_table, &r)) {
       skipped++;
       continue;
     }
@@ -345,8 +344,8 @@ static int read_row(inrow *r, const char *json, char *why, size_t wl) {
              : t == F_INT  ? !strcmp(type, "integer") && r->i[k] >= 0
                            : (!strcmp(type, "integer") || !strcmp(type, "real")) && r->d[k] >= 0 && isfinite(r->d[k]);
     if (!ok) return snprintf(why, wl, "\"%s\" must be %s", c->name, want[t]), KT__C_INVALID;
-    if (t == F_TEXT && has_control(r->text[k]))
-      return snprintf(why, wl, "\"%s\" holds a control character", c->name), KT__C_INVALID;
+    const char *fault = t == F_TEXT ? text_fault(r->text[k]) : NULL;
+    if (fault) return snprintf(why, wl, "\"%s\" %s", c->name, fault), KT__C_INVALID;
   }
   return KT__C_OK;
 }

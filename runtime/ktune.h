@@ -189,7 +189,7 @@ typedef enum kt_log_level {
 ** without a newline but may quote text as it came (a path, a cached
 ** config, NVRTC's log), control characters and newlines included: the
 ** default sink writes them as \xNN, and a sink that writes to a terminal
-** should too. */
+** should too. msg is UTF-8: a quoted byte that is not is written \xNN. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
 
 /* Progress of a long operation, for a tool's display. A tuning: kernel
@@ -451,7 +451,7 @@ KT_API kt_status kt_runtime_close(kt_runtime *rt);
 /* The last error message of this runtime in the calling thread: "" when
 ** none. Borrowed; valid until the next call on rt from this thread. Never
 ** NULL; kt_errmsg(NULL) explains why a runtime could not be made, or why a
-** call given a NULL runtime or kernel failed. */
+** call given a NULL runtime or kernel failed. UTF-8, as kt_log_fn's msg. */
 KT_API const char *kt_errmsg(const kt_runtime *rt);
 
 /* The device this runtime targets, as "sm_90", and its name ("NVIDIA H100
@@ -827,7 +827,10 @@ KT_API kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user,
 KT_API const char *kt_cache_path(const kt_runtime *rt);
 
 /* One configs row. All strings borrowed; valid until the callback returns.
-** key and config are canonical JSON. */
+** key and config are canonical JSON in a row ktune wrote; a row another
+** program wrote may hold any text there, which no lookup matches. Every
+** string is UTF-8: a byte of the file that is not is written \xNN (and
+** kt_cache_trials then finds no trials for that row). */
 typedef struct kt_cache_row {
   const char *kernel, *spec_hash, *device, *key, *config;
   double time_us;

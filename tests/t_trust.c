@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/fileio.h"
 #include "base/outfile.h"
+#include "cache/text.h"
 #include "cache/store.h"
 #include "device/nvrtc.h"
 #include "harness.h"
@@ -322,6 +323,14 @@ static void imports_are_all_or_nothing(void) {
        " \"time_us\": 1}", 0, "x.json: configs[50]: \"kernel\" holds a control character"},
       {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU\\u009b2J\", \"key\": {\"D\": 1},"
        " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
+      {"{\"kernel\": \"k\xff\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
+       " \"time_us\": 1}", 0, "x.json: configs[50]: \"kernel\" is not UTF-8"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU \xed\xa0\x80\", \"key\": {\"D\": 1},"
+       " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" is not UTF-8"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU \\ud800\", \"key\": {\"D\": 1},"
+       " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" is not UTF-8"},
+      {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\xc0\xb0\", \"nvrtc_version\": \"13000\", \"constants\":"
+       " {\"lowered\": \"f\"}, \"size\": 4, \"cubin\": \"f0VMRg==\"}", 1, "x.json: binaries[0]: \"arch\" is not UTF-8"},
       {"7", 0, "x.json: configs[50]: expected an object"},
       {"{\"hash\": \"ab\", \"kernel\": \"k\", \"arch\": \"sm_90\", \"nvrtc_version\": \"13000\", \"constants\":"
        " {\"lowered\": \"f\"}, \"size\": 5, \"cubin\": \"f0VMRg==\"}", 1,
@@ -495,6 +504,10 @@ static void exports_are_valid_json(void) {
   r.key = "{\"D\":3}";
   r.device = "GPU\n\tz";
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  /* Bytes that are not UTF-8: no JSON holds them. */
+  r.key = "{\"D\":4}";
+  r.device = "GPU \xc3";
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   kt__store_close(s);
   ASSERT_EQ(sql(a, "INSERT INTO configs VALUES ('k', 'h', 'd', '{\\\"D\\\":', '{}', 1, 0, 0, '', '', 0, 0)"), 0);
   ASSERT_STATUS(open_store(&s, a, logged), KT_OK);
@@ -503,9 +516,10 @@ static void exports_are_valid_json(void) {
   ASSERT_STATUS(kt__store_export(s, f, 1, err, sizeof err), KT_OK);
   fclose(f);
   kt__store_close(s);
-  ASSERT_CONTAINS(logged, "2 configs rows are not canonical and are not exported");
+  ASSERT_CONTAINS(logged, "3 configs rows are not canonical and are not exported");
   char *json;
   ASSERT_EQ(kt__read_file(j, KT__SPEC_MAX, &json, NULL), 0);
+  ASSERT_TRUE(kt__text_utf8(json));
   cJSON *parsed = cJSON_Parse(json);
   int valid = parsed != NULL, rows = cJSON_GetArraySize(cJSON_GetObjectItem(parsed, "configs"));
   cJSON_Delete(parsed);
@@ -799,6 +813,76 @@ static void the_runtime_log_escapes_control_bytes(void) {
   ASSERT_TRUE(same);
 }
 
+static int row_text(void *user, const kt_cache_row *r) {
+  char *out = user;
+  size_t n = strlen(out);
+  snprintf(out + n, 512 - n, "%s %s\n", r->kernel, r->device);
+  return 0;
+}
+
+/* Which bytes read as UTF-8: lengths of the character at each sample (0:
+** malformed), and whether it is a control character. */
+static void utf8_is_read_as_the_standard_says(void) {
+  static const struct {
+    const char *s;
+    int len, control;
+  } at[] = {
+      {"a", 1, 0},          {"\t", 1, 1},         {"\x7f", 1, 1},       {"\xc2\xa0", 2, 0},
+      {"\xc2\x9b", 2, 1},   {"\xc2\x80", 2, 1},   {"\xdf\xbf", 2, 0},   {"\xc0\xaf", 0, 0},
+      {"\xc1\xbf", 0, 0},   {"\xe0\x80\xaf", 0, 0}, {"\xe0\xa0\x80", 3, 0}, {"\xed\x9f\xbf", 3, 0},
+      {"\xed\xa0\x80", 0, 0}, {"\xef\xbf\xbf", 3, 0}, {"\xf0\x8f\xbf\xbf", 0, 0}, {"\xf0\x90\x80\x80", 4, 0},
+      {"\xf4\x8f\xbf\xbf", 4, 0}, {"\xf4\x90\x80\x80", 0, 0}, {"\xf5\x80\x80\x80", 0, 0}, {"\xff", 0, 0},
+      {"\x80", 0, 0},       {"\xe2\x82", 0, 0},   {"\xf0\x9f\x98", 0, 0}, {"\xe2\x28\xa1", 0, 0},
+  };
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    int control = -1, len = kt__text_char((const unsigned char *)at[i].s, &control);
+    if (len != at[i].len || (len && control != at[i].control)) printf("    sample %zu: %d %d\n", i, len, control);
+    ASSERT_EQ(len, at[i].len);
+  }
+  char buf[64];
+  ASSERT_STR_EQ(kt__text_visible("a\xff\xc3\xa9\n\xe2\x82", 0, buf, sizeof buf), "a\\xff\xc3\xa9\n\\xe2\\x82");
+  ASSERT_STR_EQ(kt__text_visible("a\xff\xc3\xa9\n\xc2\x9b", 1, buf, sizeof buf), "a\\xff\xc3\xa9\\x0a\\xc2\\x9b");
+  ASSERT_STR_EQ(kt__text_visible("ab\xff", 0, buf, 6), "ab"); /* cut at a whole escape */
+  ASSERT_TRUE(kt__text_clean("GPU \xc3\xa9") && !kt__text_clean("a\tb") && kt__text_utf8("a\tb"));
+}
+
+/* What the library hands out is UTF-8, whatever a file held: a message
+** quoting bytes that are not, one cut in the middle of a character, a row
+** of a cache another program wrote. */
+static void what_the_library_hands_out_is_utf8(void) {
+  static char logged[8192];
+  const char *db = fresh("utf8.db");
+  char bad[256], msg[4 * KT_ERRMAX];
+  const char *dir = t_tmpdir();
+  snprintf(bad, sizeof bad, "%s/sp\xff\xfe" "c\xc3\xa9.json", dir);
+  kt_runtime *rt = offline_on(db, logged);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, bad, &k), KT_ERR_IO);
+  snprintf(msg, sizeof msg, "%s/sp\\xff\\xfec\xc3\xa9.json: cannot read", dir);
+  ASSERT_CONTAINS(kt_errmsg(rt), msg);
+  ASSERT_TRUE(kt__text_utf8(kt_errmsg(rt)));
+  kt_runtime_close(rt);
+  /* A message cut inside a character ends before it. */
+  char *long_text = kt__malloc(3000);
+  ASSERT_TRUE(long_text);
+  for (int i = 0; i < 1499; i++) memcpy(long_text + 2 * i, "\xc3\xa9", 2);
+  long_text[2998] = 0;
+  kt__err(0, KT_ERR_INVALID, "%s", long_text);
+  kt__free(long_text);
+  ASSERT_EQ(strlen(kt_errmsg(NULL)), (size_t)(KT_ERRMAX - 2));
+  ASSERT_TRUE(kt__text_utf8(kt_errmsg(NULL)));
+  kt__err_clear(0);
+  /* Rows of a cache another program wrote. */
+  ASSERT_EQ(sql(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at, updated_at)"
+                    " VALUES (CAST(X'6bff' AS TEXT), 'h', 'GPU \xc3\xa9', '{}', '{}', 1, 0, 0)"), 0);
+  ASSERT_TRUE((rt = offline_on(db, logged)));
+  char rows[512] = "";
+  ASSERT_STATUS(kt_cache_list(rt, NULL, row_text, rows), KT_OK);
+  kt_runtime_close(rt);
+  ASSERT_STR_EQ(rows, "k\\xff GPU \xc3\xa9\n");
+}
+
 const kt_test t_trust_tests[] = {
     {"trust: a damaged cubin is compiled again, never loaded", damaged_binaries_are_compiled_again},
     {"trust: without NVRTC a config whose cubin is damaged is skipped", unbuildable_cached_config_is_skipped},
@@ -812,6 +896,8 @@ const kt_test t_trust_tests[] = {
     {"trust: compile then gc keeps the cubins; -o writes a checked manifest", compile_then_gc_keeps_cubins},
     {"trust: a cache and a system cache in a read-only directory are read", read_only_directories_are_read},
     {"trust: the runtime's own log writes control bytes as \\xNN", the_runtime_log_escapes_control_bytes},
+    {"trust: UTF-8 is read as the standard says", utf8_is_read_as_the_standard_says},
+    {"trust: messages and listed rows are UTF-8, whatever a file held", what_the_library_hands_out_is_utf8},
     {"trust: tables ktune did not make are refused; the file's triggers never run",
      tables_ktune_did_not_make_are_refused},
     {NULL, NULL},

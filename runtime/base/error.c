@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cache/text.h"
+
 /* A thread using more runtimes than this at once loses the oldest message;
 ** messages live in thread-local storage so that the launch path never
 ** allocates or locks to report an error. */
@@ -32,12 +34,30 @@ static slot *find(uint64_t id, int create) {
   return s;
 }
 
+/* msg (a buffer of n bytes) as well-formed UTF-8, which an embedder may
+** decode as such (Python does): a character that cut ends is dropped, and a
+** malformed byte quoted from a file becomes \xNN. */
+static void as_utf8(char *msg, size_t n, int cut) {
+  size_t len = strlen(msg), i = len;
+  while (cut && i > 0 && len - i < 3 && ((unsigned char)msg[i - 1] & 0xc0) == 0x80) i--;
+  if (cut && i > 0) {
+    unsigned c = (unsigned char)msg[i - 1];
+    size_t whole = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (len - (i - 1) < whole) msg[i - 1] = 0;
+  }
+  if (kt__text_utf8(msg)) return;
+  char fixed[KT_ERRMAX];
+  kt__text_visible(msg, 0, fixed, n < sizeof fixed ? n : sizeof fixed);
+  memcpy(msg, fixed, strlen(fixed) + 1);
+}
+
 kt_status kt__err(uint64_t id, kt_status s, const char *fmt, ...) {
   slot *sl = find(id, 1);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(sl->msg, sizeof sl->msg, fmt, ap);
+  int n = vsnprintf(sl->msg, sizeof sl->msg, fmt, ap);
   va_end(ap);
+  as_utf8(sl->msg, sizeof sl->msg, n >= (int)sizeof sl->msg);
   return s;
 }
 
@@ -53,30 +73,13 @@ void kt__err_clear(uint64_t id) {
 
 static const char *level_names[] = {"error", "warn", "info", "debug"};
 
-/* msg with its control bytes as \xNN: a line of the log stays one line,
-** and text from a file it quotes (a path, a cached config) cannot move a
-** terminal's cursor. */
-static const char *visible(const char *msg, char *buf, size_t n) {
-  size_t u = 0;
-  for (const unsigned char *p = (const unsigned char *)msg; *p && u + 9 <= n; p++) {
-    /* C0 and DEL, and C1 in UTF-8 (U+0080 to U+009F: U+009B starts an
-    ** escape sequence in some terminals). */
-    int c = *p < 0x20 || *p == 0x7f ? 1 : p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f ? 2 : 0;
-    for (int i = 0; i < c; i++) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", p[i]);
-    if (c) p += c - 1;
-    else buf[u++] = (char)*p;
-  }
-  buf[u] = 0;
-  return buf;
-}
-
 void kt__log_stderr(void *user, kt_log_level level, const char *msg) {
   char vis[4 * KT_ERRMAX + 1];
   (void)user;
   fprintf(stderr, "ktune: %s: %s\n",
           level >= KT_LOG_ERROR && level <= KT_LOG_DEBUG ? level_names[level]
                                                          : "log",
-          visible(msg, vis, sizeof vis));
+          kt__text_visible(msg, 1, vis, sizeof vis));
 }
 
 int kt__log_level_from_env(void) {
@@ -92,8 +95,9 @@ void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...) {
   char buf[KT_ERRMAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  as_utf8(buf, sizeof buf, n >= (int)sizeof buf);
   lg->fn(lg->user, level, buf);
 }
 

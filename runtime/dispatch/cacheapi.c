@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/fileio.h"
 #include "base/outfile.h"
+#include "cache/text.h"
 #include "dispatch/handles.h"
 #include "cache/store.h"
 
@@ -24,53 +25,89 @@ const char *kt_cache_path(const kt_runtime *rt) {
   return rt && rt->env.store ? kt__store_path(rt->env.store) : "";
 }
 
+/* Rows reach callers as UTF-8 (ktune.h promises it): a text of a file
+** ktune did not write shows its malformed bytes as \xNN, in a copy that
+** lives until the callback returns. */
+typedef struct shown {
+  char *copies[8];
+  int n, oom;
+} shown;
+
+static const char *show(shown *sh, const char *s) {
+  if (!s || kt__text_utf8(s) || sh->n == 8) return s;
+  size_t n = 4 * strlen(s) + 1;
+  char *c = kt__malloc(n);
+  if (!c) return sh->oom = 1, "";
+  sh->copies[sh->n++] = c;
+  return kt__text_visible(s, 0, c, n);
+}
+
+static int shown_end(shown *sh, int stop) {
+  for (int i = 0; i < sh->n; i++) kt__free(sh->copies[i]);
+  return stop || sh->oom;
+}
+
 typedef struct list_ctx {
   kt_cache_row_fn fn;
   void *user;
+  int oom;
 } list_ctx;
 
 static int on_row(void *user, const kt__cfgrow *r, int from_system) {
   list_ctx *c = user;
-  kt_cache_row row = {.kernel = r->kernel, .spec_hash = r->spec_hash, .device = r->device, .key = r->key,
-                      .config = r->config, .time_us = r->time_us, .candidates = (int)r->candidates,
-                      .rejected = (int)r->rejected, .nvrtc_version = r->nvrtc_version,
-                      .driver_version = r->driver_version, .created_at = r->created_at,
-                      .updated_at = r->updated_at, .from_system = from_system};
-  return c->fn(c->user, &row);
+  shown sh = {0};
+  kt_cache_row row = {.kernel = show(&sh, r->kernel), .spec_hash = show(&sh, r->spec_hash),
+                      .device = show(&sh, r->device), .key = show(&sh, r->key), .config = show(&sh, r->config),
+                      .time_us = r->time_us, .candidates = (int)r->candidates, .rejected = (int)r->rejected,
+                      .nvrtc_version = show(&sh, r->nvrtc_version), .driver_version = show(&sh, r->driver_version),
+                      .created_at = r->created_at, .updated_at = r->updated_at, .from_system = from_system};
+  int stop = sh.oom ? 1 : c->fn(c->user, &row);
+  c->oom |= sh.oom;
+  return shown_end(&sh, stop);
+}
+
+/* A listing's end: what the store said, or out of memory for a copy. */
+static kt_status listed(kt_runtime *rt, kt_status st, int oom, const char *err) {
+  if (st) return kt__err(rt->env.id, st, "%s", err);
+  if (oom) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s: out of memory", kt_cache_path(rt));
+  return KT_OK;
 }
 
 kt_status kt_cache_list(kt_runtime *rt, const char *kernel, kt_cache_row_fn fn, void *user) {
   kt_status st = need_store(rt, "kt_cache_list", !fn ? "fn is NULL" : NULL);
   if (st) return st;
-  list_ctx c = {fn, user};
+  list_ctx c = {fn, user, 0};
   char err[KT_ERRMAX];
-  if ((st = kt__store_list(rt->env.store, kernel, on_row, &c, err, sizeof err)))
-    return kt__err(rt->env.id, st, "%s", err);
-  return KT_OK;
+  st = kt__store_list(rt->env.store, kernel, on_row, &c, err, sizeof err);
+  return listed(rt, st, c.oom, err);
 }
 
 typedef struct trial_ctx {
   kt_trial_row_fn fn;
   void *user;
+  int oom;
 } trial_ctx;
 
 static int on_trial(void *user, const kt__trialrow *r) {
   trial_ctx *c = user;
-  kt_trial_row row = {.config = r->config, .status = r->status, .detail = r->detail, .median_us = r->median_us,
-                      .spread_us = r->spread_us, .registers = (int)r->registers, .smem_bytes = (int)r->smem_bytes,
+  shown sh = {0};
+  kt_trial_row row = {.config = show(&sh, r->config), .status = show(&sh, r->status),
+                      .detail = show(&sh, r->detail), .median_us = r->median_us, .spread_us = r->spread_us,
+                      .registers = (int)r->registers, .smem_bytes = (int)r->smem_bytes,
                       .spill_bytes = (int)r->spill_bytes};
-  return c->fn(c->user, &row);
+  int stop = sh.oom ? 1 : c->fn(c->user, &row);
+  c->oom |= sh.oom;
+  return shown_end(&sh, stop);
 }
 
 kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_fn fn, void *user) {
   kt_status st = need_store(rt, "kt_cache_trials", !of ? "of is NULL" : !fn ? "fn is NULL" : NULL);
   if (st) return st;
-  trial_ctx c = {fn, user};
+  trial_ctx c = {fn, user, 0};
   char err[KT_ERRMAX];
-  if ((st = kt__store_trials(rt->env.store, of->kernel, of->spec_hash, of->device, of->key, on_trial, &c,
-                             err, sizeof err)))
-    return kt__err(rt->env.id, st, "%s", err);
-  return KT_OK;
+  st = kt__store_trials(rt->env.store, of->kernel, of->spec_hash, of->device, of->key, on_trial, &c, err,
+                        sizeof err);
+  return listed(rt, st, c.oom, err);
 }
 
 kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
