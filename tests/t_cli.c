@@ -635,7 +635,9 @@ static void export_whole_or_not_at_all(void) {
 
 /* Text a cache file holds (a device, a kernel, a path) reaches the terminal
 ** with its control bytes written \xNN: a hostile row can neither forge a
-** line of the table nor send the terminal escape sequences. */
+** line of the table nor send the terminal escape sequences. Bytes that are
+** not UTF-8 are written \xNN too, so --json stays JSON; the same through
+** python -m ktune list. */
 static void text_from_files_is_printed_escaped(void) {
   char out[16384], db[700], cmd[800];
   const char *dir = t_tmpdir();
@@ -659,13 +661,44 @@ static void text_from_files_is_printed_escaped(void) {
   snprintf(cmd, sizeof cmd, "ktune: warn: %s/sys\\x0aline: system cache not used: %s/sys\\x0aline: %s\n", dir, dir,
            strerror(ENOENT));
   ASSERT_CONTAINS(out, cmd);
+  /* Bytes that are not UTF-8, and a key with text after its JSON: written
+  ** \xNN by the library; --json stays JSON and keeps the key's text. */
+  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
+                          " updated_at) VALUES (CAST(X'6dff' AS TEXT), 'h', CAST(X'475055c3a9c3' AS TEXT),"
+                          " CAST(X'7b2244223a317dfe' AS TEXT), '{\"B\":1}', 1.5, 1, strftime('%s', 'now'))"), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_STR_EQ(out, "kernel  device                               key          config   time_us  age  source\n"
+                     "k\\x07   GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}      {\"B\":1}     1.50  0s   user\n"
+                     "m\\xff   GPU\xc3\xa9\\xc3                             {\"D\":1}\\xfe  {\"B\":1}     1.50  0s   user\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s | python3 -c 'import json, sys; "
+                                  "print([(r[\"kernel\"], r[\"device\"], r[\"key\"]) for r in json.load(sys.stdin)])'",
+                 bin(), db),
+            0);
+  ASSERT_STR_EQ(out, "[('k\\x07', 'GPU\\x1b[31mRED\\nfake\\x9b2Jrow', {'D': 1}), "
+                     "('m\\\\xff', 'GPU\xc3\xa9\\\\xc3', '{\"D\":1}\\\\xfe')]\n");
+  /* python -m ktune list shows the same, and refuses what it does not know. */
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list "
+                                  "--cache %s", db),
+            0);
+  ASSERT_STR_EQ(out, "kernel  device                               key          config   time_us\n"
+                     "k\\x07   GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}      {\"B\":1}  1.50\n"
+                     "m\\xff   GPU\xc3\xa9\\xc3                             {\"D\":1}\\xfe  {\"B\":1}  1.50\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list "
+                                  "--json --cache=%s | python3 -c 'import json, sys; "
+                                  "print([r[\"key\"] for r in json.load(sys.stdin)])'", db),
+            0);
+  ASSERT_STR_EQ(out, "[{'D': 1}, '{\"D\":1}\\\\xfe']\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list "
+                                  "--cached %s 2>&1", db),
+            2);
+  ASSERT_CONTAINS(out, "python -m ktune list: error: unrecognized arguments: --cached");
 }
 
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: an export is written whole or not at all, and never into the cache", export_whole_or_not_at_all},
     {"cli: --help and --version", help_and_version},
-    {"cli: text from a cache file is printed with its control bytes escaped", text_from_files_is_printed_escaped},
+    {"cli: text from a cache file is printed with control and non-UTF-8 bytes escaped", text_from_files_is_printed_escaped},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant, PTX past NVRTC's newest arch", compile_writes_cubins},
     {"cli: compile ignores the working directory's headers", compile_ignores_the_working_directory},

@@ -60,9 +60,10 @@ static kt_runtime *open_cache(const char *cmd, const args *a, int readonly) {
   return NULL;
 }
 
-/* A canonical JSON text as a value (a string when it is not JSON). */
+/* A canonical JSON text as a value; a string when it is not JSON, or not
+** JSON alone (text after it would be lost). */
 static cJSON *json_value(const char *text) {
-  cJSON *v = cJSON_Parse(text);
+  cJSON *v = cJSON_ParseWithOpts(text, NULL, 1);
   return v ? v : cJSON_CreateString(text);
 }
 
@@ -140,6 +141,14 @@ static int keep_cells(listing *l, const char *const *cells) {
   return 0;
 }
 
+/* The columns s takes on a terminal: its characters (bytes that do not
+** continue a UTF-8 sequence; the library hands out UTF-8). */
+static size_t columns(const char *s) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xc0) != 0x80;
+  return n;
+}
+
 /* The table, each column as wide as its widest cell. */
 static void print_table(const listing *l) {
   size_t w[NCOLS];
@@ -147,13 +156,16 @@ static void print_table(const listing *l) {
   for (int i = 0; i < l->n; i++)
     for (int c = 0; c < NCOLS; c++) {
       const char *s = l->lines[i * NCOLS + c];
-      if (s && strlen(s) > w[c]) w[c] = strlen(s);
+      if (s && columns(s) > w[c]) w[c] = columns(s);
     }
   for (int i = -1; i < l->n; i++) {
     for (int c = 0; c < NCOLS; c++) {
       const char *s = i < 0 ? list_head[c] : l->lines[i * NCOLS + c];
-      if (c + 1 == NCOLS) printf("%s\n", s ? s : "?");
-      else printf(c == 4 ? "%*s  " : "%-*s  ", (int)w[c], s ? s : "?");
+      if (!s) s = "?";
+      int pad = (int)(w[c] - columns(s));
+      if (c + 1 == NCOLS) printf("%s\n", s);
+      else if (c == 4) printf("%*s%s  ", pad, "", s);
+      else printf("%s%*s  ", s, pad, "");
     }
   }
 }

@@ -1,8 +1,10 @@
 """python -m ktune: the ktune CLI's read-only commands through the library
 (version, info, list), and where the ktune binary is for the others."""
+import argparse
 import ctypes
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -11,7 +13,9 @@ from . import _capi, _version, lib
 USAGE = """usage: python -m ktune COMMAND
   version          the package's and the library's versions
   info             the library, the GPUs the driver sees, the cache
-  list [KERNEL]    the cached configs (--json for a JSON array)
+  list [KERNEL] [--json] [--cache PATH]
+                   the cached configs (--json: a JSON array; --cache: this
+                   cache file, not $KTUNE_CACHE's or the default)
 Every other command (tune, compile, bench, ...) is in the ktune binary."""
 
 
@@ -33,20 +37,29 @@ def _binary():
     return None, tried
 
 
-def _runtime():
+def _runtime(cache_path=None):
     L = lib()
     o = _capi.Options()
     L.kt_options_init(ctypes.byref(o))
     o.no_device = 1
     o.cache_readonly = 1
     o.log_level = 0
+    if cache_path is not None:
+        o.cache_path = cache_path.encode()
     h = ctypes.c_void_p()
     st = L.kt_runtime_open(ctypes.byref(h), ctypes.byref(o))
     if st:
-        msg = L.kt_errmsg(h).decode()
+        msg = L.kt_errmsg(h).decode(errors="backslashreplace")
         L.kt_runtime_close(h)
         raise SystemExit("ktune: %s" % msg)
     return L, h
+
+
+def _visible(s):
+    """s with its control characters (C0, DEL, C1) as \\xNN of their UTF-8
+    bytes, as the ktune binary shows them: a cached row's text cannot move
+    the terminal's cursor."""
+    return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: "".join("\\x%02x" % b for b in m.group().encode()), s)
 
 
 def info():
@@ -69,29 +82,56 @@ def info():
     return 0
 
 
+def _json_value(text):
+    """A key or config as JSON, or the text itself where a row another
+    program wrote holds none (as the ktune binary's --json shows it)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _list_args(args):
+    """list's arguments; argparse's usage error (exit 2) on others."""
+    p = argparse.ArgumentParser(prog="python -m ktune list", description="the cached configs")
+    p.add_argument("kernel", nargs="?", help="only this kernel's configs")
+    p.add_argument("--json", action="store_true", help="a JSON array")
+    p.add_argument("--cache", metavar="PATH", help="this cache file, not $KTUNE_CACHE's or the default")
+    return p.parse_args(args)
+
+
 def list_configs(args):
-    as_json = "--json" in args
-    names = [a for a in args if a != "--json"]
-    L, h = _runtime()
-    rows = []
+    opts = _list_args(args)
+    as_json, kernel = opts.json, opts.kernel
+    L, h = _runtime(opts.cache)
+    rows, failed = [], []
 
     def keep_row(user, r):
-        r = r.contents
-        rows.append({"kernel": r.kernel.decode(), "device": r.device.decode(), "key": r.key.decode(),
-                     "config": r.config.decode(), "time_us": r.time_us})
-        return 0
+        try:
+            r = r.contents
+            text = lambda b: b.decode(errors="backslashreplace")  # noqa: E731 -- UTF-8 from the library
+            rows.append({"kernel": text(r.kernel), "device": text(r.device), "key": text(r.key),
+                         "config": text(r.config), "time_us": r.time_us})
+            return 0
+        except BaseException as e:  # noqa: BLE001 -- raised once kt_cache_list returns
+            failed.append(e)
+            return 1
 
     cb = _capi.CACHE_ROW_FN(keep_row)
-    st = L.kt_cache_list(h, names[0].encode() if names else None, cb, None)
+    st = L.kt_cache_list(h, kernel.encode() if kernel is not None else None, cb, None)
+    if failed:
+        L.kt_runtime_close(h)
+        raise failed[0]
     if st:
         print("ktune list: %s" % L.kt_errmsg(h).decode(), file=sys.stderr)
     L.kt_runtime_close(h)
     if st:
         return 1
     if as_json:
-        print(json.dumps([dict(r, key=json.loads(r["key"]), config=json.loads(r["config"])) for r in rows]))
+        print(json.dumps([dict(r, key=_json_value(r["key"]), config=_json_value(r["config"])) for r in rows]))
         return 0
     cols = ["kernel", "device", "key", "config"]
+    rows = [dict(r, **{c: _visible(r[c]) for c in cols}) for r in rows]
     width = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols) + "  time_us")
     for r in rows:
