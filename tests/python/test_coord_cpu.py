@@ -104,6 +104,37 @@ def store_errors_are_failures():
         assert str(e) == "ktune.distributed: rank 2 is not in [0, 2)", str(e)
 
 
+def ctrl_c_in_a_callback_fails_the_exchange_and_is_raised_again():
+    """A Ctrl-C in the store (KeyboardInterrupt in a callback C called) is a
+    failed exchange, not a publish done or an empty message; the interrupt
+    is raised again in the main thread once the ktune call has returned,
+    never inside the next callback of the same call (an owner whose publish
+    fails fetches next: ctypes would print the interrupt as unraisable and
+    return garbage)."""
+    def interrupted(*a):
+        raise KeyboardInterrupt
+    unraisable, hook = [], sys.unraisablehook
+    c = Coordinator(0, 2, interrupted, interrupted, timeout=5)
+    with tempfile.TemporaryDirectory() as tmp:
+        h, k = open_rank(c, os.path.join(tmp, "0.db"))
+        raised = 0
+        sys.unraisablehook = unraisable.append
+        try:
+            for d in (64, 128, 192, 256):  # keys of both ranks
+                try:
+                    config_for(k, d)
+                    for _ in range(1000):  # calls, where the interrupt lands
+                        abs(1)
+                except KeyboardInterrupt:
+                    raised += 1
+        finally:
+            sys.unraisablehook = hook
+        s = stats(h)
+        L.kt_runtime_close(h)
+    assert raised == 4 and not unraisable, (raised, [u.exc_type for u in unraisable])
+    assert (s.published, s.followed, s.coord_failed) == (0, 0, 4), (s.published, s.followed, s.coord_failed)
+
+
 def refused_runtime_options_are_named():
     for kw, text in ((dict(budget_s=-1), "kt_runtime_open: strategy 0 or budget -1 is out of range"),
                      (dict(budget_s=float("nan")), "kt_runtime_open: strategy 0 or budget nan is out of range"),
@@ -215,6 +246,8 @@ def prewarm_ranks_share_the_gpus_there_are():
 check("three ranks agree through Python callbacks", three_ranks)
 check("a message longer than the buffer comes whole on the second fetch", big_message_two_fetches)
 check("a store that raises is a failed exchange", store_errors_are_failures)
+check("a Ctrl-C in a callback fails the exchange and is raised again after the call",
+      ctrl_c_in_a_callback_fails_the_exchange_and_is_raised_again)
 check("ktune.Runtime's refused options raise KtuneError naming them", refused_runtime_options_are_named)
 check("prewarm's ranks share the GPUs there are", prewarm_ranks_share_the_gpus_there_are)
 check("enable()'s store keeps a name's first message, and a refused owner follows it",

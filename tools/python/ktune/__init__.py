@@ -355,7 +355,13 @@ class Runtime:
             o.coord = self._coord.c_struct()
         if log is not None:
             names = {v: k for k, v in _LOG_LEVELS.items()}
-            self._log_cb = _capi.LOG_FN(lambda user, lvl, msg: log(names.get(lvl, lvl), msg.decode()))
+            @_capi.callback
+            def log_cb(user, lvl, msg):
+                try:
+                    log(names.get(lvl, lvl), msg.decode(errors="backslashreplace"))
+                except KeyboardInterrupt as e:
+                    _capi.interrupted_in_callback(e)
+            self._log_cb = _capi.LOG_FN(log_cb)
             o.log = self._log_cb
         h = ctypes.c_void_p()
         st = L.kt_runtime_open(ctypes.byref(h), ctypes.byref(o))

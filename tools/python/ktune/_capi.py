@@ -6,6 +6,9 @@ import ctypes.util
 import functools
 import os
 import subprocess
+import sys
+import threading
+import _thread
 
 KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 = 1, 2, 3, 4
 KT_KEY_MAX, KT_CONFIG_MAX = 8451, 2115  # bytes that hold any key, any config
@@ -14,6 +17,46 @@ MODES = {"default": 0, "tune": 1, "cache-only": 2, "off": 3, "async": 4}
 KT_TUNE_CACHED, KT_TUNE_KNOWN, KT_TUNE_TUNED, KT_TUNE_TUNED_LOCAL = 0, 1, 2, 3  # kt_tune_outcome
 KT_TUNE_SETTLED = (KT_TUNE_CACHED, KT_TUNE_KNOWN, KT_TUNE_TUNED, KT_TUNE_TUNED_LOCAL)  # one config from now on
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+_callbacks = set()  # the code of the callbacks C calls: callback(fn) adds it
+_resend = {"armed": False}
+
+
+def callback(fn):
+    """fn, a callback C will call, known to interrupted_in_callback."""
+    _callbacks.add(fn.__code__)
+    return fn
+
+
+def interrupted_in_callback(e):
+    """For a callback C called (see callback()), ended by e. No exception
+    crosses C, so a Ctrl-C (KeyboardInterrupt) is raised again, in the main
+    thread, once Python code runs that no callback called: the ktune call
+    has returned. Not sooner: an interrupt re-sent at once would land at
+    the entry of the next callback the same call makes, before its try, and
+    ctypes would print it and return garbage. A profile hook on this thread
+    (chained to any profiler there) watches for that code; it sees nothing
+    of other threads, and a loop that calls nothing gets the interrupt when
+    it next calls something."""
+    if not isinstance(e, KeyboardInterrupt) or _resend["armed"] or \
+            threading.current_thread() is not threading.main_thread():
+        return
+    old = sys.getprofile()
+
+    def hook(frame, event, arg):
+        if old is not None:
+            old(frame, event, arg)
+        f = frame
+        while f is not None:
+            if f.f_code in _callbacks:
+                return
+            f = f.f_back
+        sys.setprofile(old)
+        _resend["armed"] = False
+        _thread.interrupt_main()
+    _resend["armed"] = True
+    sys.setprofile(hook)
 
 
 class ArgValue(ctypes.Union):

@@ -28,7 +28,9 @@ class Coordinator:
     visible to every rank, keeping a name's first message (the same bytes
     again are done; other bytes raise, and the runtime then follows the
     message there); fetch(name, timeout_s) returns them, or None when they
-    did not come within timeout_s. Exceptions count as failures."""
+    did not come within timeout_s. Exceptions count as failures; a
+    KeyboardInterrupt is raised again in the main thread once the ktune call
+    has returned."""
 
     def __init__(self, rank, size, publish, fetch, timeout=300.0):
         if not 0 <= rank < size:
@@ -37,13 +39,16 @@ class Coordinator:
         self._publish, self._fetch = publish, fetch
         self._last = {}  # name -> bytes of the last fetch: the runtime may ask twice
 
+        @_capi.callback
         def publish_cb(user, name, data, n):
             try:
                 self._publish(name.decode(), ctypes.string_at(data, n))
                 return 0
-            except Exception:
+            except BaseException as e:  # noqa: BLE001 -- a failed exchange; Ctrl-C raised again
+                _capi.interrupted_in_callback(e)
                 return -1
 
+        @_capi.callback
         def fetch_cb(user, name, buf, cap, length, timeout_ms):
             try:
                 key = name.decode()
@@ -57,7 +62,8 @@ class Coordinator:
                 if len(val) > cap:
                     self._last[key] = val
                 return 0
-            except Exception:
+            except BaseException as e:  # noqa: BLE001 -- as publish_cb
+                _capi.interrupted_in_callback(e)
                 return -1
 
         # Kept alive as long as the coordinator: C holds only the pointers.
