@@ -3,10 +3,12 @@ it through tests/t_coord.c): three threads as ranks, each a runtime without
 a device over a dict as the job's store, the callbacks made by the Python
 package. Every key is published once and followed by the other ranks; a
 message larger than the runtime's first buffer comes whole on the second
-fetch; an exception in the store is a failed exchange, not a crash. And
-ktune.Runtime's options: a budget reaches kt_runtime_open, whose refusal
-is raised in the runtime's words; an unknown mode or log level is named
-with the values it may take. python -m ktune.prewarm's ranks on the GPUs
+fetch; an exception in the store is a failed exchange, not a crash, and a
+Ctrl-C there is raised again once the call returns. And ktune.Runtime's
+options: a budget reaches kt_runtime_open, whose refusal is raised in the
+runtime's words; an unknown mode or log level is named with the values it
+may take; a device past C's int and a path holding a NUL are refused
+before C would cut them. python -m ktune.prewarm's ranks on the GPUs
 there are. enable()'s publish keeps a name's first message, and an owner
 whose publish is refused follows that message. Ends with "N passed, N failed, N skipped"."""
 import ctypes
@@ -141,7 +143,12 @@ def refused_runtime_options_are_named():
                      (dict(mode="fast"), "ktune.Runtime: mode 'fast' is not one of default, tune, cache-only, off, "
                                          "async"),
                      (dict(log_level="loud"), "ktune.Runtime: log_level 'loud' is not one of error, warn, info, "
-                                              "debug")):
+                                              "debug"),
+                     (dict(device=-1), "ktune.Runtime: device -1 is not a GPU index"),
+                     (dict(device=2 ** 32), "ktune.Runtime: device 4294967296 is not a GPU index"),
+                     (dict(device="0"), "ktune.Runtime: device must be an int, not str"),
+                     (dict(cache_path="/tmp/a\0b.db"), "ktune.Runtime: cache_path '/tmp/a\\x00b.db' holds a NUL byte"),
+                     (dict(cache_path=7), "ktune.Runtime: cache_path must be a str, bytes or a path, not int")):
         try:
             ktune.Runtime(**kw)
             raise AssertionError("%r accepted" % kw)
@@ -248,7 +255,8 @@ check("a message longer than the buffer comes whole on the second fetch", big_me
 check("a store that raises is a failed exchange", store_errors_are_failures)
 check("a Ctrl-C in a callback fails the exchange and is raised again after the call",
       ctrl_c_in_a_callback_fails_the_exchange_and_is_raised_again)
-check("ktune.Runtime's refused options raise KtuneError naming them", refused_runtime_options_are_named)
+check("ktune.Runtime's refused options raise KtuneError naming them (a device past C's int, a NUL in a path)",
+      refused_runtime_options_are_named)
 check("prewarm's ranks share the GPUs there are", prewarm_ranks_share_the_gpus_there_are)
 check("enable()'s store keeps a name's first message, and a refused owner follows it",
       enable_keeps_a_names_first_message)

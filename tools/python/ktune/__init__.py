@@ -13,6 +13,7 @@ with the runtime's message.
 """
 import atexit
 import ctypes
+import operator
 import os
 import sys
 import threading
@@ -248,7 +249,7 @@ class Kernel:
         if config is None:
             st = self._launch(self._h, stream, arr, self._n)
         else:
-            st = self._launch_config(self._h, stream, arr, self._n, config.encode())
+            st = self._launch_config(self._h, stream, arr, self._n, _c_text("launch: config", config))
         if st:
             self._rt._raise(st)
 
@@ -322,6 +323,19 @@ _MODE_NAMES = {v: k for k, v in _capi.MODES.items()}  # kt_runtime_mode's answer
 _LOG_LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 
 
+def _c_text(what, value):
+    """value (str, bytes or a path) as the bytes a C string holds; a NUL
+    byte would end it early (a path cut there names another file), so it is
+    refused, as Python's own open() does."""
+    try:
+        b = os.fsencode(value)
+    except TypeError:
+        raise KtuneError("KT_ERR_INVALID", "%s must be a str, bytes or a path, not %s" % (what, type(value).__name__))
+    if b"\0" in b:
+        raise KtuneError("KT_ERR_INVALID", "%s %r holds a NUL byte" % (what, value))
+    return b
+
+
 def _choice(what, value, table):
     """table[value], or KtuneError naming the option and the values it takes."""
     if value not in table:
@@ -331,7 +345,8 @@ def _choice(what, value, table):
 
 class Runtime:
     """A kt_runtime on one device. close() (or process exit) frees it.
-    mode, cache_path, pdl and budget_s are kt_options' fields (budget_s: the
+    mode, cache_path, pdl and budget_s are kt_options' fields (cache_path: a
+    str, bytes or os.PathLike, without a NUL byte; budget_s: the
     seconds a tuning may spend; None: its strategy's own, 10 s for the
     random search)."""
 
@@ -339,12 +354,18 @@ class Runtime:
         L = lib()
         o = _capi.Options()
         L.kt_options_init(ctypes.byref(o))
+        try:
+            device = operator.index(device)
+        except TypeError:
+            raise KtuneError("KT_ERR_INVALID", "ktune.Runtime: device must be an int, not %s" % type(device).__name__)
+        if not 0 <= device < 2 ** 31:
+            raise KtuneError("KT_ERR_INVALID", "ktune.Runtime: device %d is not a GPU index" % device)
         o.device = device
         o.no_pdl = 0 if pdl else 1
         if mode is not None:
             o.mode = _choice("mode", mode, _capi.MODES)
         if cache_path is not None:
-            o.cache_path = cache_path.encode()
+            o.cache_path = _c_text("ktune.Runtime: cache_path", cache_path)
         if budget_s is not None:
             o.budget_s = float(budget_s)
         if log_level is not None:
@@ -401,6 +422,7 @@ class Runtime:
 
     def kernel(self, name_or_path):
         """A kernel by bundled name ("layernorm_fwd") or spec path; loaded once."""
+        name_or_path = os.fsdecode(_c_text("ktune.Runtime.kernel: name_or_path", name_or_path))
         with self._lock:
             k = self._kernels.get(name_or_path)
             if k is not None:
@@ -409,7 +431,7 @@ class Runtime:
             if not path.endswith(".json"):
                 path = os.path.join(kernels_dir(), name_or_path + ".json")
             h = ctypes.c_void_p()
-            st = lib().kt_kernel_load(self._h, path.encode(), ctypes.byref(h))
+            st = lib().kt_kernel_load(self._h, os.fsencode(path), ctypes.byref(h))
             if st:
                 self._raise(st)
             k = self._kernels[name_or_path] = Kernel(self, h, os.path.basename(path)[:-5])

@@ -8,7 +8,7 @@ import re
 import shutil
 import sys
 
-from . import _capi, _version, lib
+from . import _c_text, _capi, _version, lib
 
 USAGE = """usage: python -m ktune COMMAND
   version          the package's and the library's versions
@@ -45,7 +45,7 @@ def _runtime(cache_path=None):
     o.cache_readonly = 1
     o.log_level = 0
     if cache_path is not None:
-        o.cache_path = cache_path.encode()
+        o.cache_path = _c_text("python -m ktune: --cache", cache_path)
     h = ctypes.c_void_p()
     st = L.kt_runtime_open(ctypes.byref(h), ctypes.byref(o))
     if st:
@@ -103,6 +103,7 @@ def _list_args(args):
 def list_configs(args):
     opts = _list_args(args)
     as_json, kernel = opts.json, opts.kernel
+    kernel = _c_text("python -m ktune list: KERNEL", kernel) if kernel is not None else None
     L, h = _runtime(opts.cache)
     rows, failed = [], []
 
@@ -118,7 +119,7 @@ def list_configs(args):
             return 1
 
     cb = _capi.CACHE_ROW_FN(keep_row)
-    st = L.kt_cache_list(h, kernel.encode() if kernel is not None else None, cb, None)
+    st = L.kt_cache_list(h, kernel, cb, None)
     if failed:
         L.kt_runtime_close(h)
         raise failed[0]
