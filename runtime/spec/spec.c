@@ -720,10 +720,9 @@ static const char *top_fields[] = {
     "config", "default", "constraints", "grid", "block", "smem", "inplace",
     "options", NULL};
 
-static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
+/* name and entry: identifiers the cache and the compiled code use. */
+static kt_status parse_names(ctx *c, const cJSON *root) {
   kt__spec *s = c->s;
-  if (!cJSON_IsObject(root)) return bad(c, "(top level)", "expected a JSON object");
-  if (check_fields(c, root, "(top level)", top_fields)) return c->st;
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
   if (cJSON_IsString(name) && strlen(name->valuestring) > KT__NAME_MAX) return not_ident(c, "name", name->valuestring);
   if (!cJSON_IsString(name) || !is_ident(name->valuestring)) return bad(c, "name", "missing or not an identifier");
@@ -738,6 +737,13 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
           (*p >= '0' && *p <= '9')))
       return bad(c, "entry", "\"%s\" is not a C++ name", entry->valuestring);
   if (!(s->entry = kt__strdup(entry->valuestring))) return nomem(c);
+  return KT_OK;
+}
+
+/* The source, relative to the spec's directory dir, read with its headers
+** and hashed. */
+static kt_status parse_source(ctx *c, const cJSON *root, const char *dir) {
+  kt__spec *s = c->s;
   const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
   if (!cJSON_IsString(src) || !src->valuestring[0])
     return bad(c, "source", "missing: the .cu file, relative to the spec");
@@ -759,6 +765,50 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
     bad(c, "source", "%s", why);
     return c->st = e < 0 ? KT_ERR_SPEC : KT_ERR_IO;
   }
+  return KT_OK;
+}
+
+/* smem, grid and block: expressions of every slot but smem itself. */
+static kt_status parse_launch(ctx *c, const cJSON *root) {
+  kt__spec *s = c->s;
+  c->limit = s->nslots;
+  c->where = "smem (it cannot refer to itself)";
+  const cJSON *smem = cJSON_GetObjectItemCaseSensitive(root, "smem");
+  if (smem ? parse_expr(c, "smem", smem, &s->smem) : parse_text(c, "smem", "0", &s->smem))
+    return c->st;
+  s->smem_slot = s->nslots++;
+  s->slot_names[s->smem_slot] = "smem";
+  c->limit = s->nslots;
+  if (parse_dims(c, "grid", cJSON_GetObjectItemCaseSensitive(root, "grid"), s->grid) ||
+      parse_dims(c, "block", cJSON_GetObjectItemCaseSensitive(root, "block"), s->block))
+    return c->st;
+  return KT_OK;
+}
+
+static kt_status parse_constraints(ctx *c, const cJSON *cons) {
+  kt__spec *s = c->s;
+  if (!cons) return KT_OK;
+  int n = cJSON_IsArray(cons) ? cJSON_GetArraySize(cons) : -1;
+  if (n < 0) return bad(c, "constraints", "expected an array of expressions");
+  if (!(s->constraints = kt__calloc((size_t)(n ? n : 1), sizeof *s->constraints)))
+    return nomem(c);
+  int i = 0;
+  for (const cJSON *j = cons->child; j; j = j->next, i++) {
+    char f[64];
+    snprintf(f, sizeof f, "constraints[%d]", i);
+    kt__constraint *k = &s->constraints[s->nconstraints];
+    if (parse_expr(c, f, j, &k->e)) return c->st;
+    k->uses_config = uses_config(s, &k->e, s->nderived);
+    s->nconstraints++;
+  }
+  return KT_OK;
+}
+
+static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
+  kt__spec *s = c->s;
+  if (!cJSON_IsObject(root)) return bad(c, "(top level)", "expected a JSON object");
+  if (check_fields(c, root, "(top level)", top_fields) || parse_names(c, root) || parse_source(c, root, dir))
+    return c->st;
   const cJSON *ip = cJSON_GetObjectItemCaseSensitive(root, "inplace");
   if (ip && !cJSON_IsBool(ip)) return bad(c, "inplace", "must be true or false");
   s->inplace = !ip || cJSON_IsTrue(ip);
@@ -773,37 +823,11 @@ static kt_status parse_root(ctx *c, const cJSON *root, const char *dir) {
   if (parse_config(c, cJSON_GetObjectItemCaseSensitive(root, "config"),
                    cJSON_GetObjectItemCaseSensitive(root, "default")))
     return c->st;
-  if (parse_derived(c, cJSON_GetObjectItemCaseSensitive(root, "derived"))) return c->st;
-  if (parse_template(c, cJSON_GetObjectItemCaseSensitive(root, "template"))) return c->st;
-  if (parse_options(c, cJSON_GetObjectItemCaseSensitive(root, "options"))) return c->st;
-
-  c->limit = s->nslots;
-  c->where = "smem (it cannot refer to itself)";
-  const cJSON *smem = cJSON_GetObjectItemCaseSensitive(root, "smem");
-  if (smem ? parse_expr(c, "smem", smem, &s->smem) : parse_text(c, "smem", "0", &s->smem))
+  if (parse_derived(c, cJSON_GetObjectItemCaseSensitive(root, "derived")) ||
+      parse_template(c, cJSON_GetObjectItemCaseSensitive(root, "template")) ||
+      parse_options(c, cJSON_GetObjectItemCaseSensitive(root, "options")) || parse_launch(c, root) ||
+      parse_constraints(c, cJSON_GetObjectItemCaseSensitive(root, "constraints")))
     return c->st;
-  s->smem_slot = s->nslots++;
-  s->slot_names[s->smem_slot] = "smem";
-  c->limit = s->nslots;
-  if (parse_dims(c, "grid", cJSON_GetObjectItemCaseSensitive(root, "grid"), s->grid) ||
-      parse_dims(c, "block", cJSON_GetObjectItemCaseSensitive(root, "block"), s->block))
-    return c->st;
-  const cJSON *cons = cJSON_GetObjectItemCaseSensitive(root, "constraints");
-  if (cons) {
-    int n = cJSON_IsArray(cons) ? cJSON_GetArraySize(cons) : -1;
-    if (n < 0) return bad(c, "constraints", "expected an array of expressions");
-    if (!(s->constraints = kt__calloc((size_t)(n ? n : 1), sizeof *s->constraints)))
-      return nomem(c);
-    int i = 0;
-    for (const cJSON *j = cons->child; j; j = j->next, i++) {
-      char f[64];
-      snprintf(f, sizeof f, "constraints[%d]", i);
-      kt__constraint *k = &s->constraints[s->nconstraints];
-      if (parse_expr(c, f, j, &k->e)) return c->st;
-      k->uses_config = uses_config(s, &k->e, s->nderived);
-      s->nconstraints++;
-    }
-  }
   return compute_hashes(c);
 }
 
