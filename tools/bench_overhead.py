@@ -148,6 +148,32 @@ def _aten_ready():
         return False
 
 
+def _aten_rows(fwds, xg, w, b, dy, both, halves):
+    """Rows of ktune's kernels under torch's own C++ autograd nodes
+    (ktune.torch_norms), added to both (forward + backward) and halves:
+    ktune.ops routed there, and torch's functional ops themselves."""
+    D = xg.shape[-1]
+    for name, (kt_fwd, th_fwd, _) in fwds.items():
+        both.append(("%s forward + backward, ktune.ops through torch's nodes (ktune.torch_norms)" % name,
+                     lambda fwd=kt_fwd: fwd().backward(dy), 2000, True))
+        both.append(("%s forward + backward, torch.nn.functional with ktune.torch_norms installed" % name,
+                     lambda fwd=th_fwd: fwd().backward(dy), 2000, True))
+        halves.append(("%s forward under autograd, ktune.ops through torch's nodes (ktune.torch_norms)"
+                       % name, kt_fwd, 2000, True))
+        halves.append(("%s forward under autograd, torch.nn.functional with ktune.torch_norms installed"
+                       % name, th_fwd, 2000, True))
+        out = th_fwd()
+        halves.append(("%s backward alone, torch.nn.functional with ktune.torch_norms installed" % name,
+                       lambda out=out: out.backward(dy, retain_graph=True), 2000, True))
+    # A frozen norm (weight and bias need no gradient): dx alone, on each
+    # side; ktune's kernels then sum nothing and launch once.
+    frozen = F.layer_norm(xg, (D,), w, b, 1e-5)
+    halves.append(("layer_norm backward alone, frozen weight and bias, torch",
+                   lambda: frozen.backward(dy, retain_graph=True), 2000))
+    halves.append(("layer_norm backward alone, frozen weight and bias, torch.nn.functional with "
+                   "ktune.torch_norms installed", lambda: frozen.backward(dy, retain_graph=True), 2000, True))
+
+
 def host_costs(dev):
     """Per-call wall time of the norms from Python at T=4, D=4096 bf16: the
     operators, the kernel handle (C launch path and ctypes path), torch's
@@ -194,29 +220,9 @@ def host_costs(dev):
                            lambda out=out: out.backward(dy, retain_graph=True), 2000))
     both.append(("forward + backward of an empty Python autograd.Function (no kernel)",
                  lambda: empty_fn(xg).backward(dy), 2000))
-    # ktune's kernels under torch's own C++ autograd nodes (ktune.torch_norms):
-    # ktune.ops routed there, and torch's functional ops themselves.
     aten = _aten_ready()
     if aten:
-        for name, (kt_fwd, th_fwd, _) in fwds.items():
-            both.append(("%s forward + backward, ktune.ops through torch's nodes (ktune.torch_norms)" % name,
-                         lambda fwd=kt_fwd: fwd().backward(dy), 2000, True))
-            both.append(("%s forward + backward, torch.nn.functional with ktune.torch_norms installed" % name,
-                         lambda fwd=th_fwd: fwd().backward(dy), 2000, True))
-            halves.append(("%s forward under autograd, ktune.ops through torch's nodes (ktune.torch_norms)"
-                           % name, kt_fwd, 2000, True))
-            halves.append(("%s forward under autograd, torch.nn.functional with ktune.torch_norms installed"
-                           % name, th_fwd, 2000, True))
-            out = th_fwd()
-            halves.append(("%s backward alone, torch.nn.functional with ktune.torch_norms installed" % name,
-                           lambda out=out: out.backward(dy, retain_graph=True), 2000, True))
-        # A frozen norm (weight and bias need no gradient): dx alone, on each
-        # side; ktune's kernels then sum nothing and launch once.
-        frozen = F.layer_norm(xg, (D,), w, b, 1e-5)
-        halves.append(("layer_norm backward alone, frozen weight and bias, torch",
-                       lambda: frozen.backward(dy, retain_graph=True), 2000))
-        halves.append(("layer_norm backward alone, frozen weight and bias, torch.nn.functional with "
-                       "ktune.torch_norms installed", lambda: frozen.backward(dy, retain_graph=True), 2000, True))
+        _aten_rows(fwds, xg, w, b, dy, both, halves)
 
     calls = [("ktune.ops.rms_norm", lambda: ops.rms_norm(x, w, 1e-6), 5000),
              ("torch.nn.functional.rms_norm", lambda: F.rms_norm(x, (D,), w, 1e-6), 5000),
