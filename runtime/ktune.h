@@ -437,7 +437,9 @@ typedef struct kt_options {
 KT_API kt_status kt_options_init(kt_options *o);
 
 /* Open a runtime for one device. On failure *out is still set when a handle
-** could be made, so that kt_errmsg() can say why; close it in any case.
+** could be made, so that kt_errmsg() can say why; close it in any case. The
+** cache file is opened (and made, where there is none) last: an open that
+** fails before it makes none.
 ** Returns KT_OK, KT_ERR_NO_DRIVER (libcuda.so.1 missing), KT_ERR_NO_DEVICE,
 ** KT_ERR_CUDA, KT_ERR_INVALID or KT_ERR_NOMEM.
 ** Thread-safe. Caller owns *out; free with kt_runtime_close(). */

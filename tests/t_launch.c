@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -385,6 +386,23 @@ static void runtime_open_errors(void) {
   ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/missing.json", &k), KT_ERR_IO);
   ASSERT_STR_EQ(kt_errmsg(rt), "kernels_src/missing.json: cannot read: No such file or directory");
   kt_runtime_close(rt);
+  /* An open refused makes no cache file: a bad arch, or a device that
+  ** cannot be opened (no driver here; no such GPU where there is one). */
+  char db[700];
+  struct stat sb;
+  snprintf(db, sizeof db, "%s/refused.db", t_tmpdir());
+  o.cache_path = db;
+  o.arch = "sm90";
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  kt_runtime_close(rt);
+  ASSERT_EQ(stat(db, &sb), -1);
+  o.arch = NULL;
+  o.no_device = 0;
+  o.device = 9999;
+  ASSERT_TRUE(kt_runtime_open(&rt, &o) != KT_OK);
+  ASSERT_TRUE(kt_errmsg(rt)[0] != 0);
+  kt_runtime_close(rt);
+  ASSERT_EQ(stat(db, &sb), -1);
   ASSERT_STATUS(kt_runtime_close(NULL), KT_OK);
   ASSERT_STR_EQ(kt_status_name(KT_ERR_ALIAS), "KT_ERR_ALIAS");
   ASSERT_STR_EQ(kt_status_name((kt_status)999), "KT_UNKNOWN");

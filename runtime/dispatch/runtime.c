@@ -159,7 +159,6 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
       (o.cache_path && !(rt->cache_path = kt__strdup(o.cache_path))) ||
       (sys && *sys && !(rt->system_cache_path = kt__strdup(sys))))
     return kt__err(rt->env.id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
-  if ((st = open_cache(rt, o.cache_readonly))) return st;
   if (o.arch && parse_arch(o.arch, &rt->env.cc))
     return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90, sm_90a or sm_100f",
                    o.arch);
@@ -169,7 +168,10 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   char err[KT_ERRMAX];
   if (o.arch && kt__nvrtc_check_target(rt->env.cuda_home, o.arch, err, sizeof err) == KT_ERR_INVALID)
     return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: %s", err);
-  return o.no_device ? KT_OK : open_device(rt, &o);
+  /* The cache last: an open refused (no driver, no such GPU, a bad arch)
+  ** leaves no cache file made for a runtime that never ran. */
+  if (!o.no_device && (st = open_device(rt, &o))) return st;
+  return open_cache(rt, o.cache_readonly);
 }
 
 kt_status kt_runtime_close(kt_runtime *rt) {
