@@ -483,7 +483,7 @@ typedef struct kt_runtime_info {
   int driver_version;      /* e.g. 13000 */
   int nvrtc_version;       /* e.g. 13000; 0 when NVRTC cannot be loaded */
   const char *cache_path;  /* "" without a cache */
-  const char *cache_error; /* why there is no cache, or "" */
+  const char *cache_error; /* why there is no cache, or ""; UTF-8 */
 } kt_runtime_info;
 /* Fill *out, up to out->size bytes (out->size then says how many): a
 ** caller built against an older header gets the fields it knows, and one

@@ -692,6 +692,23 @@ static void text_from_files_is_printed_escaped(void) {
                                   "--cached %s 2>&1", db),
             2);
   ASSERT_CONTAINS(out, "python -m ktune list: error: unrecognized arguments: --cached");
+  /* A cache path that is not UTF-8, or holds an escape: info shows it
+  ** escaped, --json stays JSON, and python -m ktune info does not fail. */
+  ASSERT_EQ(t_sh(out, sizeof out, "mkdir \"$(printf '%s/p\\377\\033[2J')\" && cp %s \"$(printf '%s/p\\377\\033[2J/c.db')\"",
+                 dir, db, dir),
+            0);
+  char env[1024];
+  snprintf(env, sizeof env,
+           "KTUNE_CACHE=\"$(printf '%s/p\\377\\033[2J/c.db')\" KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python", dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s %s info | grep '^cache'", env, bin()), 0);
+  ASSERT_CONTAINS(out, "/p\\xff\\x1b[2J/c.db  (");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s python3 -m ktune info | grep '^cache'", env), 0);
+  ASSERT_CONTAINS(out, "/p\\xff\\x1b[2J/c.db (2 configs");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s %s info --json | python3 -c 'import json, sys; "
+                                  "print(json.loads(sys.stdin.buffer.read().decode())[\"cache\"][\"path\"][-15:])'",
+                 env, bin()),
+            0);
+  ASSERT_STR_EQ(out, "/p\\xff\x1b[2J/c.db\n");
 }
 
 const kt_test t_cli_tests[] = {

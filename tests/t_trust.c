@@ -881,6 +881,18 @@ static void what_the_library_hands_out_is_utf8(void) {
   ASSERT_STATUS(kt_cache_list(rt, NULL, row_text, rows), KT_OK);
   kt_runtime_close(rt);
   ASSERT_STR_EQ(rows, "k\\xff GPU \xc3\xa9\n");
+  /* Why there is no cache, quoting a path that is not UTF-8. */
+  kt_options o;
+  t_offline_options(&o);
+  snprintf(bad, sizeof bad, "%s/n\xffo/c.db", dir);
+  o.cache_path = bad;
+  o.cache_readonly = 1;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_runtime_info in = {.size = sizeof in};
+  ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
+  snprintf(msg, sizeof msg, "%s/n\\xffo/c.db: no cache there", dir);
+  ASSERT_CONTAINS(in.cache_error, msg);
+  kt_runtime_close(rt);
 }
 
 const kt_test t_trust_tests[] = {

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -108,26 +109,48 @@ const char *cli_errmsg(const kt_runtime *rt) {
   return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
 }
 
-/* The bytes of a control character at p: C0 and DEL (one), or a C1
-** (U+0080 to U+009F, two in UTF-8), which some terminals obey as well:
-** U+009B is an escape sequence's start. 0 for any other byte. */
-static int control_at(const unsigned char *p) {
-  if (*p < 0x20 || *p == 0x7f) return *p ? 1 : 0;
-  return p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f ? 2 : 0;
+/* The bytes of the well-formed UTF-8 character at p (RFC 3629: no
+** overlong form, surrogate or code point past U+10FFFF), or 0: one byte
+** to write as \xNN. *control: a C0, DEL or C1 (U+0080 to U+009F, which
+** some terminals obey: U+009B starts an escape sequence). The library
+** reads text the same way (cache/text.c); the CLI sees ktune.h alone. */
+static int char_at(const unsigned char *p, int *control) {
+  unsigned c = p[0];
+  *control = 0;
+  if (c < 0x80) return *control = c < 0x20 || c == 0x7f, 1;
+  int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+  if (!len || p[1] < lo || p[1] > hi) return 0;
+  for (int i = 2; i < len; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+  *control = c == 0xc2 && p[1] <= 0x9f;
+  return len;
+}
+
+/* s into out (n > 0 bytes, cut at a whole character or escape), each byte
+** to hide as esc writes it ("\\x%02x" or "\\\\x%02x"): a malformed one, and
+** a control character's when controls is set. Returns how many bytes
+** needed it (out NULL: only counted). */
+static size_t hide(const char *s, int controls, const char *esc, char *out, size_t n) {
+  size_t u = 0, hidden = 0, w = (size_t)snprintf(NULL, 0, esc, 0);
+  int ctl, full = !out;
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    int len = char_at(p, &ctl), bad = !len || (ctl && controls);
+    size_t take = len ? (size_t)len : 1, need = bad ? take * w : take;
+    hidden += bad ? take : 0;
+    full = full || u + need >= n;
+    for (size_t i = 0; i < take && !full; i++)
+      if (bad) u += (size_t)snprintf(out + u, n - u, esc, p[i]);
+      else out[u++] = (char)p[i];
+    p += take;
+  }
+  if (out) out[u] = 0;
+  return hidden;
 }
 
 const char *cli_visible(const char *s, char *buf, size_t n) {
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p && !control_at(p)) p++;
-  if (!*p || n < 9) return s;
-  size_t u = 0;
-  for (p = (const unsigned char *)s; *p && u + 9 <= n; p++) {
-    int c = control_at(p);
-    for (int i = 0; i < c; i++) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", p[i]);
-    if (c) p += c - 1;
-    else buf[u++] = (char)*p;
-  }
-  buf[u] = 0;
+  if (n < 9 || !hide(s, 1, "\\x%02x", NULL, 0)) return s;
+  hide(s, 1, "\\x%02x", buf, n);
   return buf;
 }
 
@@ -152,9 +175,15 @@ int cli_print_json(cJSON *v) {
   char *text = v ? cJSON_PrintUnformatted(v) : NULL;
   cJSON_Delete(v);
   if (!text) return cli_fail("json", "out of memory");
-  puts(text);
+  /* JSON is UTF-8: a byte that is not (a path given in another encoding)
+  ** can only stand in a string, where it becomes the text \xNN. */
+  size_t n = hide(text, 0, "\\\\x%02x", NULL, 0) ? 5 * strlen(text) + 1 : 0;
+  char *fixed = n ? malloc(n) : NULL;
+  if (fixed) hide(text, 0, "\\\\x%02x", fixed, n);
+  puts(fixed ? fixed : text);
+  free(fixed);
   cJSON_free(text);
-  return EXIT_OK;
+  return n && !fixed ? cli_fail("json", "out of memory") : EXIT_OK;
 }
 
 cJSON *cli_json_num(double v) { return v < 0 ? cJSON_CreateNull() : cJSON_CreateNumber(v); }

@@ -94,11 +94,13 @@ static void print_text(const found *f) {
              cJSON_GetObjectItem(g, "l2_bytes")->valueint >> 20,
              cJSON_GetObjectItem(g, "smem_per_block")->valueint >> 10);
   }
+  char vis[16384];
   if (f->cache_path)
-    printf("cache      %s  (%lld KiB: %ld configs, %ld trials, %ld binaries, %ld quarantined)\n", f->cache_path,
-           f->cache_bytes / 1024, f->counts[0], f->counts[1], f->counts[2], f->counts[3]);
+    printf("cache      %s  (%lld KiB: %ld configs, %ld trials, %ld binaries, %ld quarantined)\n",
+           cli_visible(f->cache_path, vis, sizeof vis), f->cache_bytes / 1024, f->counts[0], f->counts[1],
+           f->counts[2], f->counts[3]);
   else
-    printf("cache      %s\n", f->cache_error);
+    printf("cache      %s\n", cli_visible(f->cache_error, vis, sizeof vis));
 }
 
 int cmd_info(int argc, char **argv) {

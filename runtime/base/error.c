@@ -34,10 +34,7 @@ static slot *find(uint64_t id, int create) {
   return s;
 }
 
-/* msg (a buffer of n bytes) as well-formed UTF-8, which an embedder may
-** decode as such (Python does): a character that cut ends is dropped, and a
-** malformed byte quoted from a file becomes \xNN. */
-static void as_utf8(char *msg, size_t n, int cut) {
+void kt__as_utf8(char *msg, size_t n, int cut) {
   size_t len = strlen(msg), i = len;
   while (cut && i > 0 && len - i < 3 && ((unsigned char)msg[i - 1] & 0xc0) == 0x80) i--;
   if (cut && i > 0) {
@@ -57,7 +54,7 @@ kt_status kt__err(uint64_t id, kt_status s, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(sl->msg, sizeof sl->msg, fmt, ap);
   va_end(ap);
-  as_utf8(sl->msg, sizeof sl->msg, n >= (int)sizeof sl->msg);
+  kt__as_utf8(sl->msg, sizeof sl->msg, n >= (int)sizeof sl->msg);
   return s;
 }
 
@@ -97,7 +94,7 @@ void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  as_utf8(buf, sizeof buf, n >= (int)sizeof buf);
+  kt__as_utf8(buf, sizeof buf, n >= (int)sizeof buf);
   lg->fn(lg->user, level, buf);
 }
 

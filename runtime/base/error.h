@@ -26,6 +26,12 @@ typedef struct kt__logger {
   int level;
 } kt__logger;
 
+/* msg (a buffer of n bytes) as well-formed UTF-8, which an embedder may
+** decode as such (Python does): a character that cut (msg was cut to fit)
+** ends is dropped, and a malformed byte quoted from a file becomes \xNN.
+** kt__err and kt__log apply it to every message. */
+void kt__as_utf8(char *msg, size_t n, int cut);
+
 /* Default sink: one line to stderr, "ktune: warn: ...". */
 void kt__log_stderr(void *user, kt_log_level level, const char *msg);
 /* The level named by $KTUNE_LOG, warn when unset, -1 for another value. */

@@ -112,6 +112,7 @@ static kt_status open_cache(kt_runtime *rt, int readonly) {
   kt__store_opts so = {rt->cache_path, rt->system_cache_path, readonly,
                        {cache_log, &rt->env.log, rt->env.log.level}};
   kt_status st = kt__store_open(&rt->env.store, &so, rt->cache_error, sizeof rt->cache_error);
+  kt__as_utf8(rt->cache_error, sizeof rt->cache_error, 0); /* kt_runtime_info hands it out */
   if (st == KT_ERR_NOMEM) return kt__err(rt->env.id, st, "kt_runtime_open: %s", rt->cache_error);
   /* A caller that asked only to read checks for the cache itself. */
   if (st) kt__log(&rt->env.log, readonly ? KT_LOG_INFO : KT_LOG_WARN, "running without a config cache: %s", rt->cache_error);

@@ -73,11 +73,12 @@ def info():
                              else "missing"))
     print("gpus       %s" % (n.value if not devices else "none (%s)" % L.kt_errmsg(None).decode()))
     counts = (ctypes.c_long * 4)()
-    if i.cache_path and i.cache_path.decode() and not L.kt_cache_counts(h, ctypes.byref(counts)):
-        print("cache      %s (%d configs, %d trials, %d binaries, %d quarantined)" % ((i.cache_path.decode(),) +
+    path = (i.cache_path or b"").decode(errors="backslashreplace")  # the user's, in any encoding
+    if path and not L.kt_cache_counts(h, ctypes.byref(counts)):
+        print("cache      %s (%d configs, %d trials, %d binaries, %d quarantined)" % ((_visible(path),) +
                                                                                      tuple(counts)))
     else:
-        print("cache      %s" % i.cache_error.decode())
+        print("cache      %s" % _visible(i.cache_error.decode()))
     L.kt_runtime_close(h)
     return 0
 
