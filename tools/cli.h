@@ -52,10 +52,10 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 const char *cli_errmsg(const kt_runtime *rt);
 
 /* s with the bytes of its control characters (below 0x20, 0x7f, and C1 in
-** UTF-8, U+0080 to U+009F) as \xNN, in buf (n bytes, cut where it ends),
-** or s itself where it has none: text from a file (a path, a cached row)
-** printed to a terminal stays on its line and cannot move the cursor or
-** recolour what follows. */
+** UTF-8, U+0080 to U+009F) and those that are not UTF-8 as \xNN, in buf (n
+** bytes, cut where it ends), or s itself where it has none: text from a
+** file (a path, a cached row) printed to a terminal stays on its line and
+** cannot move the cursor or recolour what follows. */
 const char *cli_visible(const char *s, char *buf, size_t n);
 /* Options with the library's own log; arch NULL means "from the device". */
 void cli_options(kt_options *o, const char *arch, int no_device);
@@ -63,7 +63,8 @@ void cli_options(kt_options *o, const char *arch, int no_device);
 ** stderr (nothing elsewhere); key names what is counted. */
 void cli_progress(void *user, const char *kernel, const char *key, int done, int total, double best_us);
 
-/* Print a JSON value (consumed) on one line of stdout. EXIT_FAIL when it
+/* Print a JSON value (consumed) on one line of stdout, as UTF-8: a byte of
+** a string that is not is written as the text \xNN. EXIT_FAIL when it
 ** could not be made (out of memory), else EXIT_OK. */
 int cli_print_json(cJSON *v);
 /* A number, or null for a value that is unknown (< 0). */
