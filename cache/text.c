@@ -17,9 +17,16 @@ int kt__text_char(const unsigned char *p, int *control) {
   unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
   unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
   if (p[1] < lo || p[1] > hi) return 0;
-  for (int i = 2; i < len; i++)
+  unsigned cp = c & (0x7f >> len);
+  for (int i = 1; i < len; i++) {
     if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  *control = c == 0xc2 && p[1] <= 0x9f;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  /* C1, and what moves text on a terminal without a control byte: the
+  ** bidirectional marks, embeddings, overrides and isolates (a name that
+  ** shows reversed), and the line and paragraph separators. */
+  *control = cp <= 0x9f || cp == 0x61c || cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
+             (cp >= 0x2066 && cp <= 0x2069);
   return len;
 }
 

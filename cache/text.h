@@ -13,8 +13,11 @@
 ** bytes (1 to 4) when it is well-formed UTF-8 (no overlong form, no
 ** surrogate, at most U+10FFFF), and *control set when it is a control
 ** character (C0, DEL, or C1: U+0080 to U+009F, which some terminals obey:
-** U+009B starts an escape sequence). 0 when p starts no well-formed
-** character: one byte to show as \xNN. */
+** U+009B starts an escape sequence) or one that moves text on a terminal
+** (U+061C, U+200E, U+200F, U+2028 to U+202E, U+2066 to U+2069: the
+** bidirectional marks, embeddings, overrides and isolates, and the line
+** and paragraph separators). 0 when p starts no well-formed character:
+** one byte to show as \xNN. */
 int kt__text_char(const unsigned char *p, int *control /* OUT */);
 
 /* Whether s is well-formed UTF-8 holding no control character. */

@@ -709,6 +709,16 @@ static void text_from_files_is_printed_escaped(void) {
                  env, bin()),
             0);
   ASSERT_STR_EQ(out, "/p\\xff\x1b[2J/c.db\n");
+  /* A right-to-left override in a name would show the rest reversed. */
+  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
+                          " updated_at) VALUES (CAST(X'72e280ae78' AS TEXT), 'h', 'GPU', '{}', '{}', 1, 1, 1)"),
+            0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list \"$(printf 'r\\342\\200\\256x')\" --cache %s", bin(), db), 0);
+  ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list "
+                                  "\"$(printf 'r\\342\\200\\256x')\" --cache %s", db),
+            0);
+  ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
 }
 
 const kt_test t_cli_tests[] = {

@@ -323,6 +323,8 @@ static void imports_are_all_or_nothing(void) {
        " \"time_us\": 1}", 0, "x.json: configs[50]: \"kernel\" holds a control character"},
       {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU\\u009b2J\", \"key\": {\"D\": 1},"
        " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
+      {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU \\u202e001H\", \"key\": {\"D\": 1},"
+       " \"config\": {\"B\": 1}, \"time_us\": 1}", 0, "x.json: configs[50]: \"device\" holds a control character"},
       {"{\"kernel\": \"k\xff\", \"spec_hash\": \"h\", \"device\": \"d\", \"key\": {\"D\": 1}, \"config\": {\"B\": 1},"
        " \"time_us\": 1}", 0, "x.json: configs[50]: \"kernel\" is not UTF-8"},
       {"{\"kernel\": \"k\", \"spec_hash\": \"h\", \"device\": \"GPU \xed\xa0\x80\", \"key\": {\"D\": 1},"
@@ -833,11 +835,18 @@ static void utf8_is_read_as_the_standard_says(void) {
       {"\xed\xa0\x80", 0, 0}, {"\xef\xbf\xbf", 3, 0}, {"\xf0\x8f\xbf\xbf", 0, 0}, {"\xf0\x90\x80\x80", 4, 0},
       {"\xf4\x8f\xbf\xbf", 4, 0}, {"\xf4\x90\x80\x80", 0, 0}, {"\xf5\x80\x80\x80", 0, 0}, {"\xff", 0, 0},
       {"\x80", 0, 0},       {"\xe2\x82", 0, 0},   {"\xf0\x9f\x98", 0, 0}, {"\xe2\x28\xa1", 0, 0},
+      /* What moves text on a terminal: U+061C, U+200E/F, U+2028 to
+      ** U+202E, U+2066 to U+2069; not their neighbours. */
+      {"\xd8\x9c", 2, 1},   {"\xd8\x9b", 2, 0},   {"\xe2\x80\x8e", 3, 1}, {"\xe2\x80\x8f", 3, 1},
+      {"\xe2\x80\x8d", 3, 0}, {"\xe2\x80\xa7", 3, 0}, {"\xe2\x80\xa8", 3, 1}, {"\xe2\x80\xae", 3, 1},
+      {"\xe2\x80\xaf", 3, 0}, {"\xe2\x81\xa5", 3, 0}, {"\xe2\x81\xa6", 3, 1}, {"\xe2\x81\xa9", 3, 1},
+      {"\xe2\x81\xaa", 3, 0},
   };
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
     int control = -1, len = kt__text_char((const unsigned char *)at[i].s, &control);
     if (len != at[i].len || (len && control != at[i].control)) printf("    sample %zu: %d %d\n", i, len, control);
     ASSERT_EQ(len, at[i].len);
+    if (len) ASSERT_EQ(control, at[i].control);
   }
   char buf[64];
   ASSERT_STR_EQ(kt__text_visible("a\xff\xc3\xa9\n\xe2\x82", 0, buf, sizeof buf), "a\\xff\xc3\xa9\n\\xe2\\x82");

@@ -112,7 +112,9 @@ const char *cli_errmsg(const kt_runtime *rt) {
 /* The bytes of the well-formed UTF-8 character at p (RFC 3629: no
 ** overlong form, surrogate or code point past U+10FFFF), or 0: one byte
 ** to write as \xNN. *control: a C0, DEL or C1 (U+0080 to U+009F, which
-** some terminals obey: U+009B starts an escape sequence). The library
+** some terminals obey: U+009B starts an escape sequence), or a character
+** that moves text on a terminal (the bidirectional marks, embeddings,
+** overrides and isolates, the line and paragraph separators). The library
 ** reads text the same way (cache/text.c); the CLI sees ktune.h alone. */
 static int char_at(const unsigned char *p, int *control) {
   unsigned c = p[0];
@@ -121,9 +123,13 @@ static int char_at(const unsigned char *p, int *control) {
   int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
   unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
   if (!len || p[1] < lo || p[1] > hi) return 0;
-  for (int i = 2; i < len; i++)
+  unsigned cp = c & (0x7f >> len);
+  for (int i = 1; i < len; i++) {
     if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  *control = c == 0xc2 && p[1] <= 0x9f;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  *control = cp <= 0x9f || cp == 0x61c || cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
+             (cp >= 0x2066 && cp <= 0x2069);
   return len;
 }
 

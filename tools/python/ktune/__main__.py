@@ -56,10 +56,12 @@ def _runtime(cache_path=None):
 
 
 def _visible(s):
-    """s with its control characters (C0, DEL, C1) as \\xNN of their UTF-8
-    bytes, as the ktune binary shows them: a cached row's text cannot move
-    the terminal's cursor."""
-    return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: "".join("\\x%02x" % b for b in m.group().encode()), s)
+    """s with its control characters (C0, DEL, C1) and those that move text
+    on a terminal (bidirectional marks, embeddings, overrides and isolates;
+    line and paragraph separators) as \\xNN of their UTF-8 bytes, as the
+    ktune binary shows them: a cached row's text cannot move the cursor."""
+    return re.sub("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]",
+                  lambda m: "".join("\\x%02x" % b for b in m.group().encode()), s)
 
 
 def info():
