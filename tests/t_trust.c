@@ -822,6 +822,13 @@ static int row_text(void *user, const kt_cache_row *r) {
   return 0;
 }
 
+static int trial_text(void *user, const kt_trial_row *t) {
+  char *out = user;
+  size_t n = strlen(out);
+  snprintf(out + n, 512 - n, "%s %s\n", t->status, t->detail);
+  return 0;
+}
+
 /* Which bytes read as UTF-8: lengths of the character at each sample (0:
 ** malformed), and whether it is a control character. */
 static void utf8_is_read_as_the_standard_says(void) {
@@ -885,11 +892,15 @@ static void what_the_library_hands_out_is_utf8(void) {
   /* Rows of a cache another program wrote. */
   ASSERT_EQ(sql(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at, updated_at)"
                     " VALUES (CAST(X'6bff' AS TEXT), 'h', 'GPU \xc3\xa9', '{}', '{}', 1, 0, 0)"), 0);
+  ASSERT_EQ(sql(db, "INSERT INTO trials (kernel, spec_hash, device, key, config, status, detail, measured_at)"
+                    " VALUES ('k', 'h', 'd', '{}', '{}', 'fault', CAST(X'6c6f67ff0a' AS TEXT), 0)"), 0);
   ASSERT_TRUE((rt = offline_on(db, logged)));
   char rows[512] = "";
   ASSERT_STATUS(kt_cache_list(rt, NULL, row_text, rows), KT_OK);
+  kt_cache_row of = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{}"};
+  ASSERT_STATUS(kt_cache_trials(rt, &of, trial_text, rows), KT_OK);
   kt_runtime_close(rt);
-  ASSERT_STR_EQ(rows, "k\\xff GPU \xc3\xa9\n");
+  ASSERT_STR_EQ(rows, "k\\xff GPU \xc3\xa9\nfault log\\xff\n\n");
   /* Why there is no cache, quoting a path that is not UTF-8. */
   kt_options o;
   t_offline_options(&o);
