@@ -127,18 +127,6 @@ static int read_message(kt_kernel *k, const kt__call *c, char *msg, size_t len, 
   return rc;
 }
 
-/* After a publish the store refused: the message the name holds already
-** (another runtime of this rank settled the key first), its config in
-** *took. 1 when there is one that this rank can follow. */
-static int first_message(kt_kernel *k, const kt__call *c, const char *name, int64_t *took) {
-  char *msg, why[KT_ERRMAX];
-  size_t len;
-  if (fetch_all(k->rt, name, 0, &msg, &len)) return 0;
-  int rc = read_message(k, c, msg, len, took, why, sizeof why);
-  kt__free(msg);
-  return rc == 0;
-}
-
 int kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const int64_t *cfg, const char *why,
                       int64_t *took) {
   kt_runtime *rt = k->rt;
@@ -158,7 +146,10 @@ int kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const i
   int rc = built ? rt->coord.publish(rt->coord.user, name, msg, total) : -1;
   kt__free(msg);
   cJSON_free(head);
-  if (rc && cfg && built && first_message(k, c, name, took)) {
+  /* Refused: another runtime of this rank may have settled the key first;
+  ** the message the name holds says. */
+  char ignored[KT_ERRMAX];
+  if (rc && cfg && built && !kt__coord_fetch(k, c, json, 0, took, ignored, sizeof ignored)) {
     /* The store holds this very config (whatever it said): published. */
     if (!memcmp(took, cfg, (size_t)k->p.spec->ncfields * sizeof *cfg)) rc = 0;
     else follows = 1;
