@@ -45,21 +45,23 @@ int kt__text_clean(const char *s) { return reads(s, 0); }
 
 int kt__text_utf8(const char *s) { return reads(s, 1); }
 
-char *kt__text_visible(const char *s, int controls, char *buf, size_t n) {
-  size_t u = 0;
-  int ctl;
-  if (!n) return buf;
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    int len = kt__text_char(p, &ctl);
-    int esc = !len || (ctl && controls);
-    size_t take = len ? (size_t)len : 1, need = esc ? 4 * take : take;
-    if (u + need >= n) break;
-    for (size_t i = 0; i < take; i++) {
-      if (esc) u += (size_t)snprintf(buf + u, n - u, "\\x%02x", p[i]);
+size_t kt__text_visible(const char *s, unsigned flags, char *buf, size_t n) {
+  const char *fmt = flags & KT__TEXT_JSON ? "\\\\x%02x" : "\\x%02x";
+  size_t u = 0, escaped = 0, w = flags & KT__TEXT_JSON ? 5 : 4;
+  int ctl, full = !buf || !n;
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+    int len = kt__text_char(p, &ctl), esc = !len || (ctl && (flags & KT__TEXT_CONTROLS));
+    size_t take = len ? (size_t)len : 1, need = esc ? w * take : take;
+    escaped += esc ? take : 0;
+    /* Once one piece does not fit, nothing after it is written: the text
+    ** is cut, not holed. */
+    full = full || u + need >= n;
+    for (size_t i = 0; i < take && !full; i++) {
+      if (esc) u += (size_t)snprintf(buf + u, n - u, fmt, p[i]);
       else buf[u++] = (char)p[i];
     }
     p += take;
   }
-  buf[u] = 0;
-  return buf;
+  if (buf && n) buf[u] = 0;
+  return escaped;
 }

@@ -26,9 +26,14 @@ int kt__text_clean(const char *s);
 /* Whether s is well-formed UTF-8 (control characters allowed). */
 int kt__text_utf8(const char *s);
 
-/* s with every byte of a malformed sequence written \xNN, and of a control
-** character too when controls is set, into buf (n bytes), cut at a whole
-** character or escape where buf is too short. Returns buf. */
-char *kt__text_visible(const char *s, int controls, char *buf, size_t n);
+/* What kt__text_visible escapes besides malformed bytes (ktune.h's
+** kt_text_flag has the same values). */
+enum { KT__TEXT_CONTROLS = 1, KT__TEXT_JSON = 2 };
+
+/* s into buf (n bytes, cut at a whole character or escape; buf may be NULL
+** with n 0) with every byte of a malformed sequence written \xNN, and of a
+** control character too with KT__TEXT_CONTROLS; \\xNN with KT__TEXT_JSON.
+** Returns how many bytes of s are escaped (ktune.h's kt_text_visible). */
+size_t kt__text_visible(const char *s, unsigned flags, char *buf, size_t n);
 
 #endif

@@ -189,8 +189,31 @@ typedef enum kt_log_level {
 ** without a newline but may quote text as it came (a path, a cached
 ** config, NVRTC's log), control characters and newlines included: the
 ** default sink writes them as \xNN, and a sink that writes to a terminal
-** should too. msg is UTF-8: a quoted byte that is not is written \xNN. */
+** should too (kt_text_visible). msg is UTF-8: a quoted byte that is not is
+** written \xNN. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
+
+/* What kt_text_visible writes as \xNN, besides the bytes of a malformed
+** UTF-8 sequence (an overlong form, a surrogate, past U+10FFFF, cut). */
+typedef enum kt_text_flag {
+  KT_TEXT_CONTROLS = 1, /* each byte of a control character too: C0, DEL,
+                           C1 (U+0080 to U+009F; U+009B starts a terminal's
+                           escape sequence), and those that move text on a
+                           terminal (U+061C, U+200E, U+200F, U+2028 to
+                           U+202E, U+2066 to U+2069) */
+  KT_TEXT_JSON = 2      /* the escape as \\xNN, for text inside a JSON
+                           string (whose reader makes it \xNN again) */
+} kt_text_flag;
+
+/* s as a terminal or a JSON file may show it: copied into buf (n bytes;
+** always terminated when n > 0, cut before a character or an escape that
+** would not fit), each byte that flags (kt_text_flag, or-ed) name written
+** as \xNN. A buf of 4 * strlen(s) + 1 bytes (5 * with KT_TEXT_JSON) holds
+** any s whole. buf may be NULL with n 0, to count only. Returns how many
+** bytes of s were (or would be) escaped: 0 when s shows as it is. The
+** library's own messages, rows and log lines are UTF-8 already (they need
+** no more than KT_TEXT_CONTROLS before a terminal). s NULL reads as "". */
+KT_API size_t kt_text_visible(const char *s, unsigned flags, char *buf, size_t n);
 
 /* Progress of a long operation, for a tool's display. A tuning: kernel
 ** name and key (JSON), candidates measured so far of those it will

@@ -856,9 +856,29 @@ static void utf8_is_read_as_the_standard_says(void) {
     if (len) ASSERT_EQ(control, at[i].control);
   }
   char buf[64];
-  ASSERT_STR_EQ(kt__text_visible("a\xff\xc3\xa9\n\xe2\x82", 0, buf, sizeof buf), "a\\xff\xc3\xa9\n\\xe2\\x82");
-  ASSERT_STR_EQ(kt__text_visible("a\xff\xc3\xa9\n\xc2\x9b", 1, buf, sizeof buf), "a\\xff\xc3\xa9\\x0a\\xc2\\x9b");
-  ASSERT_STR_EQ(kt__text_visible("ab\xff", 0, buf, 6), "ab"); /* cut at a whole escape */
+  /* Through the public call, as the CLI and the Python package use it. */
+  ASSERT_EQ(kt_text_visible("a\xff\xc3\xa9\n\xe2\x82", 0, buf, sizeof buf), 3);
+  ASSERT_STR_EQ(buf, "a\\xff\xc3\xa9\n\\xe2\\x82");
+  ASSERT_EQ(kt_text_visible("a\xff\xc3\xa9\n\xc2\x9b", KT_TEXT_CONTROLS, buf, sizeof buf), 4);
+  ASSERT_STR_EQ(buf, "a\\xff\xc3\xa9\\x0a\\xc2\\x9b");
+  ASSERT_EQ(kt_text_visible("\xe2\x80\xae" "ab", KT_TEXT_CONTROLS | KT_TEXT_JSON, buf, sizeof buf), 3);
+  ASSERT_STR_EQ(buf, "\\\\xe2\\\\x80\\\\xaeab");
+  memset(buf, '#', sizeof buf);
+  ASSERT_EQ(kt_text_visible("ab\xff", 0, buf, 6), 1); /* cut at a whole escape, counted whole */
+  ASSERT_STR_EQ(buf, "ab");
+  ASSERT_EQ(kt_text_visible("x\xc3\xa9", 0, buf, 3), 0); /* cut before a whole character */
+  ASSERT_STR_EQ(buf, "x");
+  ASSERT_EQ(kt_text_visible("\x01\x02", KT_TEXT_CONTROLS, NULL, 0), 2);
+  ASSERT_EQ(kt_text_visible("plain \xc3\xa9", KT_TEXT_CONTROLS, NULL, 0), 0);
+  buf[0] = '#';
+  ASSERT_EQ(kt_text_visible(NULL, KT_TEXT_CONTROLS, buf, sizeof buf), 0);
+  ASSERT_STR_EQ(buf, "");
+  /* The bound said in ktune.h: 4 bytes an input byte, 5 for JSON. */
+  char big[5 * 4 + 1];
+  ASSERT_EQ(kt_text_visible("\x01\xff\x7f\x1b", KT_TEXT_CONTROLS, big, 4 * 4 + 1), 4);
+  ASSERT_STR_EQ(big, "\\x01\\xff\\x7f\\x1b");
+  ASSERT_EQ(kt_text_visible("\x01\xff\x7f\x1b", KT_TEXT_CONTROLS | KT_TEXT_JSON, big, sizeof big), 4);
+  ASSERT_STR_EQ(big, "\\\\x01\\\\xff\\\\x7f\\\\x1b");
   ASSERT_TRUE(kt__text_clean("GPU \xc3\xa9") && !kt__text_clean("a\tb") && kt__text_utf8("a\tb"));
 }
 

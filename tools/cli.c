@@ -109,54 +109,9 @@ const char *cli_errmsg(const kt_runtime *rt) {
   return p[0] == ':' && p[1] == ' ' ? p + 2 : m;
 }
 
-/* The bytes of the well-formed UTF-8 character at p (RFC 3629: no
-** overlong form, surrogate or code point past U+10FFFF), or 0: one byte
-** to write as \xNN. *control: a C0, DEL or C1 (U+0080 to U+009F, which
-** some terminals obey: U+009B starts an escape sequence), or a character
-** that moves text on a terminal (the bidirectional marks, embeddings,
-** overrides and isolates, the line and paragraph separators). The library
-** reads text the same way (cache/text.c); the CLI sees ktune.h alone. */
-static int char_at(const unsigned char *p, int *control) {
-  unsigned c = p[0];
-  *control = 0;
-  if (c < 0x80) return *control = c < 0x20 || c == 0x7f, 1;
-  int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-  unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-  if (!len || p[1] < lo || p[1] > hi) return 0;
-  unsigned cp = c & (0x7f >> len);
-  for (int i = 1; i < len; i++) {
-    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-    cp = cp << 6 | (p[i] & 0x3f);
-  }
-  *control = cp <= 0x9f || cp == 0x61c || cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
-             (cp >= 0x2066 && cp <= 0x2069);
-  return len;
-}
-
-/* s into out (n > 0 bytes, cut at a whole character or escape), each byte
-** to hide as esc writes it ("\\x%02x" or "\\\\x%02x"): a malformed one, and
-** a control character's when controls is set. Returns how many bytes
-** needed it (out NULL: only counted). */
-static size_t hide(const char *s, int controls, const char *esc, char *out, size_t n) {
-  size_t u = 0, hidden = 0, w = (size_t)snprintf(NULL, 0, esc, 0);
-  int ctl, full = !out;
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    int len = char_at(p, &ctl), bad = !len || (ctl && controls);
-    size_t take = len ? (size_t)len : 1, need = bad ? take * w : take;
-    hidden += bad ? take : 0;
-    full = full || u + need >= n;
-    for (size_t i = 0; i < take && !full; i++)
-      if (bad) u += (size_t)snprintf(out + u, n - u, esc, p[i]);
-      else out[u++] = (char)p[i];
-    p += take;
-  }
-  if (out) out[u] = 0;
-  return hidden;
-}
-
 const char *cli_visible(const char *s, char *buf, size_t n) {
-  if (n < 9 || !hide(s, 1, "\\x%02x", NULL, 0)) return s;
-  hide(s, 1, "\\x%02x", buf, n);
+  if (n < 9 || !kt_text_visible(s, KT_TEXT_CONTROLS, NULL, 0)) return s;
+  kt_text_visible(s, KT_TEXT_CONTROLS, buf, n);
   return buf;
 }
 
@@ -183,9 +138,9 @@ int cli_print_json(cJSON *v) {
   if (!text) return cli_fail("json", "out of memory");
   /* JSON is UTF-8: a byte that is not (a path given in another encoding)
   ** can only stand in a string, where it becomes the text \xNN. */
-  size_t n = hide(text, 0, "\\\\x%02x", NULL, 0) ? 5 * strlen(text) + 1 : 0;
+  size_t n = kt_text_visible(text, KT_TEXT_JSON, NULL, 0) ? 5 * strlen(text) + 1 : 0;
   char *fixed = n ? malloc(n) : NULL;
-  if (fixed) hide(text, 0, "\\\\x%02x", fixed, n);
+  if (fixed) kt_text_visible(text, KT_TEXT_JSON, fixed, n);
   puts(fixed ? fixed : text);
   free(fixed);
   cJSON_free(text);

@@ -51,11 +51,10 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 ** an embedder sees first ("kt_runtime_open: arch ..." says "arch ..."). */
 const char *cli_errmsg(const kt_runtime *rt);
 
-/* s with the bytes of its control characters (below 0x20, 0x7f, and C1 in
-** UTF-8, U+0080 to U+009F) and those that are not UTF-8 as \xNN, in buf (n
-** bytes, cut where it ends), or s itself where it has none: text from a
-** file (a path, a cached row) printed to a terminal stays on its line and
-** cannot move the cursor or recolour what follows. */
+/* s as kt_text_visible(KT_TEXT_CONTROLS) shows it, in buf (n bytes, cut
+** where it ends), or s itself where it shows as it is: text from a file (a
+** path, a cached row) printed to a terminal stays on its line and cannot
+** move the cursor, recolour or reverse what follows. */
 const char *cli_visible(const char *s, char *buf, size_t n);
 /* Options with the library's own log; arch NULL means "from the device". */
 void cli_options(kt_options *o, const char *arch, int no_device);

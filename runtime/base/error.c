@@ -73,10 +73,18 @@ static const char *level_names[] = {"error", "warn", "info", "debug"};
 void kt__log_stderr(void *user, kt_log_level level, const char *msg) {
   char vis[4 * KT_ERRMAX + 1];
   (void)user;
+  kt__text_visible(msg, KT__TEXT_CONTROLS, vis, sizeof vis);
   fprintf(stderr, "ktune: %s: %s\n",
           level >= KT_LOG_ERROR && level <= KT_LOG_DEBUG ? level_names[level]
                                                          : "log",
-          kt__text_visible(msg, 1, vis, sizeof vis));
+          vis);
+}
+
+_Static_assert((int)KT_TEXT_CONTROLS == (int)KT__TEXT_CONTROLS && (int)KT_TEXT_JSON == (int)KT__TEXT_JSON,
+               "one set of flags");
+
+size_t kt_text_visible(const char *s, unsigned flags, char *buf, size_t n) {
+  return kt__text_visible(s, flags, buf, n);
 }
 
 int kt__log_level_from_env(void) {

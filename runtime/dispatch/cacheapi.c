@@ -39,7 +39,8 @@ static const char *show(shown *sh, const char *s) {
   char *c = kt__malloc(n);
   if (!c) return sh->oom = 1, "";
   sh->copies[sh->n++] = c;
-  return kt__text_visible(s, 0, c, n);
+  kt__text_visible(s, 0, c, n);
+  return c;
 }
 
 static int shown_end(shown *sh, int stop) {

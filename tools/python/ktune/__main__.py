@@ -4,7 +4,6 @@ import argparse
 import ctypes
 import json
 import os
-import re
 import shutil
 import sys
 
@@ -56,12 +55,13 @@ def _runtime(cache_path=None):
 
 
 def _visible(s):
-    """s with its control characters (C0, DEL, C1) and those that move text
-    on a terminal (bidirectional marks, embeddings, overrides and isolates;
-    line and paragraph separators) as \\xNN of their UTF-8 bytes, as the
-    ktune binary shows them: a cached row's text cannot move the cursor."""
-    return re.sub("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]",
-                  lambda m: "".join("\\x%02x" % b for b in m.group().encode()), s)
+    """s with its control characters and those that move text on a
+    terminal as \\xNN of their UTF-8 bytes, as the ktune binary shows them
+    (kt_text_visible): a cached row's text cannot move the cursor."""
+    b = s.encode("utf-8", "surrogateescape")
+    buf = ctypes.create_string_buffer(4 * len(b) + 1)
+    lib().kt_text_visible(b, _capi.KT_TEXT_CONTROLS, buf, len(buf))
+    return buf.value.decode("utf-8", "surrogateescape")
 
 
 def info():

@@ -13,6 +13,7 @@ import _thread
 KT_ARG_PTR, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 = 1, 2, 3, 4
 KT_KEY_MAX, KT_CONFIG_MAX = 8451, 2115  # bytes that hold any key, any config
 DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "f64": 4, "i32": 5, "i64": 6, "u8": 7, "i8": 8, "i16": 9, "u32": 10}
+KT_TEXT_CONTROLS, KT_TEXT_JSON = 1, 2  # kt_text_flag
 MODES = {"default": 0, "tune": 1, "cache-only": 2, "off": 3, "async": 4}
 KT_TUNE_CACHED, KT_TUNE_KNOWN, KT_TUNE_TUNED, KT_TUNE_TUNED_LOCAL = 0, 1, 2, 3  # kt_tune_outcome
 KT_TUNE_SETTLED = (KT_TUNE_CACHED, KT_TUNE_KNOWN, KT_TUNE_TUNED, KT_TUNE_TUNED_LOCAL)  # one config from now on
@@ -219,6 +220,7 @@ def load():
         "kt_runtime_mode": (I, [P]),
         "kt_cache_list": (I, [P, S, CACHE_ROW_FN, P]),
         "kt_cache_counts": (I, [P, ctypes.POINTER(ctypes.c_long * 4)]),
+        "kt_text_visible": (ctypes.c_size_t, [S, ctypes.c_uint, ctypes.c_char_p, ctypes.c_size_t]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)
