@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <sys/types.h>
 
 #include "cache/store.h"
 
@@ -28,6 +29,10 @@ struct kt_store {
   sqlite3_stmt *st[ST_COUNT];
   sqlite3_stmt *sys_get;   /* ST_GET_CONFIG on the system database */
   char *path, *sys_path;
+  char *real;              /* the file as opened, links followed: SQLite
+                              keeps its -wal, -shm and -journal beside it */
+  dev_t dev;               /* and its identity, which neither a change of */
+  ino_t ino;               /* working directory nor another name moves */
   int version;             /* of the user database's schema */
   int sys_version;         /* of the system database's */
   int readonly;

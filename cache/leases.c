@@ -137,14 +137,15 @@ int kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
 ** its runtimes is tuning, tune them too and keep a winner of its own. */
 typedef struct held {
   const kt_store *s; /* compared, never followed: it may be closed */
-  char *id;          /* the file's path and the key, \x1f between */
+  char *id;          /* the file's identity and the key, \x1f between */
   struct held *next;
 } held;
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static held *held_list;
 
 static char *held_id(const kt_store *s, const kt__leaserow *r) {
-  return sqlite3_mprintf("%s\x1f%s\x1f%s\x1f%s\x1f%s", s->path, r->kernel, r->spec_hash, r->device, r->key);
+  return sqlite3_mprintf("%llx:%llx\x1f%s\x1f%s\x1f%s\x1f%s", (unsigned long long)s->dev, (unsigned long long)s->ino,
+                         r->kernel, r->spec_hash, r->device, r->key);
 }
 
 /* Under held_lock: where id's entry is linked (*result NULL: none). */

@@ -270,6 +270,19 @@ static const char *not_a_file(const struct stat *sb) {
   return S_ISDIR(sb->st_mode) ? "is a directory" : "not a regular file";
 }
 
+/* The file just opened, as later calls must find it whatever the working
+** directory then or the name they are given: its real path and identity. */
+static int note_file(kt_store *s, char *err, size_t errlen) {
+  char real[PATH_MAX];
+  struct stat sb;
+  if (!realpath(s->path, real) || stat(real, &sb))
+    return snprintf(err, errlen, "%s: cannot resolve the opened file: %s", s->path, strerror(errno)), KT__C_CACHE;
+  if (!(s->real = sqlite3_mprintf("%s", real))) return snprintf(err, errlen, "%s: out of memory", s->path), KT__C_NOMEM;
+  s->dev = sb.st_dev;
+  s->ino = sb.st_ino;
+  return KT__C_OK;
+}
+
 static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   const char *path = s->path, *why = NULL;
   char side[PATH_MAX + 8];
@@ -278,10 +291,15 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   if (exists && !S_ISREG(sb.st_mode))
     return snprintf(err, errlen, "%s: %s, not a cache file", path, not_a_file(&sb)), KT__C_CACHE;
   if (!exists && want_ro) return snprintf(err, errlen, "%s: no cache there (nothing was created)", path), KT__C_CACHE;
-  int foreign_side = exists && foreign_side_file(path, side, sizeof side, &why);
-  s->readonly = want_ro || foreign_side || (exists && !writable(path));
+  /* SQLite keeps its side files beside the file a link leads to. */
+  char real[PATH_MAX];
+  const char *at = exists && realpath(path, real) ? real : path;
+  int foreign_side = exists && foreign_side_file(at, side, sizeof side, &why);
+  s->readonly = want_ro || foreign_side || (exists && !writable(at));
   if (!s->readonly && !exists && make_parent(path, err, errlen)) return KT__C_CACHE;
-  if ((st = s->readonly ? open_ro(&s->db, path, err, errlen) : open_rw(s, path, err, errlen))) return st;
+  if ((st = s->readonly ? open_ro(&s->db, path, err, errlen) : open_rw(s, path, err, errlen)) ||
+      (st = note_file(s, err, errlen)))
+    return st;
   if (foreign_side)
     kt__db_log(s, 1, "%s: %s: opened read-only for configs; compiled kernels are not loaded from it, and nothing is "
                      "written to it or checkpointed", side, why);
@@ -307,12 +325,12 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
 
 static void open_system(kt_store *s) {
   char err[2048];
-  struct stat sb, ub;
+  struct stat sb;
   int v = 0, st = KT__C_CACHE;
   if (stat(s->sys_path, &sb)) snprintf(err, sizeof err, "%s: %s", s->sys_path, strerror(errno));
   else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: %s, not a cache file", s->sys_path, not_a_file(&sb));
   /* Read a second time it would list every row twice. */
-  else if (!stat(s->path, &ub) && ub.st_dev == sb.st_dev && ub.st_ino == sb.st_ino)
+  else if (s->real && s->dev == sb.st_dev && s->ino == sb.st_ino)
     snprintf(err, sizeof err, "%s: it is the user cache", s->sys_path);
   else st = open_ro(&s->sys, s->sys_path, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
@@ -380,10 +398,32 @@ void kt__store_close(kt_store *s) {
   sqlite3_close(s->sys);
   pthread_mutex_destroy(&s->lock);
   sqlite3_free(s->path);
+  sqlite3_free(s->real);
   sqlite3_free(s->sys_path);
   sqlite3_free(s);
 }
 
 const char *kt__store_path(const kt_store *s) { return s ? s->path : ""; }
+
+int kt__store_is_own_file(const kt_store *s, const char *path) {
+  static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
+  struct stat p, c;
+  char dir[PATH_MAX], real[PATH_MAX], name[2 * PATH_MAX], side[PATH_MAX + 16];
+  if (!s || !s->real) return 0;
+  int exists = !stat(path, &p);
+  if (exists && p.st_dev == s->dev && p.st_ino == s->ino) return 1;
+  /* A side file by its name too: one SQLite has not made yet is still
+  ** SQLite's to make, and to read back as its own. */
+  dir_of(path, dir, sizeof dir);
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  int named = realpath(dir, real) != NULL;
+  if (named) snprintf(name, sizeof name, "%s/%s", strcmp(real, "/") ? real : "", base);
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+    snprintf(side, sizeof side, "%s%s", s->real, tails[i]);
+    if ((named && !strcmp(name, side)) || (exists && !stat(side, &c) && c.st_dev == p.st_dev && c.st_ino == p.st_ino))
+      return 1;
+  }
+  return 0;
+}
 int kt__store_readonly(const kt_store *s) { return s ? s->readonly : 1; }
 int kt__store_binaries_trusted(const kt_store *s) { return s && s->trusted; }

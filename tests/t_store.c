@@ -848,15 +848,18 @@ static void tuning_leases(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM leases"), 4);
 }
 
-/* Two stores of one process on one file (two runtimes, a GPU each): a
-** lease one of them holds is refused to the other, named by this process's
-** pid, until the holder lets go or closes; the holder takes it again at
-** will. */
+/* Two stores of one process on one file (two runtimes, a GPU each, here
+** one naming the file through a link): a lease one of them holds is
+** refused to the other, named by this process's pid, until the holder
+** lets go or closes; the holder takes it again at will. */
 static void leases_of_one_process_are_the_stores(void) {
   const char *p = tmpfile_in("lease2.db");
+  char q[1024];
+  snprintf(q, sizeof q, "%s.link", p);
   kt_store *a, *b;
   ASSERT_STATUS(open_store(&a, p, NULL, NULL, err, sizeof err), KT_OK);
-  ASSERT_STATUS(open_store(&b, p, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_EQ(symlink(p, q), 0);
+  ASSERT_STATUS(open_store(&b, q, NULL, NULL, err, sizeof err), KT_OK);
   int taken;
   long holder, me = (long)getpid();
   ASSERT_STATUS(kt__store_lease(a, "k", "h", "d", "{}", "hostA", me, 60, &taken, &holder, err, sizeof err), KT_OK);

@@ -5,6 +5,7 @@
 ** SQLite, files byte for byte. */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -241,6 +242,57 @@ static void foreign_side_files_make_the_cache_read_only(void) {
                               "is written to it or checkpointed",
            wal, geteuid() == 0 ? "owned by another user" : "world-writable");
   ASSERT_CONTAINS(logged, want);
+  /* The same file named through a link in another directory: SQLite keeps
+  ** the -wal beside the file the link leads to, and so does this check. */
+  char link[800];
+  const char *elsewhere = t_tmpdir();
+  ASSERT_TRUE(elsewhere);
+  snprintf(link, sizeof link, "%s/c.db", elsewhere);
+  ASSERT_EQ(symlink(p, link), 0);
+  /* SQLite run as root gives the files it opens beside a database the
+  ** database's owner: the -wal is another user's again. */
+  ASSERT_EQ(geteuid() == 0 ? chown(wal, 65534, 65534) : chmod(wal, 0666), 0);
+  ASSERT_STATUS(open_store(&s, link, logged), KT_OK);
+  ro = kt__store_readonly(s), trusted = kt__store_binaries_trusted(s);
+  kt__store_close(s);
+  ASSERT_EQ(ro * 10 + trusted, 10);
+  ASSERT_CONTAINS(logged, want);
+}
+
+/* An export never replaces the cache: not under another name of its file
+** (a relative path the runtime was opened with, used from another working
+** directory; a link), nor a file SQLite keeps beside it, made yet or not. */
+static void an_export_never_replaces_the_cache(void) {
+  char cwd[PATH_MAX], dir[700], name[800], want[900], link[800];
+  snprintf(dir, sizeof dir, "%s/export-home", t_tmpdir());
+  ASSERT_EQ(mkdir(dir, 0700), 0);
+  ASSERT_TRUE(getcwd(cwd, sizeof cwd));
+  /* Opened by a relative path, then back in the suite's directory. */
+  ASSERT_EQ(chdir(dir), 0);
+  kt_runtime *rt = offline_on("c.db", NULL);
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(rt);
+  ASSERT_STR_EQ(kt_cache_path(rt), "c.db");
+  snprintf(link, sizeof link, "%s/link.db", dir);
+  ASSERT_EQ(symlink("c.db", link), 0);
+  static const char *const names[] = {"c.db", "c.db-wal", "c.db-shm", "c.db-journal", "../export-home/c.db-journal",
+                                      "link.db"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(name, sizeof name, "%s/%s", dir, names[i]);
+    ASSERT_STATUS(kt_cache_export(rt, name, 0), KT_ERR_INVALID);
+    snprintf(want, sizeof want, "%s: cannot export into the cache itself", name);
+    ASSERT_STR_EQ(kt_errmsg(rt), want);
+  }
+  snprintf(name, sizeof name, "%s/c.db-journal", dir);
+  ASSERT_EQ(access(name, F_OK), -1);
+  /* A name beside the link is not one SQLite uses: written. */
+  snprintf(name, sizeof name, "%s/link.db-journal", dir);
+  ASSERT_STATUS(kt_cache_export(rt, name, 0), KT_OK);
+  long counts[4];
+  ASSERT_STATUS(kt_cache_counts(rt, counts), KT_OK);
+  kt_runtime_close(rt);
+  snprintf(name, sizeof name, "%s/c.db", dir);
+  ASSERT_EQ(t_db_int(name, "SELECT count(*) FROM sqlite_master WHERE name = 'configs'"), 1);
 }
 
 /* The rows of a cache as one text, to compare before and after. */
@@ -939,6 +991,7 @@ const kt_test t_trust_tests[] = {
     {"trust: a damaged cubin is compiled again, never loaded", damaged_binaries_are_compiled_again},
     {"trust: without NVRTC a config whose cubin is damaged is skipped", unbuildable_cached_config_is_skipped},
     {"trust: a foreign -wal makes the cache read-only, nothing checkpointed", foreign_side_files_make_the_cache_read_only},
+    {"trust: an export never replaces the cache, whatever it is called", an_export_never_replaces_the_cache},
     {"trust: an import is all or nothing; every row validated", imports_are_all_or_nothing},
     {"trust: imported keys and configs are canonical", imports_are_canonical},
     {"trust: a killed import leaves nothing partial", a_killed_import_leaves_nothing_partial},

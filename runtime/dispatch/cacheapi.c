@@ -129,20 +129,6 @@ kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason
   return KT_OK;
 }
 
-/* Whether path is the cache's own database or one of SQLite's files
-** beside it: an export there would replace the cache with its JSON. */
-static int is_the_cache(kt_runtime *rt, const char *path) {
-  struct stat p, c;
-  char side[PATH_MAX + 16];
-  if (stat(path, &p)) return 0;
-  static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
-  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
-    snprintf(side, sizeof side, "%s%s", kt_cache_path(rt), tails[i]);
-    if (!stat(side, &c) && c.st_dev == p.st_dev && c.st_ino == p.st_ino) return 1;
-  }
-  return 0;
-}
-
 /* An export's end: a write failure names the file (name), the store's
 ** other errors name the cache. */
 static kt_status export_result(kt_runtime *rt, kt_status st, const char *name, const char *err) {
@@ -159,7 +145,7 @@ kt_status kt_cache_export(kt_runtime *rt, const char *path, int with_binaries) {
     st = kt__store_export(rt->env.store, stdout, with_binaries, err, sizeof err);
     return export_result(rt, st, "standard output", err);
   }
-  if (is_the_cache(rt, path))
+  if (kt__store_is_own_file(rt->env.store, path))
     return kt__err(rt->env.id, KT_ERR_INVALID, "%s: cannot export into the cache itself", path);
   /* Whole or not at all: an export that fails leaves the file as it was. */
   kt__outfile out;
