@@ -1,6 +1,8 @@
 /* Cache import of any bytes, into a cache made afresh every 500 inputs, and
 ** the codec's canonical form of the same bytes as a key and as a config.
-** Whatever an import took exports as UTF-8 (JSON holds nothing else). */
+** Whatever an import took exports as UTF-8 (JSON holds nothing else). The
+** same bytes as kt_text_visible shows them: UTF-8, without a control
+** character where it escapes them, and cut short only as a prefix. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,19 @@ static kt_store *store(void) {
   return s;
 }
 
+static void check_visible(const char *text) {
+  size_t len = strlen(text), n = 5 * len + 1, cut = len % 13 + 1;
+  char *full = malloc(n), *part = malloc(cut);
+  for (unsigned flags = 0; full && part && flags < 4; flags++) {
+    size_t esc = kt_text_visible(text, flags, full, n);
+    if (kt_text_visible(text, flags, NULL, 0) != esc || kt_text_visible(text, flags, part, cut) != esc) abort();
+    if (!kt__text_utf8(full) || ((flags & KT_TEXT_CONTROLS) && !kt__text_clean(full))) abort();
+    if (strncmp(full, part, strlen(part)) || (!esc && strcmp(full, text))) abort();
+  }
+  free(full);
+  free(part);
+}
+
 int kt_fuzz_import(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1), err[2048], out[4096];
   if (!text) return 0;
@@ -58,6 +73,7 @@ int kt_fuzz_import(const uint8_t *data, size_t size) {
   }
   kt__codec_canon(text, 0, out, sizeof out, err, sizeof err);
   kt__codec_canon(text, 1, out, sizeof out, err, sizeof err);
+  check_visible(text);
   free(text);
   return 0;
 }
