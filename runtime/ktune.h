@@ -447,7 +447,9 @@ typedef struct kt_options {
   const char *record_path; /* append one --shapes line (JSON) per key missed
                              that the cache does not have, once per key per
                              process, for ktune tune --shapes; NULL:
-                             $KTUNE_RECORD, else none. Copied */
+                             $KTUNE_RECORD, else none. Copied; a relative
+                             path is taken from the working directory of
+                             kt_runtime_open, as cache_path is */
   int no_prune;           /* nonzero: a tuning compiles and measures every
                              candidate; zero: a candidate is not compiled
                              when a field value it has lost by 10% or more

@@ -1,8 +1,10 @@
 /* Recording missed keys (kt_options.record_path, $KTUNE_RECORD): one
 ** --shapes line per key the cache does not have, once per process, that
 ** the CLI's reader turns back into a call of the same key. */
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../tools/shape.h"
 #include "harness.h"
@@ -117,6 +119,35 @@ static void missed_keys_are_recorded_once_and_read_back(void) {
 }
 
 static char logged[1024];
+/* A relative record path names the file in the working directory of the
+** runtime's open: a process that changes directory after it records into
+** the same file, never into one beside its new directory. */
+static void a_relative_record_path_stays_where_it_was_opened(void) {
+  char cwd[PATH_MAX], dir[600], path[700], text[1024];
+  const char *d = t_tmpdir();
+  ASSERT_TRUE(d && getcwd(cwd, sizeof cwd));
+  snprintf(dir, sizeof dir, "%s", d);
+  ASSERT_EQ(chdir(dir), 0);
+  kt_runtime *rt = recording("calls.jsonl");
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(rt);
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "kernels_src/layernorm_fwd.json", &k), KT_OK);
+  kt_arg call[13] = LN(2 * GB, 0, 0, 0, 0, 64, 512, 1e-5f);
+  char cfg[128];
+  ASSERT_STATUS(kt_kernel_config_for(k, call, 13, cfg, sizeof cfg), KT_OK);
+  kt_runtime_close(rt);
+  ASSERT_EQ(access("calls.jsonl", F_OK), -1);
+  snprintf(path, sizeof path, "%s/calls.jsonl", dir);
+  FILE *f = fopen(path, "r");
+  ASSERT_TRUE(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  ASSERT_CONTAINS(text, "\"N\":64,\"D\":512,");
+  ASSERT_EQ(strchr(text, '\n') - text + 1, (long)n);
+}
+
 static void log_into(void *user, kt_log_level level, const char *msg) {
   (void)user;
   (void)level;
@@ -161,5 +192,6 @@ static void an_unwritable_record_is_a_warning(void) {
 const kt_test t_record_tests[] = {
     {"record_missed_keys_are_recorded_once_and_read_back", missed_keys_are_recorded_once_and_read_back},
     {"record_an_unwritable_record_is_a_warning", an_unwritable_record_is_a_warning},
+    {"record: a relative record path stays where the runtime was opened", a_relative_record_path_stays_where_it_was_opened},
     {NULL, NULL},
 };

@@ -1,8 +1,10 @@
 /* Opening and closing a runtime; its description and counters. */
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "cache/store.h"
@@ -136,6 +138,18 @@ static kt_status open_device(kt_runtime *rt, const kt_options *o) {
   return KT_OK;
 }
 
+/* A path the runtime opens again later, anchored to the working directory
+** of its open: a process that changes directory keeps writing one file. A
+** copy of path where the directory cannot be had. NULL: out of memory. */
+static char *anchored(const char *path) {
+  char cwd[PATH_MAX];
+  if (path[0] == '/' || !getcwd(cwd, sizeof cwd)) return kt__strdup(path);
+  size_t n = strlen(cwd) + strlen(path) + 2;
+  char *s = kt__malloc(n);
+  if (s) snprintf(s, n, "%s/%s", cwd, path);
+  return s;
+}
+
 kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   if (!out) return kt__misuse(NULL, "kt_runtime_open", "out is NULL");
   *out = NULL;
@@ -156,7 +170,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   const char *sys = o.system_cache_path ? o.system_cache_path : getenv("KTUNE_SYSTEM_CACHE");
   const char *rec = o.record_path ? o.record_path : getenv("KTUNE_RECORD");
   if (!(rt->env.cuda_home = kt__strdup(home && *home ? home : "/usr/local/cuda")) ||
-      (rec && *rec && !(rt->record_path = kt__strdup(rec))) ||
+      (rec && *rec && !(rt->record_path = anchored(rec))) ||
       (o.cache_path && !(rt->cache_path = kt__strdup(o.cache_path))) ||
       (sys && *sys && !(rt->system_cache_path = kt__strdup(sys))))
     return kt__err(rt->env.id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
