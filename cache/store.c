@@ -104,8 +104,12 @@ static const char *distrust(const char *file) {
 ** checkpoints it into the file, so a foreign one makes the cache theirs. */
 static int foreign_side_file(const char *path, char *side, size_t n, const char **why) {
   static const char *const ext[] = {"-wal", "-shm"};
+  struct stat sb;
   for (int i = 0; i < 2; i++) {
     snprintf(side, n, "%s%s", path, ext[i]);
+    /* SQLite would write through a link another user left there into the
+    ** file it leads to, which may be any file of this user. */
+    if (!lstat(side, &sb) && S_ISLNK(sb.st_mode)) return *why = "a link", 1;
     if ((*why = distrust(side))) return 1;
   }
   return 0;

@@ -259,6 +259,42 @@ static void foreign_side_files_make_the_cache_read_only(void) {
   ASSERT_CONTAINS(logged, want);
 }
 
+/* A -wal that is a link (left in a shared directory, say): SQLite would
+** write through it into whatever file it leads to. The cache is read for
+** configs only, and the file the link leads to is untouched. */
+static void a_linked_wal_is_never_written_through(void) {
+  const char *dir = t_tmpdir();
+  char db[700], wal[720], victim[720], want[1600];
+  static char logged[8192];
+  ASSERT_TRUE(dir);
+  snprintf(db, sizeof db, "%s/c.db", dir);
+  snprintf(wal, sizeof wal, "%s-wal", db);
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  kt_store *s;
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 1};
+  ASSERT_STATUS(open_store(&s, db, NULL), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  FILE *f = fopen(victim, "w");
+  ASSERT_TRUE(f);
+  fputs("precious\n", f);
+  fclose(f);
+  ASSERT_EQ(symlink("victim", wal), 0);
+  ASSERT_STATUS(open_store(&s, db, logged), KT_OK);
+  int ro = kt__store_readonly(s), trusted = kt__store_binaries_trusted(s);
+  char cfg[64] = "";
+  int got = kt__store_get_config(s, "k", "h", "d", "{\"D\":1}", cfg, sizeof cfg, NULL, err, sizeof err);
+  int put = kt__store_put_config(s, &r, NULL, err, sizeof err);
+  kt__store_close(s);
+  ASSERT_EQ(ro * 10 + trusted, 10);
+  ASSERT_STATUS((kt_status)got, KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"B\":1}");
+  ASSERT_STATUS((kt_status)put, KT_ERR_READONLY);
+  ASSERT_TRUE(same_bytes(victim, "precious\n", 9));
+  snprintf(want, sizeof want, "%s: a link: opened read-only for configs", wal);
+  ASSERT_CONTAINS(logged, want);
+}
+
 /* An export never replaces the cache: not under another name of its file
 ** (a relative path the runtime was opened with, used from another working
 ** directory; a link), nor a file SQLite keeps beside it, made yet or not. */
@@ -991,6 +1027,7 @@ const kt_test t_trust_tests[] = {
     {"trust: a damaged cubin is compiled again, never loaded", damaged_binaries_are_compiled_again},
     {"trust: without NVRTC a config whose cubin is damaged is skipped", unbuildable_cached_config_is_skipped},
     {"trust: a foreign -wal makes the cache read-only, nothing checkpointed", foreign_side_files_make_the_cache_read_only},
+    {"trust: a -wal that is a link is never written through", a_linked_wal_is_never_written_through},
     {"trust: an export never replaces the cache, whatever it is called", an_export_never_replaces_the_cache},
     {"trust: an import is all or nothing; every row validated", imports_are_all_or_nothing},
     {"trust: imported keys and configs are canonical", imports_are_canonical},
