@@ -780,6 +780,23 @@ static void helper_failures(void) {
   kt__rc_reset(0);
 }
 
+/* A helper $KTUNE_NVRTC_HELPER names that cannot be run is a mistake the
+** user is told of (a warning, not a debug line); the build goes on with
+** NVRTC in the process itself. */
+static void a_named_helper_that_cannot_run_is_a_warning(void) {
+  char out[4096], want[1024];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "KTUNE_CACHE=%s/c.db KTUNE_NVRTC_HELPER=%s/none build/ktune compile tests/specs/small.json "
+                 "--arch sm_90 2>&1 >/dev/null | grep warn",
+                 dir, dir),
+            0);
+  snprintf(want, sizeof want, "ktune: warn: NVRTC runs in this process: KTUNE_NVRTC_HELPER=%s/none is not an "
+                              "executable file\n", dir);
+  ASSERT_STR_EQ(out, want);
+}
+
 /* Helpers end after their idle time; the next build finds them gone and
 ** starts another. With SIGCHLD ignored (the kernel reaps children), the
 ** same. */
@@ -1097,6 +1114,7 @@ const kt_test t_compile_tests[] = {
      background_build_gives_back_what_skip_refuses},
     {"compile: builds run NVRTC in helper processes, with the cubins it makes here", builds_compile_in_helper_processes},
     {"compile: a helper that dies fails its variants; one that cannot start leaves NVRTC here", helper_failures},
+    {"compile: a helper KTUNE_NVRTC_HELPER names that cannot run is a warning", a_named_helper_that_cannot_run_is_a_warning},
     {"compile: idle helpers end; the next build starts another", idle_helpers_end},
     {"compile: the same with SIGCHLD ignored (children reaped by the kernel)", idle_helpers_end_sigchld_ignored},
     {"compile: helpers keep NVRTC's precompiled headers in a directory of their own, gone when they end",

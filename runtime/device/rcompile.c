@@ -125,7 +125,8 @@ static int executable(const char *path) {
 
 /* The helper: $KTUNE_NVRTC_HELPER ("off" for none), else ktune-nvrtc
 ** beside the file holding this code (libktune.so, or the program it is
-** linked into), else in a ktune/ folder there (make install). */
+** linked into), else in a ktune/ folder there (make install). 0 found; -1
+** none; -2 the variable names one that cannot be run (a mistake to say). */
 static int locate(void) {
   const char *e = getenv("KTUNE_NVRTC_HELPER");
   if (e && (!*e || !strcmp(e, "off") || !strcmp(e, "0")))
@@ -133,10 +134,10 @@ static int locate(void) {
   if (e) {
     if (strlen(e) >= sizeof pool.path)
       return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER is longer than %zu bytes", sizeof pool.path - 1),
-             -1;
+             -2;
     snprintf(pool.path, sizeof pool.path, "%s", e);
     if (executable(pool.path)) return 0;
-    return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER=%s is not an executable file", e), -1;
+    return snprintf(pool.why, sizeof pool.why, "KTUNE_NVRTC_HELPER=%s is not an executable file", e), -2;
   }
   char self[PATH_MAX];
   Dl_info info;
@@ -243,8 +244,9 @@ static int gone(const helper *h) {
 static void look(const kt__logger *log) {
   if (pool.owner != getpid()) adopt_process();
   if (pool.state) return;
-  pool.state = locate() ? -1 : 1;
-  if (pool.state < 0) kt__log(log, KT_LOG_DEBUG, "NVRTC runs in this process: %s", pool.why);
+  int found = locate();
+  pool.state = found ? -1 : 1;
+  if (pool.state < 0) kt__log(log, found == -2 ? KT_LOG_WARN : KT_LOG_DEBUG, "NVRTC runs in this process: %s", pool.why);
   else kt__log(log, KT_LOG_DEBUG, "NVRTC runs in helper processes (%s)", pool.path);
 }
 
