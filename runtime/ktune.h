@@ -402,7 +402,8 @@ typedef struct kt_options {
   kt_log_fn log;          /* NULL: the default stderr sink */
   void *log_user;         /* passed to log */
   int log_level;          /* messages above this level are dropped; -1: from
-                             $KTUNE_LOG (error|warn|info|debug), else warn */
+                             $KTUNE_LOG (error|warn|info|debug), else warn;
+                             another value is KT_ERR_INVALID */
   const char *system_cache_path; /* read-only cache consulted after the
                              user's (e.g. shipped with a model); NULL:
                              $KTUNE_SYSTEM_CACHE. Never written. Copied. */

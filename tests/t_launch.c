@@ -291,6 +291,10 @@ static void forced_configs_are_checked(void) {
   ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=300,ROWS=1,VEC=1"), KT_ERR_CONSTRAINT);
   ASSERT_STR_EQ(kt_errmsg(rt),
                 "rmsnorm_fwd: config \"BLOCK=300,ROWS=1,VEC=1\": BLOCK=300 is not in the spec's space");
+  /* Past int64: the digits given, not the saturated value strtoll returns. */
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=99999999999999999999999,ROWS=1,VEC=1"), KT_ERR_CONSTRAINT);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: config \"BLOCK=99999999999999999999999,ROWS=1,VEC=1\": "
+                               "BLOCK=99999999999999999999999 is not in the spec's space");
   ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "WARPS=4"), KT_ERR_INVALID);
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: config \"WARPS=4\": \"WARPS\" is not a config field");
   ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,BLOCK=256,ROWS=1,VEC=1"), KT_ERR_INVALID);
@@ -467,6 +471,27 @@ static void modes_and_async_calls_without_a_device(void) {
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
   ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: mode 9 is not a kt_mode");
   kt_runtime_close(rt);
+  /* Each field out of range is named alone. */
+  o.mode = KT_MODE_DEFAULT;
+  o.strategy = (kt_strategy)-1;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: strategy -1 is not a kt_strategy");
+  kt_runtime_close(rt);
+  o.strategy = KT_STRATEGY_LOCAL;
+  o.budget_s = NAN;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: budget_s nan is not a number of seconds >= 0");
+  kt_runtime_close(rt);
+  o.budget_s = 0;
+  static const int levels[] = {-2, 4, 99};
+  for (int i = 0; i < 3; i++) {
+    o.log_level = levels[i];
+    ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+    char want[128];
+    snprintf(want, sizeof want, "kt_runtime_open: log_level %d is not a kt_log_level, nor -1 ($KTUNE_LOG)", levels[i]);
+    ASSERT_STR_EQ(kt_errmsg(rt), want);
+    kt_runtime_close(rt);
+  }
 }
 
 const kt_test t_launch_tests[] = {

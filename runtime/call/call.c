@@ -1,5 +1,6 @@
 /* Binding a call's args to the spec's slots, and choosing and checking a
 ** config for it. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,12 +299,14 @@ kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg) {
     if (seen[f])
       return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": %s given twice", s->name, text, s->cfields[f].name);
     char *end;
+    errno = 0;
     long long v = strtoll(eq + 1, &end, 10);
     if (end == eq + 1 || (*end && *end != ','))
       return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": %s needs an integer", s->name, text, s->cfields[f].name);
-    if (kt__cfield_value(&s->cfields[f], v) < 0)
-      return kt__err(id, KT_ERR_CONSTRAINT, "%s: config \"%s\": %s=%lld is not in the spec's space", s->name, text,
-                     s->cfields[f].name, v);
+    /* Past the range strtoll saturates: the message quotes the digits given. */
+    if (errno == ERANGE || kt__cfield_value(&s->cfields[f], v) < 0)
+      return kt__err(id, KT_ERR_CONSTRAINT, "%s: config \"%s\": %s=%.*s is not in the spec's space", s->name, text,
+                     s->cfields[f].name, (int)(end - eq - 1), eq + 1);
     cfg[f] = v;
     seen[f] = 1;
     q = *end ? end + 1 : end;

@@ -60,9 +60,13 @@ static kt_status read_options(const kt_options *opts, kt_options *o) {
   }
   if ((int)o->mode < KT_MODE_DEFAULT || o->mode > KT_MODE_ASYNC)
     return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: mode %d is not a kt_mode", (int)o->mode);
-  if (o->strategy < KT_STRATEGY_AUTO || o->strategy > KT_STRATEGY_LOCAL || !(o->budget_s >= 0))
-    return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: strategy %d or budget %g is out of range", (int)o->strategy,
-                   o->budget_s);
+  if ((int)o->strategy < KT_STRATEGY_AUTO || o->strategy > KT_STRATEGY_LOCAL)
+    return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: strategy %d is not a kt_strategy", (int)o->strategy);
+  if (!(o->budget_s >= 0))
+    return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: budget_s %g is not a number of seconds >= 0", o->budget_s);
+  if (o->log_level < -1 || o->log_level > KT_LOG_DEBUG)
+    return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: log_level %d is not a kt_log_level, nor -1 ($KTUNE_LOG)",
+                   o->log_level);
   const kt_coordinator *c = &o->coord;
   if (c->size > 1 && (c->rank < 0 || c->rank >= c->size || !c->publish || !c->fetch || !(c->timeout_s >= 0)))
     return kt__err(0, KT_ERR_INVALID,
