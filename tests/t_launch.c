@@ -41,6 +41,18 @@ static void bad_arguments_are_named(void) {
   a[0] = kt_arg_ptr(0x10001, KT_BF16);
   ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 0 (y) at 0x10001 is not aligned to its bf16 elements (2 bytes)");
+  /* Nor may a buffer run past the end of the address space: its last
+  ** elements' addresses would wrap round to the first bytes of it. */
+  a[0] = kt_arg_ptr(0xfffffffffffffc00ull, KT_BF16);
+  static const char wrap[] = "rmsnorm_fwd: arg 0 (y): its extent, N * D, is 1024 elements of 2 bytes: from "
+                             "0xfffffffffffffc00 they pass the end of the address space";
+  ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), wrap);
+  char buf[256];
+  ASSERT_STATUS(kt_kernel_key(k, a, 7, buf, sizeof buf), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), wrap);
+  a[0] = kt_arg_ptr(0xfffffffffffff000ull, KT_BF16); /* ends short of it: a buffer */
+  ASSERT_STATUS(kt_kernel_key(k, a, 7, buf, sizeof buf), KT_OK);
   a[0] = kt_arg_ptr(0x10000, KT_BF16);
   ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_NO_DEVICE);
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: this runtime was opened without a device");

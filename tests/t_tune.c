@@ -315,8 +315,8 @@ static void alias_rules(void) {
   kt_runtime_close(rt);
 }
 
-/* The rules on ranges alone, including a range that would run past the end
-** of the address space (it ends there, and still overlaps). */
+/* The rules on ranges alone, including ranges that end at the end of the
+** address space (a call's buffer never runs past it: t_launch). */
 static void alias_partners(void) {
   kt__range r[3] = {{100, 200, 0, 1, 0, 0}, {100, 200, 1, 0, 0, 0}, {UINT64_MAX - 8, UINT64_MAX, 2, 0, 0, 0}};
   ASSERT_EQ(kt__alias_partner(r, 3, 0, 1), -1);

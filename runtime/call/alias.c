@@ -19,12 +19,15 @@ kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt
     if (ext < 0)
       return kt__err(p->env->id, KT_ERR_ARGS, "%s: arg %d (%s): its extent, %s, is %lld elements: below 0",
                      s->name, i, q->name, q->extent.text, (long long)ext);
-    uint64_t bytes;
-    /* A range past the end of the address space ends there: it still
-    ** overlaps whatever it would have. */
-    if (__builtin_mul_overflow((uint64_t)ext, (uint64_t)c->slots[q->esize_slot], &bytes) ||
-        bytes > UINT64_MAX - args[i].v.ptr)
-      bytes = UINT64_MAX - args[i].v.ptr;
+    uint64_t bytes, esize = (uint64_t)c->slots[q->esize_slot];
+    /* No buffer runs past the end of the address space: the kernel's
+    ** addresses would wrap round to others, and its writes with them. */
+    if (__builtin_mul_overflow((uint64_t)ext, esize, &bytes) || bytes > UINT64_MAX - args[i].v.ptr)
+      return kt__err(p->env->id, KT_ERR_ARGS,
+                     "%s: arg %d (%s): its extent, %s, is %lld elements of %llu bytes: from 0x%llx they pass the end "
+                     "of the address space",
+                     s->name, i, q->name, q->extent.text, (long long)ext, (unsigned long long)esize,
+                     (unsigned long long)args[i].v.ptr);
     r[*n] = (kt__range){.start = args[i].v.ptr, .end = args[i].v.ptr + bytes, .param = i,
                         .written = q->access != KT__IN, .consumed = q->access == KT__CONSUMED};
     (*n)++;
