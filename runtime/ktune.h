@@ -798,7 +798,8 @@ KT_API kt_status kt_kernel_param(const kt_kernel *k, int i,
 
 /* For a call's args, the number of elements each pointer param may touch
 ** (its extent evaluated; 0 for scalars): elems has kt_kernel_nparams(k)
-** entries. Only scalar args are read. Returns KT_OK, KT_ERR_ARGS or
+** entries. Only scalar args are read. Returns KT_OK, KT_ERR_ARGS (a count
+** other than the spec's, or an extent below 0, which no buffer has) or
 ** KT_ERR_EVAL. */
 KT_API kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs,
                                    int64_t *elems /* OUT */);

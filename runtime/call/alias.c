@@ -3,6 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+kt_status kt__extent_check(const kt__prog *p, int i, int64_t ext) {
+  const kt__spec *s = p->spec;
+  /* A size below 0 (D = -256) describes no buffer; a kernel indexing
+  ** rows by it would reach before the pointer. */
+  if (ext >= 0) return KT_OK;
+  return kt__err(p->env->id, KT_ERR_ARGS, "%s: arg %d (%s): its extent, %s, is %lld elements: below 0", s->name, i,
+                 s->params[i].name, s->params[i].extent.text, (long long)ext);
+}
+
 kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt__range *r, int *n) {
   const kt__spec *s = p->spec;
   *n = 0;
@@ -14,11 +23,7 @@ kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt
     if (rc)
       return kt__err(p->env->id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, q->name,
                      kt__eval_strerror(rc), q->extent.text);
-    /* A size below 0 (D = -256) describes no buffer; a kernel indexing
-    ** rows by it would reach before the pointer. */
-    if (ext < 0)
-      return kt__err(p->env->id, KT_ERR_ARGS, "%s: arg %d (%s): its extent, %s, is %lld elements: below 0",
-                     s->name, i, q->name, q->extent.text, (long long)ext);
+    if ((rc = kt__extent_check(p, i, ext))) return (kt_status)rc;
     uint64_t bytes, esize = (uint64_t)c->slots[q->esize_slot];
     /* No buffer runs past the end of the address space: the kernel's
     ** addresses would wrap round to others, and its writes with them. */

@@ -23,9 +23,12 @@ typedef struct kt__range {
   int consumed;         /* left undefined by the kernel: it shares bytes with nothing */
 } kt__range;
 
+/* KT_ERR_ARGS naming arg i when its extent, ext elements, is below 0: it
+** describes no buffer. KT_OK otherwise. */
+kt_status kt__extent_check(const kt__prog *p, int i, int64_t ext);
 /* Byte ranges of the non-null pointer args of a bound call (extent times
 ** element size); *n of them. KT_ERR_EVAL names an extent that fails,
-** KT_ERR_ARGS one below 0. */
+** KT_ERR_ARGS one below 0 or one that runs past the address space. */
 kt_status kt__call_ranges(kt__prog *p, const kt__call *c, const kt_arg *args, kt__range *r, int *n);
 /* Index into r of a range that written range r[i] may not share bytes
 ** with, or -1 (always -1 when r[i] is only read). */

@@ -57,6 +57,8 @@ kt_status kt_kernel_extents(kt_kernel *k, const kt_arg *args, int nargs, int64_t
     if (rc)
       return kt__err(k->rt->env.id, KT_ERR_EVAL, "%s: params[%d] (%s).extent: %s in \"%s\"", s->name, i, p->name,
                      kt__eval_strerror(rc), p->extent.text);
+    kt_status st = kt__extent_check(&k->p, i, elems[i]);
+    if (st) return st;
   }
   return KT_OK;
 }
