@@ -53,6 +53,14 @@ static void bad_arguments_are_named(void) {
   ASSERT_STR_EQ(kt_errmsg(rt), wrap);
   a[0] = kt_arg_ptr(0xfffffffffffff000ull, KT_BF16); /* ends short of it: a buffer */
   ASSERT_STATUS(kt_kernel_key(k, a, 7, buf, sizeof buf), KT_OK);
+  /* An extent below 0 is no buffer's, for the extents alone too. */
+  int64_t ext[7];
+  a[5] = kt_arg_i32(-256);
+  ASSERT_STATUS(kt_kernel_extents(k, a, 7, ext), KT_ERR_ARGS);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: arg 0 (y): its extent, N * D, is -1024 elements: below 0");
+  a[5] = kt_arg_i32(256);
+  ASSERT_STATUS(kt_kernel_extents(k, a, 7, ext), KT_OK);
+  ASSERT_EQ(ext[0] * 10 + ext[4], 10240);
   a[0] = kt_arg_ptr(0x10000, KT_BF16);
   ASSERT_STATUS(kt_launch(k, NULL, a, 7), KT_ERR_NO_DEVICE);
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: this runtime was opened without a device");
