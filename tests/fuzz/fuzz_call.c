@@ -2,10 +2,11 @@
 ** spec: per param a kind, a dtype and an address or a value drawn from the
 ** bytes, mostly from the edges (0, -1, the ends of int32 and int64,
 ** addresses near the end of the address space or misaligned, NaN). The
-** calls that need no device (key, extents, config_for, lookup) refuse or
-** answer, never crash or overflow; an answer keeps what it promises: a key
-** and a config fit their bounds whole, a chosen config reads back as one
-** of the spec's, and a buffer's extent never runs past the address space. */
+** calls that need no device (key, extents, config_for, lookup, tune)
+** refuse or answer, never crash or overflow, and a launch never runs; an
+** answer keeps what it promises: a key and a config fit their bounds
+** whole, a chosen config reads back as one of the spec's, and a buffer's
+** extent never runs past the address space. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,6 +112,12 @@ static void check(kt_kernel *k, const kt_arg *a, int n) {
   if (!kt_kernel_lookup(k, a, n, &r) && (!r || !r->config || kt_kernel_config_json(k, r->config, json, sizeof json)))
     abort();
   kt_tune_report_free(r);
+  r = NULL;
+  if (!kt_kernel_tune(k, a, n, &r) && (!r || !r->config || kt_kernel_config_json(k, r->config, json, sizeof json)))
+    abort();
+  kt_tune_report_free(r);
+  /* Without a device nothing launches; a call refused is refused first. */
+  if (!kt_launch(k, NULL, a, n) || (keyed && !kt_launch_config(k, NULL, a, n, cfg))) abort();
 }
 
 int kt_fuzz_call(const uint8_t *data, size_t size) {
