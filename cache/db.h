@@ -23,16 +23,22 @@ enum {
   ST_COUNT
 };
 
+/* A database file as opened, which neither a change of working directory
+** nor another name moves: its real path (links followed: SQLite keeps its
+** -wal, -shm and -journal beside it), device and inode. real NULL: none. */
+typedef struct kt__fileid {
+  char *real;
+  dev_t dev;
+  ino_t ino;
+} kt__fileid;
+
 struct kt_store {
   pthread_mutex_t lock;    /* recursive: a listing's callback may query */
   sqlite3 *db, *sys;
   sqlite3_stmt *st[ST_COUNT];
   sqlite3_stmt *sys_get;   /* ST_GET_CONFIG on the system database */
   char *path, *sys_path;
-  char *real;              /* the file as opened, links followed: SQLite
-                              keeps its -wal, -shm and -journal beside it */
-  dev_t dev;               /* and its identity, which neither a change of */
-  ino_t ino;               /* working directory nor another name moves */
+  kt__fileid file, sys_file; /* the databases as opened */
   int version;             /* of the user database's schema */
   int sys_version;         /* of the system database's */
   int readonly;

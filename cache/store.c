@@ -274,16 +274,16 @@ static const char *not_a_file(const struct stat *sb) {
   return S_ISDIR(sb->st_mode) ? "is a directory" : "not a regular file";
 }
 
-/* The file just opened, as later calls must find it whatever the working
-** directory then or the name they are given: its real path and identity. */
-static int note_file(kt_store *s, char *err, size_t errlen) {
+/* The file at path just opened, as later calls must find it whatever the
+** working directory then or the name they are given. */
+static int note_file(const char *path, kt__fileid *f, char *err, size_t errlen) {
   char real[PATH_MAX];
   struct stat sb;
-  if (!realpath(s->path, real) || stat(real, &sb))
-    return snprintf(err, errlen, "%s: cannot resolve the opened file: %s", s->path, strerror(errno)), KT__C_CACHE;
-  if (!(s->real = sqlite3_mprintf("%s", real))) return snprintf(err, errlen, "%s: out of memory", s->path), KT__C_NOMEM;
-  s->dev = sb.st_dev;
-  s->ino = sb.st_ino;
+  if (!realpath(path, real) || stat(real, &sb))
+    return snprintf(err, errlen, "%s: cannot resolve the opened file: %s", path, strerror(errno)), KT__C_CACHE;
+  if (!(f->real = sqlite3_mprintf("%s", real))) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
+  f->dev = sb.st_dev;
+  f->ino = sb.st_ino;
   return KT__C_OK;
 }
 
@@ -302,7 +302,7 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   s->readonly = want_ro || foreign_side || (exists && !writable(at));
   if (!s->readonly && !exists && make_parent(path, err, errlen)) return KT__C_CACHE;
   if ((st = s->readonly ? open_ro(&s->db, path, err, errlen) : open_rw(s, path, err, errlen)) ||
-      (st = note_file(s, err, errlen)))
+      (st = note_file(path, &s->file, err, errlen)))
     return st;
   if (foreign_side)
     kt__db_log(s, 1, "%s: %s: opened read-only for configs; compiled kernels are not loaded from it, and nothing is "
@@ -334,9 +334,10 @@ static void open_system(kt_store *s) {
   if (stat(s->sys_path, &sb)) snprintf(err, sizeof err, "%s: %s", s->sys_path, strerror(errno));
   else if (!S_ISREG(sb.st_mode)) snprintf(err, sizeof err, "%s: %s, not a cache file", s->sys_path, not_a_file(&sb));
   /* Read a second time it would list every row twice. */
-  else if (s->real && s->dev == sb.st_dev && s->ino == sb.st_ino)
+  else if (s->file.real && s->file.dev == sb.st_dev && s->file.ino == sb.st_ino)
     snprintf(err, sizeof err, "%s: it is the user cache", s->sys_path);
   else st = open_ro(&s->sys, s->sys_path, err, sizeof err);
+  if (!st) st = note_file(s->sys_path, &s->sys_file, err, sizeof err);
   if (!st) st = check_integrity(s->sys, s->sys_path, err, sizeof err);
   char why[512] = "";
   if (!st && why_not_ours(s->sys, &v, why, sizeof why)) st = kt__db_err_at(s->sys_path, s->sys, "reading the schema", err, sizeof err);
@@ -352,6 +353,8 @@ static void open_system(kt_store *s) {
   s->sys_get = NULL;
   sqlite3_close(s->sys);
   s->sys = NULL;
+  sqlite3_free(s->sys_file.real);
+  s->sys_file.real = NULL;
 }
 
 static char *copy(const char *s) { return sqlite3_mprintf("%s", s); }
@@ -402,20 +405,22 @@ void kt__store_close(kt_store *s) {
   sqlite3_close(s->sys);
   pthread_mutex_destroy(&s->lock);
   sqlite3_free(s->path);
-  sqlite3_free(s->real);
+  sqlite3_free(s->file.real);
+  sqlite3_free(s->sys_file.real);
   sqlite3_free(s->sys_path);
   sqlite3_free(s);
 }
 
 const char *kt__store_path(const kt_store *s) { return s ? s->path : ""; }
 
-int kt__store_is_own_file(const kt_store *s, const char *path) {
+/* Whether path names f or a file SQLite keeps beside it. */
+static int names_file(const kt__fileid *f, const char *path) {
   static const char *const tails[] = {"", "-wal", "-shm", "-journal"};
   struct stat p, c;
   char dir[PATH_MAX], real[PATH_MAX], name[2 * PATH_MAX], side[PATH_MAX + 16];
-  if (!s || !s->real) return 0;
+  if (!f->real) return 0;
   int exists = !stat(path, &p);
-  if (exists && p.st_dev == s->dev && p.st_ino == s->ino) return 1;
+  if (exists && p.st_dev == f->dev && p.st_ino == f->ino) return 1;
   /* A side file by its name too: one SQLite has not made yet is still
   ** SQLite's to make, and to read back as its own. */
   dir_of(path, dir, sizeof dir);
@@ -423,11 +428,16 @@ int kt__store_is_own_file(const kt_store *s, const char *path) {
   int named = realpath(dir, real) != NULL;
   if (named) snprintf(name, sizeof name, "%s/%s", strcmp(real, "/") ? real : "", base);
   for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
-    snprintf(side, sizeof side, "%s%s", s->real, tails[i]);
+    snprintf(side, sizeof side, "%s%s", f->real, tails[i]);
     if ((named && !strcmp(name, side)) || (exists && !stat(side, &c) && c.st_dev == p.st_dev && c.st_ino == p.st_ino))
       return 1;
   }
   return 0;
 }
+
+int kt__store_is_own_file(const kt_store *s, const char *path) {
+  return s && (names_file(&s->file, path) || names_file(&s->sys_file, path));
+}
+
 int kt__store_readonly(const kt_store *s) { return s ? s->readonly : 1; }
 int kt__store_binaries_trusted(const kt_store *s) { return s && s->trusted; }

@@ -58,10 +58,10 @@ int kt__store_default_path(char *out, size_t n, char *err, size_t errlen);
 int kt__store_open(kt_store **out, const kt__store_opts *o, char *err, size_t errlen);
 void kt__store_close(kt_store *s);
 const char *kt__store_path(const kt_store *s);
-/* Whether path names the store's database (through any link, from any
-** working directory) or a file SQLite keeps beside it (-wal, -shm,
-** -journal; made yet or not): a file written there would replace the
-** cache. */
+/* Whether path names one of the store's databases, the user's or the
+** system's (through any link, from any working directory), or a file
+** SQLite keeps beside one (-wal, -shm, -journal; made yet or not): a file
+** written there would replace a cache. */
 int kt__store_is_own_file(const kt_store *s, const char *path);
 int kt__store_readonly(const kt_store *s);
 /* Whether cubins may be loaded from the user database: the file and its

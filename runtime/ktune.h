@@ -905,8 +905,8 @@ KT_API kt_status kt_cache_counts(kt_runtime *rt, long counts[4] /* OUT */);
 ** ("-": standard output). A regular file is written whole or not at all (a
 ** new file beside it, renamed over it): one that fails leaves the file as
 ** it was. Returns KT_OK, KT_ERR_IO, KT_ERR_CACHE, or KT_ERR_INVALID (path
-** empty, or the cache's own file by any name, or a file SQLite keeps beside
-** it: -wal, -shm, -journal). */
+** empty, or the cache's own file or the system cache's by any name, or a
+** file SQLite keeps beside one: -wal, -shm, -journal). */
 KT_API kt_status kt_cache_export(kt_runtime *rt, const char *path,
                                  int with_binaries);
 

@@ -331,6 +331,31 @@ static void an_export_never_replaces_the_cache(void) {
   ASSERT_EQ(t_db_int(name, "SELECT count(*) FROM sqlite_master WHERE name = 'configs'"), 1);
 }
 
+/* Nor does it replace the system cache the runtime reads, under any name:
+** the system cache is never written. */
+static void an_export_never_replaces_the_system_cache(void) {
+  const char *dir = t_tmpdir();
+  char sys[700], user[700], name[760];
+  ASSERT_TRUE(dir);
+  snprintf(sys, sizeof sys, "%s/sys.db", dir);
+  snprintf(user, sizeof user, "%s/user.db", dir);
+  kt_runtime *rt = offline_on(sys, NULL); /* makes a cache there */
+  ASSERT_TRUE(rt);
+  kt_runtime_close(rt);
+  kt_options o;
+  t_offline_options(&o);
+  o.cache_path = user;
+  o.system_cache_path = sys;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  static const char *const tails[] = {"", "-wal", "-journal"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "%s/../%s/sys.db%s", dir, strrchr(dir, '/') + 1, tails[i]);
+    ASSERT_STATUS(kt_cache_export(rt, name, 0), KT_ERR_INVALID);
+  }
+  kt_runtime_close(rt);
+  ASSERT_EQ(t_db_int(sys, "SELECT count(*) FROM sqlite_master WHERE name = 'configs'"), 1);
+}
+
 /* The rows of a cache as one text, to compare before and after. */
 static void dump(const char *path, char *out, size_t n) {
   t_db_text(path,
@@ -1029,6 +1054,7 @@ const kt_test t_trust_tests[] = {
     {"trust: a foreign -wal makes the cache read-only, nothing checkpointed", foreign_side_files_make_the_cache_read_only},
     {"trust: a -wal that is a link is never written through", a_linked_wal_is_never_written_through},
     {"trust: an export never replaces the cache, whatever it is called", an_export_never_replaces_the_cache},
+    {"trust: an export never replaces the system cache either", an_export_never_replaces_the_system_cache},
     {"trust: an import is all or nothing; every row validated", imports_are_all_or_nothing},
     {"trust: imported keys and configs are canonical", imports_are_canonical},
     {"trust: a killed import leaves nothing partial", a_killed_import_leaves_nothing_partial},
