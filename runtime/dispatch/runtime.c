@@ -122,6 +122,13 @@ static kt_status open_cache(kt_runtime *rt, int readonly) {
   if (st == KT_ERR_NOMEM) return kt__err(rt->env.id, st, "kt_runtime_open: %s", rt->cache_error);
   /* A caller that asked only to read checks for the cache itself. */
   if (st) kt__log(&rt->env.log, readonly ? KT_LOG_INFO : KT_LOG_WARN, "running without a config cache: %s", rt->cache_error);
+  /* Lines appended to a database or its -wal would damage it. */
+  if (rt->record_path && kt__store_is_own_file(rt->env.store, rt->record_path)) {
+    kt__log(&rt->env.log, KT_LOG_WARN, "KTUNE_RECORD %s: it is a cache file; missed keys are not recorded",
+            rt->record_path);
+    kt__free(rt->record_path);
+    rt->record_path = NULL;
+  }
   return KT_OK;
 }
 
