@@ -190,7 +190,15 @@ typedef enum kt_log_level {
 ** config, NVRTC's log), control characters and newlines included: the
 ** default sink writes them as \xNN, and a sink that writes to a terminal
 ** should too (kt_text_visible). msg is UTF-8: a quoted byte that is not is
-** written \xNN. */
+** written \xNN.
+** Callbacks that the runtime calls from inside its work (this one,
+** kt_progress_fn, a kt_coordinator's publish and fetch) run while it may
+** hold its locks: from one, a call that would take them (a launch past a
+** table hit, a tuning or a lookup, a config_for, loading a kernel, timing,
+** compiling, linting, the kt_cache_ calls, waiting for or stopping the
+** tuner, closing the runtime) returns KT_ERR_INVALID saying so, where it
+** would deadlock. Calls that take no lock (kt_errmsg, kt_kernel_key, the
+** getters, kt_text_visible) are answered. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
 
 /* What kt_text_visible writes as \xNN, besides the bytes of a malformed
@@ -220,7 +228,8 @@ KT_API size_t kt_text_visible(const char *s, unsigned flags, char *buf, size_t n
 ** measure, the best time so far in microseconds (0 before the first),
 ** called on the tuning thread. Compiling ahead of use: key "compiling",
 ** variants done of total, best_us -1, called from the compiling threads.
-** Strings borrowed; valid until the callback returns. */
+** Strings borrowed; valid until the callback returns. What it may call
+** back: as kt_log_fn says. */
 typedef void (*kt_progress_fn)(void *user, const char *kernel, const char *key, int done, int total,
                                double best_us);
 
@@ -355,8 +364,9 @@ typedef enum kt_mode {
 ** In blocking modes the ranks must miss keys in the same order (as
 ** data-parallel ranks do) or they wait for each other until timeout_s; in
 ** async mode the waiting happens on the background tuner. publish and fetch
-** may be called from any thread, including async mode's tuner. The bytes
-** come from ranks of the same job and are trusted as the process's own. */
+** may be called from any thread, including async mode's tuner, and may call
+** back into ktune only as kt_log_fn says. The bytes come from ranks of the
+** same job and are trusted as the process's own. */
 typedef struct kt_coordinator {
   int rank;            /* this process's rank, 0 <= rank < size */
   int size;            /* ranks in the job; 0 or 1: no coordination */

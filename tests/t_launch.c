@@ -514,6 +514,67 @@ static void modes_and_async_calls_without_a_device(void) {
   }
 }
 
+/* A log callback runs while the runtime may hold its locks (a miss's
+** message, here a record that cannot be written, comes under the kernel's
+** tuning lock): a call back into the runtime that would take them is
+** refused by name, never a deadlock; calls that take none are answered. */
+typedef struct reentry {
+  kt_runtime *rt;
+  kt_kernel *k;
+  int calls;
+  kt_status st[9];
+  char msg[512], key[256];
+} reentry;
+
+static void call_back(void *user, kt_log_level level, const char *msg) {
+  reentry *e = user;
+  (void)level;
+  (void)msg;
+  if (e->calls++) return;
+  kt_arg a[] = ARGS(0x10000, 0x20000, 0, 0x30000, 8, 512);
+  char cfg[128];
+  kt_tune_report *r = NULL;
+  kt_kernel *k2 = NULL;
+  long counts[4];
+  e->st[0] = kt_kernel_config_for(e->k, a, 7, cfg, sizeof cfg);
+  snprintf(e->msg, sizeof e->msg, "%s", kt_errmsg(e->rt));
+  e->st[1] = kt_kernel_lookup(e->k, a, 7, &r);
+  e->st[2] = kt_kernel_tune(e->k, a, 7, &r);
+  e->st[3] = kt_kernel_load(e->rt, "kernels_src/rmsnorm.json", &k2);
+  e->st[4] = kt_cache_counts(e->rt, counts);
+  e->st[5] = kt_runtime_wait_tuning(e->rt, 1);
+  e->st[6] = kt_runtime_close(e->rt);
+  e->st[7] = kt_launch(e->k, NULL, a, 7);
+  e->st[8] = kt_kernel_key(e->k, a, 7, e->key, sizeof e->key); /* no lock: answered */
+  kt_tune_report_free(r);
+}
+
+static void callbacks_that_call_back_are_refused(void) {
+  reentry e = {.calls = 0};
+  kt_options o;
+  t_offline_options(&o);
+  o.record_path = "/nonexistent-dir/calls.jsonl";
+  o.log = call_back;
+  o.log_user = &e;
+  o.log_level = KT_LOG_WARN;
+  ASSERT_STATUS(kt_runtime_open(&e.rt, &o), KT_OK);
+  ASSERT_STATUS(kt_kernel_load(e.rt, "kernels_src/rmsnorm.json", &e.k), KT_OK);
+  kt_arg a[] = ARGS(0x10000, 0x20000, 0, 0x30000, 8, 2048);
+  char cfg[128];
+  ASSERT_STATUS(kt_kernel_config_for(e.k, a, 7, cfg, sizeof cfg), KT_OK);
+  ASSERT_EQ(e.calls, 1);
+  for (int i = 0; i < 8; i++) ASSERT_STATUS(e.st[i], KT_ERR_INVALID);
+  ASSERT_STATUS(e.st[8], KT_OK);
+  ASSERT_STR_EQ(e.msg, "kt_kernel_config_for: called from a log, progress or coordinator callback, which runs while "
+                       "the runtime may hold the locks this call takes");
+  ASSERT_CONTAINS(e.key, "\"D\":512");
+  /* Outside the callback the same calls are answered. */
+  kt_arg b[] = ARGS(0x10000, 0x20000, 0, 0x30000, 8, 512);
+  ASSERT_STATUS(kt_kernel_config_for(e.k, b, 7, cfg, sizeof cfg), KT_OK);
+  ASSERT_STATUS(kt_runtime_wait_tuning(e.rt, 1), KT_OK);
+  ASSERT_STATUS(kt_runtime_close(e.rt), KT_OK);
+}
+
 const kt_test t_launch_tests[] = {
     {"launch: modes, and async calls without a device", modes_and_async_calls_without_a_device},
     {"launch: bad arguments are named", bad_arguments_are_named},
@@ -527,5 +588,7 @@ const kt_test t_launch_tests[] = {
     {"launch: blocks that cover a row exactly", blocks_that_cover_a_row_exactly},
     {"launch: runtime open errors", runtime_open_errors},
     {"launch: waits of any length are deadlines within an hour", waits_of_any_length_are_deadlines_within_an_hour},
+    {"launch: a callback that calls back into the runtime is refused, never a deadlock",
+     callbacks_that_call_back_are_refused},
     {NULL, NULL},
 };

@@ -95,6 +95,12 @@ int kt__log_level_from_env(void) {
   return -1;
 }
 
+static _Thread_local int callback_depth;
+
+void kt__callback_enter(void) { callback_depth++; }
+void kt__callback_leave(void) { callback_depth--; }
+int kt__in_callback(void) { return callback_depth > 0; }
+
 void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...) {
   if (!lg || !lg->fn || (int)level > lg->level) return;
   char buf[KT_ERRMAX];
@@ -103,7 +109,9 @@ void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...) {
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   kt__as_utf8(buf, sizeof buf, n >= (int)sizeof buf);
+  kt__callback_enter();
   lg->fn(lg->user, level, buf);
+  kt__callback_leave();
 }
 
 char *kt__fmt(char *dst, size_t n, const char *fmt, ...) {

@@ -39,6 +39,14 @@ int kt__log_level_from_env(void);
 void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The embedder's callbacks (log, progress, a coordinator's publish and
+** fetch) run while the runtime may hold its locks: calls that take them
+** refuse a thread inside one (kt__reentry), where they would deadlock or
+** reset a statement the runtime is reading. Enter and leave around each. */
+void kt__callback_enter(void);
+void kt__callback_leave(void);
+int kt__in_callback(void);
+
 /* snprintf that never overflows and returns dst; for building messages. */
 char *kt__fmt(char *dst, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

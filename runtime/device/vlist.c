@@ -276,7 +276,10 @@ static void compile_one(void *user, int i) {
   cp->status[i] = kt__variant_get(cp->p, &cp->l->calls[i], &fn);
   if (cp->status[i]) snprintf(cp->errs[i], KT_ERRMAX, "%s", kt__errmsg(cp->p->env->id));
   int done = atomic_fetch_add(&cp->done, 1) + 1;
-  if (cp->progress) cp->progress(cp->progress_user, cp->p->spec->name, "compiling", done, cp->l->n, -1);
+  if (!cp->progress) return;
+  kt__callback_enter();
+  cp->progress(cp->progress_user, cp->p->spec->name, "compiling", done, cp->l->n, -1);
+  kt__callback_leave();
 }
 
 /* DIR/NAME.EXT into path; -1 (with why in err) when it does not fit, so
@@ -394,7 +397,11 @@ kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_v
                !(cp.errs = kt__calloc((size_t)l->n, sizeof *cp.errs))))
     st = kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
   if (!st) {
-    if (progress) progress(progress_user, p->spec->name, "compiling", 0, l->n, -1);
+    if (progress) {
+      kt__callback_enter();
+      progress(progress_user, p->spec->name, "compiling", 0, l->n, -1);
+      kt__callback_leave();
+    }
     /* Several instances per NVRTC program, as a tuning builds them; each
     ** variant's own status and error are then read one by one. */
     kt__variant_build_all(p, l->calls, l->n, kt__ncpus());

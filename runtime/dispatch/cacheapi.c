@@ -17,6 +17,8 @@
 static kt_status need_store(kt_runtime *rt, const char *fn, const char *why) {
   if (!rt) return kt__misuse(NULL, fn, "rt is NULL");
   if (why) return kt__misuse(rt, fn, why);
+  kt_status st = kt__reentry(rt, fn);
+  if (st) return st;
   if (!rt->env.store) return kt__err(rt->env.id, KT_ERR_CACHE, "no cache: %s", rt->cache_error);
   return KT_OK;
 }

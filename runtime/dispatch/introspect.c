@@ -236,6 +236,7 @@ static void constraint_blind_fields(const kt__spec *s, lint_ctx *l) {
 
 kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems) {
   if (!k || !problems) return kt__misuse(kt__rt_of(k), "kt_kernel_lint", !k ? "k is NULL" : "problems is NULL");
+  if (kt__reentry(k->rt, "kt_kernel_lint")) return KT_ERR_INVALID;
   const kt__spec *s = k->p.spec;
   lint_ctx l = {fn, user, 0, 0, 0};
   phantom_fields(s, &l);

@@ -10,6 +10,12 @@ kt_status kt__misuse(const kt_runtime *rt, const char *fn, const char *why) {
   return kt__err(rt ? rt->env.id : 0, KT_ERR_INVALID, "%s: %s", fn, why);
 }
 
+kt_status kt__reentry(const kt_runtime *rt, const char *fn) {
+  if (!kt__in_callback()) return KT_OK;
+  return kt__misuse(rt, fn, "called from a log, progress or coordinator callback, which runs while the runtime may "
+                            "hold the locks this call takes");
+}
+
 kt_status kt__copy_out(const kt_runtime *rt, const char *fn, const char *what, const char *text, char *buf,
                        size_t n) {
   size_t len = strlen(text) + 1;

@@ -449,7 +449,11 @@ static kt_status trial(kt__tuner *t, kt__cand *cd) {
   }
   quarantine(t, cd, NULL);
   t->done++;
-  if (t->o.progress) t->o.progress(t->o.progress_user, t->p->spec->name, t->key, t->done, t->planned, t->best_us);
+  if (t->o.progress) {
+    kt__callback_enter();
+    t->o.progress(t->o.progress_user, t->p->spec->name, t->key, t->done, t->planned, t->best_us);
+    kt__callback_leave();
+  }
   return KT_OK;
 }
 
