@@ -483,7 +483,11 @@ KT_API kt_status kt_runtime_open(kt_runtime **out /* OUT */,
                                  const kt_options *opts /* NULL: defaults */);
 
 /* Free a runtime and every kernel loaded through it. Work already queued on
-** streams is not waited for; the caller synchronises first. Accepts NULL. */
+** streams is not waited for; the caller synchronises first. Accepts NULL.
+** From inside a callback of one of its calls (a log line, a listed row, a
+** lint message, a compile report, ...), which still uses the runtime, it
+** returns KT_ERR_INVALID and frees nothing: close it once that call has
+** returned. */
 KT_API kt_status kt_runtime_close(kt_runtime *rt);
 
 /* The last error message of this runtime in the calling thread: "" when

@@ -575,6 +575,74 @@ static void callbacks_that_call_back_are_refused(void) {
   ASSERT_STATUS(kt_runtime_close(e.rt), KT_OK);
 }
 
+/* A listing's callback may read the cache (ktune show reads each row's
+** trials), but closing the runtime from it would free what the listing
+** still uses: refused, the listing goes on, and the close after it works.
+** The same for a lint's callback. */
+typedef struct closer {
+  kt_runtime *rt;
+  int rows;
+  kt_status st, trials;
+  char msg[256];
+} closer;
+
+static int no_trial(void *user, const kt_trial_row *t) {
+  (void)user;
+  (void)t;
+  return 0;
+}
+
+static int close_from_row(void *user, const kt_cache_row *row) {
+  closer *c = user;
+  c->rows++;
+  c->st = kt_runtime_close(c->rt);
+  snprintf(c->msg, sizeof c->msg, "%s", kt_errmsg(c->rt));
+  c->trials = kt_cache_trials(c->rt, row, no_trial, NULL);
+  return 0;
+}
+
+static void close_from_lint(void *user, const char *msg) {
+  closer *c = user;
+  (void)msg;
+  c->st = kt_runtime_close(c->rt);
+}
+
+static void closing_from_a_callback_is_refused(void) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/rows.db", t_tmpdir());
+  kt_runtime *rt;
+  kt_options o;
+  t_offline_options(&o);
+  o.cache_path = path;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  char json[800];
+  ASSERT_EQ(t_write_file(t_tmpdir(), "two.json",
+                         "{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": ["
+                         "{\"kernel\": \"k\", \"spec_hash\": \"0000000000000001\", \"device\": \"d\", \"key\": {\"D\": 1},"
+                         " \"config\": {\"B\": 1}, \"time_us\": 1},"
+                         "{\"kernel\": \"k\", \"spec_hash\": \"0000000000000001\", \"device\": \"d\", \"key\": {\"D\": 2},"
+                         " \"config\": {\"B\": 1}, \"time_us\": 1}]}",
+                         json, sizeof json),
+            0);
+  long counts[5];
+  ASSERT_STATUS(kt_cache_import(rt, json, 0, counts), KT_OK);
+  closer c = {.rt = rt};
+  ASSERT_STATUS(kt_cache_list(rt, NULL, close_from_row, &c), KT_OK);
+  ASSERT_EQ(c.rows, 2);
+  ASSERT_STATUS(c.st, KT_ERR_INVALID);
+  ASSERT_STATUS(c.trials, KT_OK);
+  ASSERT_STR_EQ(c.msg, "kt_runtime_close: called from a callback of one of its calls, which still uses the runtime: "
+                       "close it once that call has returned");
+  kt_kernel *k;
+  ASSERT_STATUS(kt_kernel_load(rt, "tests/specs/small.json", &k), KT_OK);
+  int problems = -1;
+  c.st = KT_OK;
+  ASSERT_STATUS(kt_kernel_lint(k, close_from_lint, &c, &problems), KT_OK);
+  ASSERT_EQ(problems, 0); /* one note, which the callback got */
+  ASSERT_STATUS(c.st, KT_ERR_INVALID);
+  ASSERT_STATUS(kt_runtime_close(rt), KT_OK);
+}
+
 const kt_test t_launch_tests[] = {
     {"launch: modes, and async calls without a device", modes_and_async_calls_without_a_device},
     {"launch: bad arguments are named", bad_arguments_are_named},
@@ -590,5 +658,6 @@ const kt_test t_launch_tests[] = {
     {"launch: waits of any length are deadlines within an hour", waits_of_any_length_are_deadlines_within_an_hour},
     {"launch: a callback that calls back into the runtime is refused, never a deadlock",
      callbacks_that_call_back_are_refused},
+    {"launch: closing the runtime from a callback of one of its calls is refused", closing_from_a_callback_is_refused},
     {NULL, NULL},
 };

@@ -95,11 +95,13 @@ int kt__log_level_from_env(void) {
   return -1;
 }
 
-static _Thread_local int callback_depth;
+static _Thread_local int callback_depth[2];
 
-void kt__callback_enter(void) { callback_depth++; }
-void kt__callback_leave(void) { callback_depth--; }
-int kt__in_callback(void) { return callback_depth > 0; }
+void kt__callback_enter(int kind) { callback_depth[kind]++; }
+void kt__callback_leave(int kind) { callback_depth[kind]--; }
+int kt__in_callback(int kind) {
+  return callback_depth[KT__CB_LOCKED] > 0 || (kind == KT__CB_ROWS && callback_depth[KT__CB_ROWS] > 0);
+}
 
 void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...) {
   if (!lg || !lg->fn || (int)level > lg->level) return;
@@ -109,9 +111,9 @@ void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...) {
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   kt__as_utf8(buf, sizeof buf, n >= (int)sizeof buf);
-  kt__callback_enter();
+  kt__callback_enter(KT__CB_LOCKED);
   lg->fn(lg->user, level, buf);
-  kt__callback_leave();
+  kt__callback_leave(KT__CB_LOCKED);
 }
 
 char *kt__fmt(char *dst, size_t n, const char *fmt, ...) {

@@ -39,13 +39,18 @@ int kt__log_level_from_env(void);
 void kt__log(const kt__logger *lg, kt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The embedder's callbacks (log, progress, a coordinator's publish and
-** fetch) run while the runtime may hold its locks: calls that take them
-** refuse a thread inside one (kt__reentry), where they would deadlock or
-** reset a statement the runtime is reading. Enter and leave around each. */
-void kt__callback_enter(void);
-void kt__callback_leave(void);
-int kt__in_callback(void);
+/* The embedder's callbacks run inside the runtime's calls, marked by kind
+** around each call of one. KT__CB_LOCKED (log, progress, a coordinator's
+** publish and fetch) run while the runtime may hold its locks: calls that
+** take them refuse a thread inside one, where they would deadlock.
+** KT__CB_ROWS (rows of a listing, lint, a compile's report) run inside a
+** call that still uses what kt_runtime_close frees: that refuses a thread
+** inside a callback of either kind. */
+enum { KT__CB_ROWS = 0, KT__CB_LOCKED = 1 };
+void kt__callback_enter(int kind);
+void kt__callback_leave(int kind);
+/* Inside a callback of kind KT__CB_LOCKED; or, for KT__CB_ROWS, of any. */
+int kt__in_callback(int kind);
 
 /* snprintf that never overflows and returns dst; for building messages. */
 char *kt__fmt(char *dst, size_t n, const char *fmt, ...)

@@ -277,9 +277,9 @@ static void compile_one(void *user, int i) {
   if (cp->status[i]) snprintf(cp->errs[i], KT_ERRMAX, "%s", kt__errmsg(cp->p->env->id));
   int done = atomic_fetch_add(&cp->done, 1) + 1;
   if (!cp->progress) return;
-  kt__callback_enter();
+  kt__callback_enter(KT__CB_LOCKED);
   cp->progress(cp->progress_user, cp->p->spec->name, "compiling", done, cp->l->n, -1);
-  kt__callback_leave();
+  kt__callback_leave(KT__CB_LOCKED);
 }
 
 /* DIR/NAME.EXT into path; -1 (with why in err) when it does not fit, so
@@ -379,7 +379,11 @@ static kt_status report(compiling *cp, const char *out_dir, kt_variant_fn fn, vo
       vs = write_cubin(out_dir, name, cubin, size, digest, cp->errs[i], KT_ERRMAX);
       if (!vs && list_entry(list, name, size, digest)) vs = KT_ERR_NOMEM, snprintf(cp->errs[i], KT_ERRMAX, "out of memory");
     }
-    if (fn) fn(user, name, vs, vs ? 0 : size, ms, cp->errs[i]);
+    if (fn) {
+      kt__callback_enter(KT__CB_ROWS);
+      fn(user, name, vs, vs ? 0 : size, ms, cp->errs[i]);
+      kt__callback_leave(KT__CB_ROWS);
+    }
     if (vs && !first) first = vs, first_i = i;
   }
   if (first) {
@@ -398,9 +402,9 @@ kt_status kt__vlist_compile(kt__prog *p, kt__vlist *l, const char *out_dir, kt_v
     st = kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
   if (!st) {
     if (progress) {
-      kt__callback_enter();
+      kt__callback_enter(KT__CB_LOCKED);
       progress(progress_user, p->spec->name, "compiling", 0, l->n, -1);
-      kt__callback_leave();
+      kt__callback_leave(KT__CB_LOCKED);
     }
     /* Several instances per NVRTC program, as a tuning builds them; each
     ** variant's own status and error are then read one by one. */

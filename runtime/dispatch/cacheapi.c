@@ -17,7 +17,7 @@
 static kt_status need_store(kt_runtime *rt, const char *fn, const char *why) {
   if (!rt) return kt__misuse(NULL, fn, "rt is NULL");
   if (why) return kt__misuse(rt, fn, why);
-  kt_status st = kt__reentry(rt, fn);
+  kt_status st = kt__reentry(rt, fn, KT__CB_LOCKED);
   if (st) return st;
   if (!rt->env.store) return kt__err(rt->env.id, KT_ERR_CACHE, "no cache: %s", rt->cache_error);
   return KT_OK;
@@ -64,7 +64,12 @@ static int on_row(void *user, const kt__cfgrow *r, int from_system) {
                       .time_us = r->time_us, .candidates = (int)r->candidates, .rejected = (int)r->rejected,
                       .nvrtc_version = show(&sh, r->nvrtc_version), .driver_version = show(&sh, r->driver_version),
                       .created_at = r->created_at, .updated_at = r->updated_at, .from_system = from_system};
-  int stop = sh.oom ? 1 : c->fn(c->user, &row);
+  int stop = 1;
+  if (!sh.oom) {
+    kt__callback_enter(KT__CB_ROWS);
+    stop = c->fn(c->user, &row);
+    kt__callback_leave(KT__CB_ROWS);
+  }
   c->oom |= sh.oom;
   return shown_end(&sh, stop);
 }
@@ -98,7 +103,12 @@ static int on_trial(void *user, const kt__trialrow *r) {
                       .detail = show(&sh, r->detail), .median_us = r->median_us, .spread_us = r->spread_us,
                       .registers = (int)r->registers, .smem_bytes = (int)r->smem_bytes,
                       .spill_bytes = (int)r->spill_bytes};
-  int stop = sh.oom ? 1 : c->fn(c->user, &row);
+  int stop = 1;
+  if (!sh.oom) {
+    kt__callback_enter(KT__CB_ROWS);
+    stop = c->fn(c->user, &row);
+    kt__callback_leave(KT__CB_ROWS);
+  }
   c->oom |= sh.oom;
   return shown_end(&sh, stop);
 }
@@ -121,12 +131,25 @@ kt_status kt_cache_counts(kt_runtime *rt, long counts[4]) {
   return KT_OK;
 }
 
+typedef struct claim_ctx {
+  kt_quarantine_fn fn;
+  void *user;
+} claim_ctx;
+
+static void on_claim(void *user, const char *kernel, const char *key, const char *config) {
+  claim_ctx *c = user;
+  kt__callback_enter(KT__CB_ROWS);
+  c->fn(c->user, kernel, key, config);
+  kt__callback_leave(KT__CB_ROWS);
+}
+
 kt_status kt_cache_quarantine_claim(kt_runtime *rt, long pid, const char *reason, kt_quarantine_fn fn,
                                     void *user) {
   kt_status st = need_store(rt, "kt_cache_quarantine_claim", !reason ? "reason is NULL" : NULL);
   if (st) return st;
   char err[KT_ERRMAX];
-  if ((st = kt__store_quarantine_claim(rt->env.store, pid, reason, fn, user, err, sizeof err)))
+  claim_ctx c = {fn, user};
+  if ((st = kt__store_quarantine_claim(rt->env.store, pid, reason, fn ? on_claim : NULL, &c, err, sizeof err)))
     return kt__err(rt->env.id, st, "%s", err);
   return KT_OK;
 }

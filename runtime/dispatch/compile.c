@@ -3,7 +3,7 @@
 
 kt_status kt_kernel_compile_all(kt_kernel *k, const char *out_dir, kt_variant_fn fn, void *user) {
   if (!k) return kt__misuse(NULL, "kt_kernel_compile_all", "k is NULL");
-  if (kt__reentry(k->rt, "kt_kernel_compile_all")) return KT_ERR_INVALID;
+  if (kt__reentry(k->rt, "kt_kernel_compile_all", KT__CB_LOCKED)) return KT_ERR_INVALID;
   kt__vlist *l = kt__vlist_new();
   if (!l) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
   kt_status st = kt__vlist_add_all(&k->p, l);
@@ -41,7 +41,7 @@ kt_status kt_kernel_compile_for(kt_kernel *k, const kt_arg *args, int nargs, con
                                 void *user) {
   if (!k || (!args && nargs))
     return kt__misuse(kt__rt_of(k), "kt_kernel_compile_for", !k ? "k is NULL" : "args is NULL");
-  if (kt__reentry(k->rt, "kt_kernel_compile_for")) return KT_ERR_INVALID;
+  if (kt__reentry(k->rt, "kt_kernel_compile_for", KT__CB_LOCKED)) return KT_ERR_INVALID;
   kt__vlist *l = kt__vlist_new();
   if (!l) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
   kt__call c;

@@ -86,9 +86,9 @@ static int fetch_all(kt_runtime *rt, const char *name, int wait_ms, char **msg, 
     char *buf = kt__malloc(cap + 1);
     if (!buf) return -1;
     *len = 0;
-    kt__callback_enter();
+    kt__callback_enter(KT__CB_LOCKED);
     int rc = rt->coord.fetch(rt->coord.user, name, buf, cap, len, round ? 0 : wait_ms);
-    kt__callback_leave();
+    kt__callback_leave(KT__CB_LOCKED);
     if (rc || *len <= cap) {
       if (rc) kt__free(buf);
       else buf[*len] = 0, *msg = buf;
@@ -147,9 +147,9 @@ int kt__coord_publish(kt_kernel *k, const kt__call *c, const char *json, const i
   int built = msg != NULL, follows = 0;
   int rc = -1;
   if (built) {
-    kt__callback_enter();
+    kt__callback_enter(KT__CB_LOCKED);
     rc = rt->coord.publish(rt->coord.user, name, msg, total);
-    kt__callback_leave();
+    kt__callback_leave(KT__CB_LOCKED);
   }
   kt__free(msg);
   cJSON_free(head);

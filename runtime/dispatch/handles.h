@@ -19,9 +19,9 @@ struct kt_runtime;
 ** needs or a value out of range, said as "fn: why" where kt_errmsg() finds
 ** it: on rt, or (rt NULL) on kt_errmsg(NULL). */
 kt_status kt__misuse(const struct kt_runtime *rt, const char *fn, const char *why);
-/* KT_ERR_INVALID naming fn where this thread is inside a log, progress or
-** coordinator callback (base/error.h says why); KT_OK otherwise. */
-kt_status kt__reentry(const struct kt_runtime *rt, const char *fn);
+/* KT_ERR_INVALID naming fn where this thread is inside a callback of kind
+** (base/error.h says why); KT_OK otherwise. */
+kt_status kt__reentry(const struct kt_runtime *rt, const char *fn, int kind);
 /* text into the caller's buf (n bytes), whole, or "" and KT_ERR_INVALID
 ** saying how many bytes the what ("key", "config") needs: never a cut one. */
 kt_status kt__copy_out(const struct kt_runtime *rt, const char *fn, const char *what, const char *text, char *buf,

@@ -123,14 +123,17 @@ typedef struct lint_ctx {
   int problems, variants, failed;
 } lint_ctx;
 
-static void report(lint_ctx *l, const char *msg) {
-  l->problems++;
-  if (l->fn) l->fn(l->user, msg);
-}
-
 /* Advice, not counted: msg starts with "note: ". */
 static void note(const lint_ctx *l, const char *msg) {
-  if (l->fn) l->fn(l->user, msg);
+  if (!l->fn) return;
+  kt__callback_enter(KT__CB_ROWS);
+  l->fn(l->user, msg);
+  kt__callback_leave(KT__CB_ROWS);
+}
+
+static void report(lint_ctx *l, const char *msg) {
+  l->problems++;
+  note(l, msg);
 }
 
 static void on_variant(void *user, const char *name, kt_status st, size_t bytes, double ms, const char *err) {
@@ -236,7 +239,7 @@ static void constraint_blind_fields(const kt__spec *s, lint_ctx *l) {
 
 kt_status kt_kernel_lint(kt_kernel *k, kt_lint_fn fn, void *user, int *problems) {
   if (!k || !problems) return kt__misuse(kt__rt_of(k), "kt_kernel_lint", !k ? "k is NULL" : "problems is NULL");
-  if (kt__reentry(k->rt, "kt_kernel_lint")) return KT_ERR_INVALID;
+  if (kt__reentry(k->rt, "kt_kernel_lint", KT__CB_LOCKED)) return KT_ERR_INVALID;
   const kt__spec *s = k->p.spec;
   lint_ctx l = {fn, user, 0, 0, 0};
   phantom_fields(s, &l);

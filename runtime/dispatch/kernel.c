@@ -77,7 +77,7 @@ kt_status kt_kernel_load(kt_runtime *rt, const char *spec_path, kt_kernel **out)
                       : !out       ? "out is NULL"
                                    : "spec_path is empty");
   *out = NULL;
-  kt_status st = kt__reentry(rt, "kt_kernel_load");
+  kt_status st = kt__reentry(rt, "kt_kernel_load", KT__CB_LOCKED);
   if (st) return st;
   kt_kernel *k = kt__calloc(1, sizeof *k);
   if (!k) return kt__err(rt->env.id, KT_ERR_NOMEM, "%s: out of memory", spec_path);

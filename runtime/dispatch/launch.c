@@ -192,7 +192,7 @@ kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args, int narg
   int nr;
   /* Past a table hit, a launch may tune and take locks a callback's
   ** caller holds. */
-  kt_status st = kt__reentry(k->rt, "kt_launch");
+  kt_status st = kt__reentry(k->rt, "kt_launch", KT__CB_LOCKED);
   if (st || (st = kt__call_bind(&k->p, args, nargs, &c))) return st;
   st = kt__call_alias(&k->p, &c, args, r, &nr);
   if (!st && writes_nothing(k, r, nr)) return KT_OK;
@@ -213,7 +213,7 @@ kt_status kt_launch_config(kt_kernel *k, kt_stream stream, const kt_arg *args, i
   kt__range r[KT_MAX_PARAMS];
   int nr;
   kt__dims d = {0};
-  kt_status st = kt__reentry(k->rt, "kt_launch_config");
+  kt_status st = kt__reentry(k->rt, "kt_launch_config", KT__CB_LOCKED);
   if (!st) st = kt__call_bind(&k->p, args, nargs, &c);
   if (!st) st = kt__call_ranges(&k->p, &c, args, r, &nr);
   if (!st) st = kt__call_forced(&k->p, &c, config);
@@ -258,8 +258,8 @@ kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char
   kt__range r[KT_MAX_PARAMS];
   int nr;
   kt_status st;
-  if ((st = kt__reentry(k->rt, "kt_kernel_config_for")) || (st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_alias(&k->p, &c, args, r, &nr)) ||
-      (st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL)))
+  if ((st = kt__reentry(k->rt, "kt_kernel_config_for", KT__CB_LOCKED)) || (st = kt__call_bind(&k->p, args, nargs, &c)) ||
+      (st = kt__call_alias(&k->p, &c, args, r, &nr)) || (st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL)))
     return st;
   return config_out(k, "kt_kernel_config_for", cfg, buf, bufsize);
 }

@@ -203,7 +203,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
 kt_status kt_runtime_close(kt_runtime *rt) {
   if (!rt) return KT_OK;
   /* From a callback: the caller's stack still uses what this frees. */
-  kt_status st = kt__reentry(rt, "kt_runtime_close");
+  kt_status st = kt__reentry(rt, "kt_runtime_close", KT__CB_ROWS);
   if (st) return st;
   /* The background tuner first: it uses the kernels. */
   atomic_store(&rt->closing, 1);

@@ -6,7 +6,7 @@ kt_status kt_kernel_time(kt_kernel *k, const kt_arg *args, int nargs, const char
                          double *spread_us) {
   if (!k || !median_us || !spread_us)
     return kt__misuse(kt__rt_of(k), "kt_kernel_time", !k ? "k is NULL" : "median_us or spread_us is NULL");
-  if (kt__reentry(k->rt, "kt_kernel_time")) return KT_ERR_INVALID;
+  if (kt__reentry(k->rt, "kt_kernel_time", KT__CB_LOCKED)) return KT_ERR_INVALID;
   kt__call c;
   int64_t cfg[KT_MAX_CFIELDS];
   const kt__choice *hit;

@@ -49,7 +49,7 @@ static kt_status report_begin(kt_kernel *k, const char *fn, kt_tune_report **out
   *r = NULL;
   if (!k || !out) return kt__misuse(kt__rt_of(k), fn, !k ? "k is NULL" : "out is NULL");
   *out = NULL;
-  kt_status st = kt__reentry(k->rt, fn);
+  kt_status st = kt__reentry(k->rt, fn, KT__CB_LOCKED);
   if (st) return st;
   if (!(*r = kt__report_new(k))) return kt__err(k->rt->env.id, KT_ERR_NOMEM, "%s: out of memory", k->p.spec->name);
   return KT_OK;

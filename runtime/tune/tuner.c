@@ -450,9 +450,9 @@ static kt_status trial(kt__tuner *t, kt__cand *cd) {
   quarantine(t, cd, NULL);
   t->done++;
   if (t->o.progress) {
-    kt__callback_enter();
+    kt__callback_enter(KT__CB_LOCKED);
     t->o.progress(t->o.progress_user, t->p->spec->name, t->key, t->done, t->planned, t->best_us);
-    kt__callback_leave();
+    kt__callback_leave(KT__CB_LOCKED);
   }
   return KT_OK;
 }
