@@ -544,7 +544,7 @@ static void the_python_coordinator_agrees(void) {
   char out[4096];
   int rc = t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 "
                                  "tests/python/test_coord_cpu.py");
-  ASSERT_LAST_LINE(out, "7 passed, 0 failed, 0 skipped\n");
+  ASSERT_LAST_LINE(out, "8 passed, 0 failed, 0 skipped\n");
   ASSERT_EQ(rc, 0);
 }
 

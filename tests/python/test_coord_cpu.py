@@ -8,7 +8,7 @@ Ctrl-C there is raised again once the call returns. And ktune.Runtime's
 options: a budget reaches kt_runtime_open, whose refusal is raised in the
 runtime's words; an unknown mode or log level is named with the values it
 may take; a device past C's int and a path holding a NUL are refused
-before C would cut them. python -m ktune.prewarm's ranks on the GPUs
+before C would cut them; close() from a store's callback is refused. python -m ktune.prewarm's ranks on the GPUs
 there are. enable()'s publish keeps a name's first message, and an owner
 whose publish is refused follows that message. Ends with "N passed, N failed, N skipped"."""
 import ctypes
@@ -137,6 +137,34 @@ def ctrl_c_in_a_callback_fails_the_exchange_and_is_raised_again():
     assert (s.published, s.followed, s.coord_failed) == (0, 0, 4), (s.published, s.followed, s.coord_failed)
 
 
+def closing_from_a_store_callback_is_refused():
+    """ktune.Runtime.close() from a store's callback (C's call still uses
+    the runtime) raises KtuneError and leaves the runtime open; closed once
+    the call returned, it is closed."""
+    seen = []
+    with tempfile.TemporaryDirectory() as tmp:
+        rt = ktune.Runtime.__new__(ktune.Runtime)
+
+        def attempt(*a):
+            try:
+                rt.close()
+                seen.append("closed")
+            except ktune.KtuneError as e:
+                seen.append((e.status, str(e)))
+
+        # Whichever rank owns the key, this one publishes or fetches.
+        c = Coordinator(0, 2, lambda name, data: attempt() or True, lambda name, timeout_s: attempt(), 0.05)
+        h, k = open_rank(c, os.path.join(tmp, "c.db"))
+        rt._h = h
+        config_for(k, 64)
+        refused = ("KT_ERR_INVALID", "kt_runtime_close: called from a callback of one of its calls, which still uses "
+                                     "the runtime: close it once that call has returned")
+        assert seen and all(s == refused for s in seen), seen
+        assert rt._h is h
+        rt.close()
+        assert rt._h is None
+
+
 def refused_runtime_options_are_named():
     for kw, text in ((dict(budget_s=-1), "kt_runtime_open: budget_s -1 is not a number of seconds >= 0"),
                      (dict(budget_s=float("nan")), "kt_runtime_open: budget_s nan is not a number of seconds >= 0"),
@@ -257,6 +285,8 @@ check("a Ctrl-C in a callback fails the exchange and is raised again after the c
       ctrl_c_in_a_callback_fails_the_exchange_and_is_raised_again)
 check("ktune.Runtime's refused options raise KtuneError naming them (a device past C's int, a NUL in a path)",
       refused_runtime_options_are_named)
+check("ktune.Runtime.close() from a store's callback raises KtuneError and leaves the runtime open",
+      closing_from_a_store_callback_is_refused)
 check("prewarm's ranks share the GPUs there are", prewarm_ranks_share_the_gpus_there_are)
 check("enable()'s store keeps a name's first message, and a refused owner follows it",
       enable_keeps_a_names_first_message)

@@ -464,9 +464,16 @@ class Runtime:
                 self._raise(st)
 
     def close(self):
+        """Free the runtime. From a callback of one of its calls (a log
+        line, a store's publish or fetch) C refuses, and so does this, with
+        KtuneError: the runtime stays open, to close once that call
+        returned."""
         if self._h:
+            L = lib()
+            st = L.kt_runtime_close(self._h)
+            if st:
+                raise KtuneError(L.kt_status_name(st).decode(), L.kt_errmsg(self._h).decode())
             _open_handles.discard(self._h.value)
-            lib().kt_runtime_close(self._h)
             self._h = None
 
 
