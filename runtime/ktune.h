@@ -577,7 +577,9 @@ KT_API kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out /* OUT */);
 /* Wait until the background tuner of async mode has nothing queued or
 ** running, or timeout_s seconds pass (< 0: no limit). For tests and
 ** benchmarks; a server never needs it. Returns KT_OK (also in the other
-** modes, at once), KT_ERR_TIMEOUT or KT_ERR_INVALID. */
+** modes, at once), KT_ERR_TIMEOUT or KT_ERR_INVALID (NULL, a NaN timeout,
+** or called from a callback, where the tuner would wait for itself:
+** kt_log_fn says). */
 KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 
 /* Stop tuning in this runtime for good, and return once the background
@@ -593,7 +595,8 @@ KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 ** In a child forked after the tuner started, the tuner is the parent's:
 ** this call and kt_runtime_wait_tuning return at once there, a miss
 ** queues nothing, and the child's exit does not wait for the tuner.
-** Returns KT_OK, or KT_ERR_INVALID (NULL). */
+** Returns KT_OK, or KT_ERR_INVALID (NULL, or called from a callback:
+** kt_log_fn says). */
 KT_API kt_status kt_runtime_stop_tuning(kt_runtime *rt);
 
 /* Load a kernel spec and prepare it for launching. The spec file and its
