@@ -259,6 +259,17 @@ static void foreign_side_files_make_the_cache_read_only(void) {
   ASSERT_CONTAINS(logged, want);
 }
 
+/* A cache at path holding one row, of key and config, for kernel k. */
+static kt_status cache_with_row(const char *path, const char *key, const char *config) {
+  kt_store *s;
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = key, .config = config, .time_us = 1};
+  kt_status st = (kt_status)open_store(&s, path, NULL);
+  if (st) return st;
+  st = (kt_status)kt__store_put_config(s, &r, NULL, err, sizeof err);
+  kt__store_close(s);
+  return st;
+}
+
 /* A -wal that is a link (left in a shared directory, say): SQLite would
 ** write through it into whatever file it leads to. The cache is read for
 ** configs only, and the file the link leads to is untouched. */
@@ -270,16 +281,14 @@ static void a_linked_wal_is_never_written_through(void) {
   snprintf(db, sizeof db, "%s/c.db", dir);
   snprintf(wal, sizeof wal, "%s-wal", db);
   snprintf(victim, sizeof victim, "%s/victim", dir);
-  kt_store *s;
-  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 1};
-  ASSERT_STATUS(open_store(&s, db, NULL), KT_OK);
-  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
-  kt__store_close(s);
+  ASSERT_STATUS(cache_with_row(db, "{\"D\":1}", "{\"B\":1}"), KT_OK);
   FILE *f = fopen(victim, "w");
   ASSERT_TRUE(f);
   fputs("precious\n", f);
   fclose(f);
   ASSERT_EQ(symlink("victim", wal), 0);
+  kt_store *s;
+  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 1};
   ASSERT_STATUS(open_store(&s, db, logged), KT_OK);
   int ro = kt__store_readonly(s), trusted = kt__store_binaries_trusted(s);
   char cfg[64] = "";
@@ -785,16 +794,8 @@ static void read_only_directories_are_read(void) {
   ASSERT_EQ(mkdir(ro, 0755), 0);
   snprintf(user, sizeof user, "%s/user.db", ro);
   snprintf(sys, sizeof sys, "%s/system.db", ro);
-  kt_store *s;
-  kt__cfgrow r = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{\"D\":1}", .config = "{\"B\":1}", .time_us = 1};
-  ASSERT_STATUS(open_store(&s, user, NULL), KT_OK);
-  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
-  kt__store_close(s);
-  r.key = "{\"D\":9}";
-  r.config = "{\"B\":9}";
-  ASSERT_STATUS(open_store(&s, sys, NULL), KT_OK);
-  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
-  kt__store_close(s);
+  ASSERT_STATUS(cache_with_row(user, "{\"D\":1}", "{\"B\":1}"), KT_OK);
+  ASSERT_STATUS(cache_with_row(sys, "{\"D\":9}", "{\"B\":9}"), KT_OK);
   ASSERT_EQ(chmod(dir, 0755) | chmod(user, 0444) | chmod(sys, 0444) | chmod(ro, 0555), 0);
   int rc = as_unprivileged(read_only_child, dir);
   chmod(ro, 0755);
