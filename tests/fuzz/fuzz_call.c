@@ -116,7 +116,7 @@ static void check(kt_kernel *k, const kt_arg *a, int n) {
   if (!kt_kernel_tune(k, a, n, &r) && (!r || !r->config || kt_kernel_config_json(k, r->config, json, sizeof json)))
     abort();
   kt_tune_report_free(r);
-  /* Without a device nothing launches; a call refused is refused first. */
+  /* Without a device nothing launches, whatever the call. */
   if (!kt_launch(k, NULL, a, n) || (keyed && !kt_launch_config(k, NULL, a, n, cfg))) abort();
 }
 
