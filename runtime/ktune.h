@@ -487,7 +487,8 @@ KT_API kt_status kt_runtime_open(kt_runtime **out /* OUT */,
 ** From inside a callback of one of its calls (a log line, a listed row, a
 ** lint message, a compile report, ...), which still uses the runtime, it
 ** returns KT_ERR_INVALID and frees nothing: close it once that call has
-** returned. */
+** returned. kt_runtime_wait_tuning and kt_runtime_stop_tuning refuse such
+** a thread too: the tuner may be waiting for what the call holds. */
 KT_API kt_status kt_runtime_close(kt_runtime *rt);
 
 /* The last error message of this runtime in the calling thread: "" when
@@ -578,8 +579,8 @@ KT_API kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out /* OUT */);
 ** running, or timeout_s seconds pass (< 0: no limit). For tests and
 ** benchmarks; a server never needs it. Returns KT_OK (also in the other
 ** modes, at once), KT_ERR_TIMEOUT or KT_ERR_INVALID (NULL, a NaN timeout,
-** or called from a callback, where the tuner would wait for itself:
-** kt_log_fn says). */
+** or called from a callback of one of the runtime's calls: see
+** kt_runtime_close). */
 KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 
 /* Stop tuning in this runtime for good, and return once the background
@@ -595,8 +596,8 @@ KT_API kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s);
 ** In a child forked after the tuner started, the tuner is the parent's:
 ** this call and kt_runtime_wait_tuning return at once there, a miss
 ** queues nothing, and the child's exit does not wait for the tuner.
-** Returns KT_OK, or KT_ERR_INVALID (NULL, or called from a callback:
-** kt_log_fn says). */
+** Returns KT_OK, or KT_ERR_INVALID (NULL, or called from a callback of one
+** of the runtime's calls: see kt_runtime_close). */
 KT_API kt_status kt_runtime_stop_tuning(kt_runtime *rt);
 
 /* Load a kernel spec and prepare it for launching. The spec file and its

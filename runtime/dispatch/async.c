@@ -453,7 +453,7 @@ kt_status kt_runtime_wait_tuning(kt_runtime *rt, double timeout_s) {
   if (!rt || timeout_s != timeout_s)
     return kt__misuse(rt, "kt_runtime_wait_tuning", !rt ? "rt is NULL" : "timeout_s is NaN");
   /* The tuner's own callbacks would wait for themselves. */
-  kt_status st = kt__reentry(rt, "kt_runtime_wait_tuning", KT__CB_LOCKED);
+  kt_status st = kt__reentry(rt, "kt_runtime_wait_tuning", KT__CB_ROWS);
   if (st) return st;
   pthread_mutex_lock(&rt->lock);
   kt__async *a = rt->async;
@@ -492,7 +492,7 @@ static void stop_once(kt__async *a) {
 
 kt_status kt_runtime_stop_tuning(kt_runtime *rt) {
   if (!rt) return kt__misuse(NULL, "kt_runtime_stop_tuning", "rt is NULL");
-  kt_status st = kt__reentry(rt, "kt_runtime_stop_tuning", KT__CB_LOCKED);
+  kt_status st = kt__reentry(rt, "kt_runtime_stop_tuning", KT__CB_ROWS);
   if (st) return st;
   /* Set before rt->lock is taken: a submitter that takes the lock later
   ** starts no tuner; one that started it before, this call finds. */

@@ -13,8 +13,8 @@ kt_status kt__misuse(const kt_runtime *rt, const char *fn, const char *why) {
 kt_status kt__reentry(const kt_runtime *rt, const char *fn, int kind) {
   if (!kt__in_callback(kind)) return KT_OK;
   if (kind == KT__CB_ROWS)
-    return kt__misuse(rt, fn, "called from a callback of one of its calls, which still uses the runtime: close it once "
-                              "that call has returned");
+    return kt__misuse(rt, fn, "called from a callback of one of the runtime's calls, which is still running: call it "
+                              "once that call has returned");
   return kt__misuse(rt, fn, "called from a log, progress or coordinator callback, which runs while the runtime may "
                             "hold the locks this call takes");
 }

@@ -157,8 +157,8 @@ def closing_from_a_store_callback_is_refused():
         h, k = open_rank(c, os.path.join(tmp, "c.db"))
         rt._h = h
         config_for(k, 64)
-        refused = ("KT_ERR_INVALID", "kt_runtime_close: called from a callback of one of its calls, which still uses "
-                                     "the runtime: close it once that call has returned")
+        refused = ("KT_ERR_INVALID", "kt_runtime_close: called from a callback of one of the runtime's calls, which is "
+                                     "still running: call it once that call has returned")
         assert seen and all(s == refused for s in seen), seen
         assert rt._h is h
         rt.close()
