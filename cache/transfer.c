@@ -517,40 +517,42 @@ static int exec_bound(kt_store *s, const char *sql, const char *a, const char *b
   return st;
 }
 
-/* Binaries are kept when a config refers to their (kernel, spec hash), or
-** when that is a named kernel's current spec: ktune compile's cubins stay
-** until their spec changes. */
-static int gc_binaries(kt_store *s, const char *const *kernels, const char *const *hashes, int n, long *removed,
-                       char *err, size_t errlen) {
+/* The named kernels' current (kernel, spec hash) pairs, in a temporary
+** table: a name given with two specs (two copies of a spec file) keeps the
+** rows of both. */
+static int gc_current(kt_store *s, const char *const *kernels, const char *const *hashes, int n, char *err,
+                      size_t errlen) {
   int st = exec_bound(s, "CREATE TEMP TABLE IF NOT EXISTS kt_current (kernel TEXT, spec_hash TEXT)", NULL, NULL, NULL,
                       err, errlen);
   if (!st) st = exec_bound(s, "DELETE FROM temp.kt_current", NULL, NULL, NULL, err, errlen);
   for (int i = 0; i < n && !st; i++)
     st = exec_bound(s, "INSERT INTO temp.kt_current VALUES (?1, ?2)", kernels[i], hashes[i], NULL, err, errlen);
-  if (!st)
-    st = exec_bound(s,
-                    "DELETE FROM binaries WHERE NOT EXISTS (SELECT 1 FROM configs c WHERE c.kernel = binaries.kernel"
-                    " AND c.spec_hash = binaries.spec_hash) AND NOT EXISTS (SELECT 1 FROM temp.kt_current k WHERE"
-                    " k.kernel = binaries.kernel AND k.spec_hash = binaries.spec_hash)",
-                    NULL, NULL, removed, err, errlen);
   return st;
 }
 
 int kt__store_gc(kt_store *s, const char *const *kernels, const char *const *hashes, int n, long *configs_removed,
                  long *binaries_removed, char *err, size_t errlen) {
+  /* Rows of a named kernel whose spec is none of its current ones; then
+  ** binaries no config refers to, unless of a current spec (ktune
+  ** compile's cubins stay until their spec changes). */
   static const char *const del[] = {
-      "DELETE FROM configs WHERE kernel = ?1 AND spec_hash != ?2",
-      "DELETE FROM trials WHERE kernel = ?1 AND spec_hash != ?2",
-      "DELETE FROM quarantine WHERE kernel = ?1 AND spec_hash != ?2",
+      "DELETE FROM configs WHERE kernel IN (SELECT kernel FROM temp.kt_current) AND NOT EXISTS (SELECT 1 FROM"
+      " temp.kt_current k WHERE k.kernel = configs.kernel AND k.spec_hash = configs.spec_hash)",
+      "DELETE FROM trials WHERE kernel IN (SELECT kernel FROM temp.kt_current) AND NOT EXISTS (SELECT 1 FROM"
+      " temp.kt_current k WHERE k.kernel = trials.kernel AND k.spec_hash = trials.spec_hash)",
+      "DELETE FROM quarantine WHERE kernel IN (SELECT kernel FROM temp.kt_current) AND NOT EXISTS (SELECT 1 FROM"
+      " temp.kt_current k WHERE k.kernel = quarantine.kernel AND k.spec_hash = quarantine.spec_hash)",
+      "DELETE FROM binaries WHERE NOT EXISTS (SELECT 1 FROM configs c WHERE c.kernel = binaries.kernel AND"
+      " c.spec_hash = binaries.spec_hash) AND NOT EXISTS (SELECT 1 FROM temp.kt_current k WHERE"
+      " k.kernel = binaries.kernel AND k.spec_hash = binaries.spec_hash)",
   };
+  long *counted[] = {configs_removed, NULL, NULL, binaries_removed};
   *configs_removed = *binaries_removed = 0;
   if (s->readonly) return kt__db_readonly_err(s, err, errlen);
   pthread_mutex_lock(&s->lock);
   int st = kt__db_begin(s, err, errlen);
-  for (int i = 0; i < n && !st; i++)
-    for (int d = 0; d < 3 && !st; d++)
-      st = exec_bound(s, del[d], kernels[i], hashes[i], d == 0 ? configs_removed : NULL, err, errlen);
-  if (!st) st = gc_binaries(s, kernels, hashes, n, binaries_removed, err, errlen);
+  if (!st) st = gc_current(s, kernels, hashes, n, err, errlen);
+  for (int d = 0; d < 4 && !st; d++) st = exec_bound(s, del[d], NULL, NULL, counted[d], err, errlen);
   st = kt__db_end(s, st, err, errlen);
   if (st) *configs_removed = *binaries_removed = 0;
   pthread_mutex_unlock(&s->lock);

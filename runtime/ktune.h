@@ -941,8 +941,10 @@ KT_API kt_status kt_cache_import(kt_runtime *rt, const char *path,
                                  long counts[5] /* OUT */);
 
 /* Remove configs (with their trials and quarantine rows) of the given
-** kernels' names whose spec hash is not the kernel's current one, then
-** binaries no config refers to. kernels may be NULL when n is 0. */
+** kernels' names whose spec hash is none of the given kernels' current
+** ones (a name given twice, with two specs, keeps the rows of both), then
+** binaries no config refers to and no given kernel's spec is. kernels may
+** be NULL when n is 0. */
 KT_API kt_status kt_cache_gc(kt_runtime *rt, kt_kernel *const *kernels, int n,
                              long *configs_removed /* OUT */,
                              long *binaries_removed /* OUT */);

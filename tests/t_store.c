@@ -805,6 +805,22 @@ static void gc_removes_stale_rows(void) {
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs"), 2);
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs WHERE spec_hash = '0000000000000001'"), 0);
   ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM binaries WHERE hash = 'b1'"), 1);
+  /* One name given with two specs (two copies of a spec file): the rows
+  ** of both stay, those of neither go. */
+  ASSERT_STATUS(open_store(&s, p, NULL, NULL, err, sizeof err), KT_OK);
+  static const char *const three[] = {"0000000000000003", "0000000000000004", "0000000000000005"};
+  for (int i = 0; i < 3; i++) {
+    r = row(i == 0 ? "{\"D\":4}" : i == 1 ? "{\"D\":5}" : "{\"D\":6}", "{}", 1.0);
+    r.spec_hash = three[i];
+    ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  }
+  const char *twice[] = {"rmsnorm_fwd", "rmsnorm_fwd"}, *both[] = {"0000000000000002", "0000000000000004"};
+  ASSERT_STATUS(kt__store_gc(s, twice, both, 2, &rc_, &rb, err, sizeof err), KT_OK);
+  ASSERT_EQ(rc_, 2);
+  kt__store_close(s);
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs WHERE kernel = 'rmsnorm_fwd'"), 2);
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs WHERE spec_hash IN ('0000000000000002', '0000000000000004')"), 2);
+  ASSERT_EQ(t_db_int(p, "SELECT count(*) FROM configs WHERE kernel = 'other'"), 1);
 }
 
 /* The row that stops two processes tuning one key at the same moment. */
