@@ -197,7 +197,8 @@ typedef enum kt_log_level {
 ** table hit, a tuning or a lookup, a config_for, loading a kernel, timing,
 ** compiling, linting, the kt_cache_ calls, waiting for or stopping the
 ** tuner, closing the runtime) returns KT_ERR_INVALID saying so, where it
-** would deadlock. Calls that take no lock (kt_errmsg, kt_kernel_key, the
+** would deadlock, whichever runtime it is for: some of the locks held then
+** are the process's (the NVRTC helpers' pool logs under its own). Calls that take no lock (kt_errmsg, kt_kernel_key, the
 ** getters, kt_text_visible) are answered. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
 
