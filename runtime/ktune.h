@@ -877,8 +877,9 @@ KT_API const char *kt_cache_path(const kt_runtime *rt);
 /* One configs row. All strings borrowed; valid until the callback returns.
 ** key and config are canonical JSON in a row ktune wrote; a row another
 ** program wrote may hold any text there, which no lookup matches. Every
-** string is UTF-8: a byte of the file that is not is written \xNN (and
-** kt_cache_trials then finds no trials for that row). */
+** string is UTF-8: a byte of the file that is not is written \xNN
+** (kt_cache_trials given this very row from inside the callback looks its
+** trials up by the file's own text; given a copy, by the text shown). */
 typedef struct kt_cache_row {
   const char *kernel, *spec_hash, *device, *key, *config;
   double time_us;

@@ -943,6 +943,42 @@ static int trial_text(void *user, const kt_trial_row *t) {
   return 0;
 }
 
+typedef struct with_trials {
+  kt_runtime *rt;
+  char out[512];
+} with_trials;
+
+static int row_and_trials(void *user, const kt_cache_row *r) {
+  with_trials *w = user;
+  row_text(w->out, r);
+  kt_cache_row copy = *r; /* a copy is looked up by the text shown */
+  if (kt_cache_trials(w->rt, r, trial_text, w->out) || kt_cache_trials(w->rt, &copy, trial_text, w->out)) return 1;
+  return 0;
+}
+
+/* A row whose texts were shown with \xNN finds its trials when its
+** listing's callback asks with the row it was given (ktune show does). */
+static void rows_shown_escaped_find_their_trials(void) {
+  const char *db = fresh("shown.db");
+  kt_runtime *rt = offline_on(db, NULL);
+  ASSERT_TRUE(rt);
+  kt_runtime_close(rt);
+  ASSERT_EQ(sql(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at, updated_at)"
+                    " VALUES (CAST(X'6bff' AS TEXT), 'h', CAST(X'4750550a' AS TEXT), '{}', '{}', 1, 0, 0)"), 0);
+  ASSERT_EQ(sql(db, "INSERT INTO trials (kernel, spec_hash, device, key, config, status, detail, measured_at)"
+                    " VALUES (CAST(X'6bff' AS TEXT), 'h', CAST(X'4750550a' AS TEXT), '{}', '{}', 'mismatch', 'y', 0)"),
+            0);
+  with_trials w = {.out = ""};
+  ASSERT_TRUE((w.rt = rt = offline_on(db, NULL)));
+  ASSERT_STATUS(kt_cache_list(rt, NULL, row_and_trials, &w), KT_OK);
+  kt_runtime_close(rt);
+  ASSERT_STR_EQ(w.out, "k\\xff GPU\n\nmismatch y\n");
+  char out[1024], cmd[900];
+  snprintf(cmd, sizeof cmd, "build/ktune show \"$(printf 'k\\377')\" --cache %s", db);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s", cmd), 0);
+  ASSERT_CONTAINS(out, "mismatch");
+}
+
 /* Which bytes read as UTF-8: lengths of the character at each sample (0:
 ** malformed), and whether it is a control character. */
 static void utf8_is_read_as_the_standard_says(void) {
@@ -1067,6 +1103,7 @@ const kt_test t_trust_tests[] = {
     {"trust: the runtime's own log writes control bytes as \\xNN", the_runtime_log_escapes_control_bytes},
     {"trust: UTF-8 is read as the standard says", utf8_is_read_as_the_standard_says},
     {"trust: messages and listed rows are UTF-8, whatever a file held", what_the_library_hands_out_is_utf8},
+    {"trust: a row shown with \\xNN finds its trials from its listing", rows_shown_escaped_find_their_trials},
     {"trust: tables ktune did not make are refused; the file's triggers never run",
      tables_ktune_did_not_make_are_refused},
     {NULL, NULL},

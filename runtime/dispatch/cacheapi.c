@@ -56,6 +56,15 @@ typedef struct list_ctx {
   int oom;
 } list_ctx;
 
+/* The row a listing's callback is shown on this thread, with the file's
+** own texts: kt_cache_trials given that row looks its trials up by those,
+** also where a text was shown with \xNN. */
+typedef struct shown_row {
+  const kt_cache_row *row;
+  const kt__cfgrow *file;
+} shown_row;
+static _Thread_local const shown_row *being_shown;
+
 static int on_row(void *user, const kt__cfgrow *r, int from_system) {
   list_ctx *c = user;
   shown sh = {0};
@@ -66,9 +75,12 @@ static int on_row(void *user, const kt__cfgrow *r, int from_system) {
                       .created_at = r->created_at, .updated_at = r->updated_at, .from_system = from_system};
   int stop = 1;
   if (!sh.oom) {
+    const shown_row now = {&row, r}, *before = being_shown;
+    being_shown = &now;
     kt__callback_enter(KT__CB_ROWS);
     stop = c->fn(c->user, &row);
     kt__callback_leave(KT__CB_ROWS);
+    being_shown = before;
   }
   c->oom |= sh.oom;
   return shown_end(&sh, stop);
@@ -118,8 +130,10 @@ kt_status kt_cache_trials(kt_runtime *rt, const kt_cache_row *of, kt_trial_row_f
   if (st) return st;
   trial_ctx c = {fn, user, 0};
   char err[KT_ERRMAX];
-  st = kt__store_trials(rt->env.store, of->kernel, of->spec_hash, of->device, of->key, on_trial, &c, err,
-                        sizeof err);
+  const kt__cfgrow *f = being_shown && being_shown->row == of ? being_shown->file : NULL;
+  kt__cfgrow by = f ? *f : (kt__cfgrow){.kernel = of->kernel, .spec_hash = of->spec_hash, .device = of->device,
+                                        .key = of->key};
+  st = kt__store_trials(rt->env.store, by.kernel, by.spec_hash, by.device, by.key, on_trial, &c, err, sizeof err);
   return listed(rt, st, c.oom, err);
 }
 
