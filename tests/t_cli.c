@@ -721,11 +721,29 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
 }
 
+/* A row from the future (a writer whose clock runs ahead; or this
+** machine's coarse clock a tick behind SQLite's at a second's turn) is 0s
+** old, never -1s. */
+static void rows_from_the_future_are_0s_old(void) {
+  char out[4096], db[700];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(db, sizeof db, "%s/future.db", dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
+                          " updated_at) VALUES ('k', 'h', 'GPU', '{}', '{}', 1, 1, strftime('%s', 'now') + 3600)"),
+            0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_STR_EQ(out, "kernel  device  key  config  time_us  age  source\n"
+                     "k       GPU     {}   {}         1.00  0s   user\n");
+}
+
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: an export is written whole or not at all, and never into the cache", export_whole_or_not_at_all},
     {"cli: --help and --version", help_and_version},
     {"cli: text from a cache file is printed with control and non-UTF-8 bytes escaped", text_from_files_is_printed_escaped},
+    {"cli: a row from the future is 0s old", rows_from_the_future_are_0s_old},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant, PTX past NVRTC's newest arch", compile_writes_cubins},
     {"cli: compile ignores the working directory's headers", compile_ignores_the_working_directory},

@@ -115,8 +115,11 @@ static cJSON *row_json(listing *l, const kt_cache_row *r) {
   return o;
 }
 
+/* How long ago t was. A row from the future (a writer whose clock is
+** ahead, or SQLite's 'now' rounded up to the next second) is 0s old. */
 static void age(char *buf, size_t n, int64_t t) {
   long long s = (long long)(time(NULL) - t);
+  if (s < 0) s = 0;
   if (s < 120) snprintf(buf, n, "%llds", s);
   else if (s < 7200) snprintf(buf, n, "%lldm", s / 60);
   else if (s < 172800) snprintf(buf, n, "%lldh", s / 3600);
