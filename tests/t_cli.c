@@ -644,10 +644,11 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_TRUE(dir);
   snprintf(db, sizeof db, "%s/esc.db", dir);
   ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  /* Rows stamped a day ahead are 0s old however slowly the test runs. */
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES ('k' || char(7), 'h',"
                           " 'GPU' || char(27) || '[31mRED' || char(10) || 'fake' || char(155) || '2Jrow',"
-                          " '{\"D\":1}', '{\"B\":1}', 1.5, 1, strftime('%s', 'now'))"), 0);
+                          " '{\"D\":1}', '{\"B\":1}', 1.5, 1, strftime('%s', 'now') + 86400)"), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
   ASSERT_STR_EQ(out, "kernel  device                               key      config   time_us  age  source\n"
                      "k\\x07   GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}  {\"B\":1}     1.50  0s   user\n");
@@ -665,7 +666,8 @@ static void text_from_files_is_printed_escaped(void) {
   ** \xNN by the library; --json stays JSON and keeps the key's text. */
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES (CAST(X'6dff' AS TEXT), 'h', CAST(X'475055c3a9c3' AS TEXT),"
-                          " CAST(X'7b2244223a317dfe' AS TEXT), '{\"B\":1}', 1.5, 1, strftime('%s', 'now'))"), 0);
+                          " CAST(X'7b2244223a317dfe' AS TEXT), '{\"B\":1}', 1.5, 1, strftime('%s', 'now') + 86400)"),
+            0);
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
   ASSERT_STR_EQ(out, "kernel  device                               key          config   time_us  age  source\n"
                      "k\\x07   GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}      {\"B\":1}     1.50  0s   user\n"
