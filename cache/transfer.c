@@ -535,24 +535,25 @@ int kt__store_gc(kt_store *s, const char *const *kernels, const char *const *has
   /* Rows of a named kernel whose spec is none of its current ones; then
   ** binaries no config refers to, unless of a current spec (ktune
   ** compile's cubins stay until their spec changes). */
-  static const char *const del[] = {
-      "DELETE FROM configs WHERE kernel IN (SELECT kernel FROM temp.kt_current) AND NOT EXISTS (SELECT 1 FROM"
-      " temp.kt_current k WHERE k.kernel = configs.kernel AND k.spec_hash = configs.spec_hash)",
-      "DELETE FROM trials WHERE kernel IN (SELECT kernel FROM temp.kt_current) AND NOT EXISTS (SELECT 1 FROM"
-      " temp.kt_current k WHERE k.kernel = trials.kernel AND k.spec_hash = trials.spec_hash)",
-      "DELETE FROM quarantine WHERE kernel IN (SELECT kernel FROM temp.kt_current) AND NOT EXISTS (SELECT 1 FROM"
-      " temp.kt_current k WHERE k.kernel = quarantine.kernel AND k.spec_hash = quarantine.spec_hash)",
+  static const char *const tables[] = {"configs", "trials", "quarantine"};
+  static const char stale[] = "DELETE FROM %s WHERE kernel IN (SELECT kernel FROM temp.kt_current) AND NOT EXISTS"
+                              " (SELECT 1 FROM temp.kt_current k WHERE k.kernel = %s.kernel AND"
+                              " k.spec_hash = %s.spec_hash)";
+  static const char unused[] =
       "DELETE FROM binaries WHERE NOT EXISTS (SELECT 1 FROM configs c WHERE c.kernel = binaries.kernel AND"
       " c.spec_hash = binaries.spec_hash) AND NOT EXISTS (SELECT 1 FROM temp.kt_current k WHERE"
-      " k.kernel = binaries.kernel AND k.spec_hash = binaries.spec_hash)",
-  };
-  long *counted[] = {configs_removed, NULL, NULL, binaries_removed};
+      " k.kernel = binaries.kernel AND k.spec_hash = binaries.spec_hash)";
+  char q[sizeof stale + 64];
   *configs_removed = *binaries_removed = 0;
   if (s->readonly) return kt__db_readonly_err(s, err, errlen);
   pthread_mutex_lock(&s->lock);
   int st = kt__db_begin(s, err, errlen);
   if (!st) st = gc_current(s, kernels, hashes, n, err, errlen);
-  for (int d = 0; d < 4 && !st; d++) st = exec_bound(s, del[d], NULL, NULL, counted[d], err, errlen);
+  for (int t = 0; t < 3 && !st; t++) {
+    snprintf(q, sizeof q, stale, tables[t], tables[t], tables[t]);
+    st = exec_bound(s, q, NULL, NULL, t == 0 ? configs_removed : NULL, err, errlen);
+  }
+  if (!st) st = exec_bound(s, unused, NULL, NULL, binaries_removed, err, errlen);
   st = kt__db_end(s, st, err, errlen);
   if (st) *configs_removed = *binaries_removed = 0;
   pthread_mutex_unlock(&s->lock);
