@@ -122,14 +122,17 @@ static kt_status open_cache(kt_runtime *rt, int readonly) {
   if (st == KT_ERR_NOMEM) return kt__err(rt->env.id, st, "kt_runtime_open: %s", rt->cache_error);
   /* A caller that asked only to read checks for the cache itself. */
   if (st) kt__log(&rt->env.log, readonly ? KT_LOG_INFO : KT_LOG_WARN, "running without a config cache: %s", rt->cache_error);
-  /* Lines appended to a database or its -wal would damage it. */
-  if (rt->record_path && kt__store_is_own_file(rt->env.store, rt->record_path)) {
-    kt__log(&rt->env.log, KT_LOG_WARN, "KTUNE_RECORD %s: it is a cache file; missed keys are not recorded",
-            rt->record_path);
-    kt__free(rt->record_path);
-    rt->record_path = NULL;
-  }
   return KT_OK;
+}
+
+/* No record into a cache file: lines appended to a database or its -wal
+** would damage it. */
+static void keep_record_off_the_cache(kt_runtime *rt) {
+  if (!rt->record_path || !kt__store_is_own_file(rt->env.store, rt->record_path)) return;
+  kt__log(&rt->env.log, KT_LOG_WARN, "KTUNE_RECORD %s: it is a cache file; missed keys are not recorded",
+          rt->record_path);
+  kt__free(rt->record_path);
+  rt->record_path = NULL;
 }
 
 static kt_status open_device(kt_runtime *rt, const kt_options *o) {
@@ -197,7 +200,9 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   /* The cache last: an open refused (no driver, no such GPU, a bad arch)
   ** leaves no cache file made for a runtime that never ran. */
   if (!o.no_device && (st = open_device(rt, &o))) return st;
-  return open_cache(rt, o.cache_readonly);
+  if ((st = open_cache(rt, o.cache_readonly))) return st;
+  keep_record_off_the_cache(rt);
+  return KT_OK;
 }
 
 kt_status kt_runtime_close(kt_runtime *rt) {
