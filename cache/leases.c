@@ -144,8 +144,8 @@ static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static held *held_list;
 
 static char *held_id(const kt_store *s, const kt__leaserow *r) {
-  return sqlite3_mprintf("%llx:%llx\x1f%s\x1f%s\x1f%s\x1f%s", (unsigned long long)s->file.dev, (unsigned long long)s->file.ino,
-                         r->kernel, r->spec_hash, r->device, r->key);
+  return sqlite3_mprintf("%llx:%llx\x1f%s\x1f%s\x1f%s\x1f%s", (unsigned long long)s->file.dev,
+                         (unsigned long long)s->file.ino, r->kernel, r->spec_hash, r->device, r->key);
 }
 
 /* Under held_lock: where id's entry is linked (*result NULL: none). */

@@ -198,8 +198,9 @@ typedef enum kt_log_level {
 ** compiling, linting, the kt_cache_ calls, waiting for or stopping the
 ** tuner, closing the runtime) returns KT_ERR_INVALID saying so, where it
 ** would deadlock, whichever runtime it is for: some of the locks held then
-** are the process's (the NVRTC helpers' pool logs under its own). Calls that take no lock (kt_errmsg, kt_kernel_key, the
-** getters, kt_text_visible) are answered. */
+** are the process's (the NVRTC helpers' pool logs under its own). Calls
+** that take no lock (kt_errmsg, kt_kernel_key, the getters,
+** kt_text_visible) are answered. */
 typedef void (*kt_log_fn)(void *user, kt_log_level level, const char *msg);
 
 /* What kt_text_visible writes as \xNN, besides the bytes of a malformed

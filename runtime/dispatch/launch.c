@@ -258,8 +258,9 @@ kt_status kt_kernel_config_for(kt_kernel *k, const kt_arg *args, int nargs, char
   kt__range r[KT_MAX_PARAMS];
   int nr;
   kt_status st;
-  if ((st = kt__reentry(k->rt, "kt_kernel_config_for", KT__CB_LOCKED)) || (st = kt__call_bind(&k->p, args, nargs, &c)) ||
-      (st = kt__call_alias(&k->p, &c, args, r, &nr)) || (st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL)))
+  if ((st = kt__reentry(k->rt, "kt_kernel_config_for", KT__CB_LOCKED)) ||
+      (st = kt__call_bind(&k->p, args, nargs, &c)) || (st = kt__call_alias(&k->p, &c, args, r, &nr)) ||
+      (st = kt__call_plan(k, &c, NULL, args, cfg, &hit, NULL)))
     return st;
   return config_out(k, "kt_kernel_config_for", cfg, buf, bufsize);
 }
