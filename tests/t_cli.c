@@ -214,6 +214,14 @@ static void cache_commands(void) {
   ASSERT_STR_EQ(out, "2 stale configs removed, 0 unreferenced binaries removed\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/nope.json --cache %s/c.db", bin(), dir, dir), 1);
   ASSERT_CONTAINS(out, "nope.json: cannot read: No such file or directory");
+  /* An import that cannot read its file leaves no cache where none was. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/nope.json --cache %s/new.db", bin(), dir, dir), 1);
+  char want[700];
+  snprintf(want, sizeof want, "ktune import: %s/nope.json: cannot read: No such file or directory\n", dir);
+  ASSERT_STR_EQ(out, want);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/new.db", bin(), dir, dir), 1);
+  ASSERT_CONTAINS(out, ": cannot read: not a regular file\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "ls %s/new.db*", dir), 2);
   ASSERT_EQ(t_sh(out, sizeof out, "%s import kernels_src/rmsnorm.json --cache %s/c.db", bin(), dir), 1);
   ASSERT_CONTAINS(out, "not a ktune cache export");
   ASSERT_EQ(t_sh(out, sizeof out, "%s show --cache %s/c.db", bin(), dir), 2);

@@ -2,7 +2,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -251,6 +255,19 @@ int cmd_export(int argc, char **argv) {
   return st ? EXIT_FAIL : EXIT_OK;
 }
 
+/* 0 when FILE can be read as a regular file (or is - for standard
+** input); otherwise says why, as the library would, so that an import
+** that cannot start creates no cache file where none was. */
+static int import_readable(const char *path) {
+  if (!strcmp(path, "-")) return 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  const char *why = fd < 0 || fstat(fd, &st) ? strerror(errno) : S_ISREG(st.st_mode) ? NULL : "not a regular file";
+  if (fd >= 0) close(fd);
+  if (why) cli_fail("import", "%s: cannot read: %s", path, why);
+  return why != NULL;
+}
+
 int cmd_import(int argc, char **argv) {
   args a = {0};
   const cli_opt opts[] = {{"json", 0, NULL, NULL, &a.json},
@@ -260,6 +277,7 @@ int cmd_import(int argc, char **argv) {
   cli_cmd c = {"import", import_help, opts, &a.pos, 1, 1, "file to import (- for standard input)"};
   int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
+  if (import_readable(a.pos.v[0])) return EXIT_FAIL;
   kt_runtime *rt = open_cache("import", &a, 0);
   if (!rt) return EXIT_FAIL;
   long n[5];
