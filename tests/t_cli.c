@@ -221,6 +221,10 @@ static void cache_commands(void) {
   ASSERT_STR_EQ(out, want);
   ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/new.db", bin(), dir, dir), 1);
   ASSERT_CONTAINS(out, ": cannot read: not a regular file\n");
+  /* A FIFO with no writer is refused at once, not waited on. */
+  ASSERT_EQ(t_sh(out, sizeof out, "mkfifo %s/fifo && %s import %s/fifo --cache %s/new.db", dir, bin(), dir, dir), 1);
+  snprintf(want, sizeof want, "ktune import: %s/fifo: cannot read: not a regular file\n", dir);
+  ASSERT_STR_EQ(out, want);
   ASSERT_EQ(t_sh(out, sizeof out, "ls %s/new.db*", dir), 2);
   ASSERT_EQ(t_sh(out, sizeof out, "%s import kernels_src/rmsnorm.json --cache %s/c.db", bin(), dir), 1);
   ASSERT_CONTAINS(out, "not a ktune cache export");
