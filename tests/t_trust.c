@@ -973,9 +973,8 @@ static void rows_shown_escaped_find_their_trials(void) {
   ASSERT_STATUS(kt_cache_list(rt, NULL, row_and_trials, &w), KT_OK);
   kt_runtime_close(rt);
   ASSERT_STR_EQ(w.out, "k\\xff GPU\n\nmismatch y\n");
-  char out[1024], cmd[900];
-  snprintf(cmd, sizeof cmd, "build/ktune show \"$(printf 'k\\377')\" --cache %s", db);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s", cmd), 0);
+  char out[1024];
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show \"$(printf 'k\\377')\" --cache %s", bin(), db), 0);
   ASSERT_CONTAINS(out, "mismatch");
 }
 
