@@ -303,7 +303,9 @@ typedef struct kt_candidate {
                                   earlier tuning, from the cache, or pruned */
   int quarantined;             /* not run: it faulted or hung for this key */
   int stored;                  /* its result is in the cache (0: a rejection
-                                  only this call's data caused, or no cache) */
+                                  only this call's data caused, a compile
+                                  that failed for a cause other than NVRTC
+                                  refusing the source, or no cache) */
   double median_us, spread_us; /* when status is KT_TRIAL_OK; else -1 */
   const char *detail;          /* why it was rejected; "" when ok */
 } kt_candidate;

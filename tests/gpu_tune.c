@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "device/driver.h"
+#include "device/rcompile.h"
 #include "tune/compare.h"
 #include "tune/devcompare.h"
 #include "gpu_util.h"
@@ -416,6 +417,73 @@ static void broken_configs_are_rejected(void) {
   ASSERT_EQ(l.c.mismatch, 3); /* BT=1 twice, BT=4 unmasked */
   ASSERT_EQ(l.c.oob, 6);      /* every PAST=1 */
   kt_runtime_close(rt);
+}
+
+/* refuse tuned for a key of n elements in a runtime on cache: the
+** status, with the B=3 candidate's status, stored flag and detail in *c. */
+static kt_status tune_refuse(const char *cache, int n, kt_candidate *c, char *detail, size_t dn) {
+  static logbuf lb;
+  kt_runtime *rt = open_with(cache, &lb);
+  kt_kernel *k;
+  uint64_t y = 0;
+  kt_tune_report *r = NULL;
+  memset(c, 0, sizeof *c);
+  c->status = (kt_trial_status)-1;
+  *detail = 0;
+  if (!rt) return KT_ERR_NO_DEVICE;
+  kt_status st = kt_kernel_load(rt, "tests/specs/refuse.json", &k);
+  if (!st) st = kt_device_alloc(rt, (size_t)n * 4, &y);
+  kt_arg a[] = {kt_arg_ptr(y, KT_F32), kt_arg_i32(n)};
+  if (!st) st = kt_kernel_tune(k, a, 2, &r);
+  if (st) printf("    %s\n", kt_errmsg(rt));
+  for (int i = 0; r && i < r->ncandidates; i++)
+    if (!strcmp(r->candidates[i].config, "{\"B\":3}")) {
+      *c = r->candidates[i];
+      snprintf(detail, dn, "%s", c->detail);
+    }
+  kt_tune_report_free(r);
+  if (y) kt_device_free(rt, y);
+  kt_runtime_close(rt);
+  return st;
+}
+
+/* A compile_error trial settles its config for the key in every later
+** tuning, so only NVRTC's own refusal of the source is stored: a compile
+** helper that died on a config is reported and measured again later. */
+static void only_source_refusals_are_stored(void) {
+  const char *cache = fresh_cache();
+  char detail[1024], out[1200], helper[900];
+  kt_candidate c;
+  kt_status st = tune_refuse(cache, 1000, &c, detail, sizeof detail);
+  if (st == KT_ERR_NO_DEVICE) return;
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_EQ(c.status, KT_TRIAL_COMPILE_ERROR);
+  ASSERT_EQ(c.stored, 1);
+  ASSERT_CONTAINS(detail, "static assertion failed with \"B = 3 does not compile\"");
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'compile_error'"), 1);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'ok'"), 2);
+  /* Another key; B=1 and B=2 load from the cache's cubins, and B=3 goes to
+  ** a helper that crashes. */
+  snprintf(helper, sizeof helper, "%s/crash.sh", t_tmpdir());
+  FILE *f = fopen(helper, "w");
+  ASSERT_TRUE(f != NULL);
+  if (!f) return;
+  fprintf(f, "#!/bin/sh\nprintf 'KTH1\\000\\000\\000\\000\\000\\000\\000\\000' >&3\nhead -c 1 <&3 >/dev/null\n"
+             "kill -SEGV $$\n");
+  fclose(f);
+  ASSERT_EQ(t_sh(out, sizeof out, "chmod 755 '%s'", helper), 0);
+  setenv("KTUNE_NVRTC_HELPER", helper, 1);
+  kt__rc_reset(0);
+  st = tune_refuse(cache, 3000, &c, detail, sizeof detail);
+  unsetenv("KTUNE_NVRTC_HELPER");
+  kt__rc_reset(0);
+  ASSERT_STATUS(st, KT_OK);
+  ASSERT_EQ(c.status, KT_TRIAL_COMPILE_ERROR);
+  ASSERT_EQ(c.measured, 1);
+  ASSERT_EQ(c.stored, 0);
+  ASSERT_CONTAINS(detail, "refuse B=3: NVRTC's helper process died: signal 11 (Segmentation fault)");
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'compile_error'"), 1);
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'ok'"), 4);
 }
 
 /* Run as a child: tune fault_maybe once and print the outcome. */
@@ -1031,6 +1099,8 @@ const kt_test gpu_tune_tests[] = {
     {"gpu tune: overlapping, partial and out-of-bounds configs are rejected", broken_configs_are_rejected},
     {"gpu tune: pruned candidates are reported, never compiled or stored", pruned_candidates_are_reported_never_stored},
     {"gpu tune: pruned candidates leave a stored key settled", pruned_candidates_leave_a_stored_key_settled},
+    {"gpu tune: only NVRTC's refusal of a source is stored as a compile_error trial",
+     only_source_refusals_are_stored},
     {"gpu tune: a faulting config is quarantined across processes", faulting_config_is_quarantined},
     {"gpu tune: no tuning while the stream is capturing", no_tuning_while_capturing},
     {"gpu tune: an early-launched kernel waits for the kernel before it", early_launch_waits_for_the_kernel_before},

@@ -196,6 +196,13 @@ static void header_edited_after_the_load(void) {
            "compile from them", dir, path);
   ASSERT_CONTAINS(s.first_err, want);
   ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 0);
+  /* Not the source's fault: a tuner keeps no compile_error trial of it. */
+  kt__call c;
+  kt_arg arg = kt_arg_ptr(0x1000, KT_F32);
+  int64_t b32 = 32;
+  ASSERT_STATUS(kt__call_bind(&k->p, &arg, 1, &c), KT_OK);
+  ASSERT_STATUS(kt__call_config(&k->p, &c, &b32), KT_OK);
+  ASSERT_EQ(kt__variant_refused(&k->p, &c), 0);
   ASSERT_STATUS(kt_kernel_load(rt, path, &again), KT_OK);
   memset(&s, 0, sizeof s);
   ASSERT_STATUS(kt_kernel_compile_all(again, NULL, on_variant, &s), KT_OK);
@@ -780,6 +787,62 @@ static void helper_failures(void) {
   kt__rc_reset(0);
 }
 
+/* Only NVRTC's own answer that a source does not compile is a verdict the
+** tuner may keep in the cache (a compile_error trial settles that config
+** for good): the same text fails again. A helper that died, NVRTC missing
+** and a header edited after the load are causes of this process, and
+** their failures are measured again by a later tuning. Both where NVRTC
+** runs in a helper and where it runs in this process. */
+static void only_nvrtc_refusals_are_verdicts(void) {
+  static const int vals[3] = {31, 11, 21};
+  char out[256];
+  for (int here = 0; here < 2; here++) {
+    gfix f = {.rt = NULL};
+    kt__call calls[3];
+    char where[1200];
+    if (here) setenv("KTUNE_NVRTC_HELPER", "off", 1);
+    kt__rc_reset(0);
+    kt__rc_describe(where, sizeof where);
+    ASSERT_CONTAINS(where, here ? "this process (" : "helper processes (");
+    kt_kernel *k = g_calls(&f, vals, 3, calls);
+    ASSERT_TRUE(k);
+    if (!k) break;
+    kt__variant_build_all(&k->p, calls, 2, 1);
+    void *fn;
+    ASSERT_STATUS(kt__variant_info(&k->p, &calls[0], &fn, NULL), KT_ERR_COMPILE);
+    ASSERT_CONTAINS(kt_errmsg(f.rt), "static assertion failed with \"three\"");
+    ASSERT_EQ(kt__variant_refused(&k->p, &calls[0]), 1);
+    ASSERT_EQ(kt__variant_refused(&k->p, &calls[1]), 0); /* built */
+    ASSERT_EQ(kt__variant_refused(&k->p, &calls[2]), 0); /* not built */
+    /* NVRTC gone (a machine that serves from the cache alone). */
+    kt__nvrtc_absent(1);
+    ASSERT_STATUS(kt__variant_info(&k->p, &calls[2], &fn, NULL), KT_ERR_NO_NVRTC);
+    kt__nvrtc_absent(0);
+    ASSERT_EQ(kt__variant_refused(&k->p, &calls[2]), 0);
+    kt_runtime_close(f.rt);
+    t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+  }
+  /* A helper that crashes on the very variant that NVRTC refuses. */
+  gfix f = {.rt = NULL};
+  kt__call calls[2];
+  static const int bad[2] = {31, 32};
+  kt_kernel *k = g_calls(&f, bad, 2, calls);
+  ASSERT_TRUE(k);
+  if (k) {
+    int ok;
+    char err[KT_ERRMAX] = "";
+    fake_helper(f.dir, "kill -SEGV $$", 1);
+    build_two(f.rt, k, calls, &ok, err, sizeof err);
+    ASSERT_EQ(ok, 0);
+    ASSERT_CONTAINS(err, "g A=3 B=2: NVRTC's helper process died: signal 11 (Segmentation fault)");
+    ASSERT_EQ(kt__variant_refused(&k->p, &calls[0]) + kt__variant_refused(&k->p, &calls[1]), 0);
+    kt_runtime_close(f.rt);
+    t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+  }
+  unsetenv("KTUNE_NVRTC_HELPER");
+  kt__rc_reset(0);
+}
+
 /* A helper $KTUNE_NVRTC_HELPER names that cannot be run is a mistake the
 ** user is told of (a warning, not a debug line); the build goes on with
 ** NVRTC in the process itself. */
@@ -1114,6 +1177,8 @@ const kt_test t_compile_tests[] = {
      background_build_gives_back_what_skip_refuses},
     {"compile: builds run NVRTC in helper processes, with the cubins it makes here", builds_compile_in_helper_processes},
     {"compile: a helper that dies fails its variants; one that cannot start leaves NVRTC here", helper_failures},
+    {"compile: only NVRTC's refusal of a source is a verdict, not a helper's death or NVRTC missing",
+     only_nvrtc_refusals_are_verdicts},
     {"compile: a helper KTUNE_NVRTC_HELPER names that cannot run is a warning", a_named_helper_that_cannot_run_is_a_warning},
     {"compile: idle helpers end; the next build starts another", idle_helpers_end},
     {"compile: the same with SIGCHLD ignored (children reaped by the kernel)", idle_helpers_end_sigchld_ignored},

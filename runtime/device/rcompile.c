@@ -370,9 +370,10 @@ static int worth_retry(int status) {
 
 kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char *prog_name,
                               const char *const *exprs, int n, const char *const *opts, int nopts, void **cubin,
-                              size_t *size, char **lowered, char *err, size_t errlen) {
+                              size_t *size, char **lowered, int *refused, char *err, size_t errlen) {
   helper *h;
   *cubin = NULL;
+  *refused = 0;
   for (int i = 0; i < n; i++) lowered[i] = NULL;
   /* Loaded here too: helpers load this very file, and where this process
   ** has no NVRTC, neither may they. */
@@ -387,6 +388,7 @@ kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char
     }
     if (!rc && !(rc = read_answer(h->fd, n, &st, cubin, size, lowered, err, errlen))) {
       release(h);
+      *refused = st == KT_ERR_COMPILE;
       return st;
     }
     drop(cubin, lowered, n);
@@ -399,8 +401,10 @@ kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char
   }
   if (nopts > MAX_LIST) return snprintf(err, errlen, "more than %d NVRTC options", MAX_LIST), KT_ERR_INVALID;
   const char *mine[MAX_LIST];
-  return kt__nvrtc_compile_many(src, prog_name, exprs, n, mine, without_pch(opts, nopts, mine), cubin, size, lowered,
-                                err, errlen);
+  kt_status st = kt__nvrtc_compile_many(src, prog_name, exprs, n, mine, without_pch(opts, nopts, mine), cubin, size,
+                                        lowered, err, errlen);
+  *refused = st == KT_ERR_COMPILE;
+  return st;
 }
 
 void kt__rc_describe(char *out, size_t n) {

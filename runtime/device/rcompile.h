@@ -19,10 +19,14 @@
 ** "the NVRTC helper process died: signal 11"): whatever killed it would
 ** kill this process too. One ended from outside (SIGKILL, SIGTERM) hands
 ** the group to a fresh helper, twice at most. The first helper that cannot
-** be started turns helpers off for the process, with a log line. */
+** be started turns helpers off for the process, with a log line.
+** *refused is 1 where the status is NVRTC's own answer that the source
+** does not compile (KT_ERR_COMPILE from NVRTC, here or in a helper), a
+** verdict the next compile would give again; 0 for every other status
+** (a helper that died, NVRTC missing, out of memory). */
 kt_status kt__rc_compile_many(const kt__logger *log, const char *src, const char *prog_name,
                               const char *const *exprs, int n, const char *const *opts, int nopts, void **cubin,
-                              size_t *size, char **lowered, char *err, size_t errlen);
+                              size_t *size, char **lowered, int *refused, char *err, size_t errlen);
 
 /* Where compiles run, for people: "helper processes (PATH)", or "this
 ** process (WHY)". Starts nothing. */

@@ -29,6 +29,7 @@ typedef struct kt__variant {
   int64_t vals[KT_MAX_TARGS];
   _Atomic int state;
   kt_status status;
+  int refused;            /* status is NVRTC's verdict on the source */
   char *errmsg;
   void *cubin;
   size_t cubin_size;
@@ -210,14 +211,17 @@ static kt_status headers_unchanged(const kt__prog *p, char *err, size_t errlen) 
 }
 
 /* NVRTC's compile of exprs for the runtime's arch, or, on a GPU newer than
-** NVRTC, to PTX of the newest arch it has (said once a process). */
+** NVRTC, to PTX of the newest arch it has (said once a process). *refused
+** as kt__rc_compile_many's, and 0 where the headers changed: that failure
+** is not the source's. */
 static kt_status compile_many(kt__prog *p, const char *prog, const char *const *exprs, int n, void **cubin,
-                              size_t *size, char **lowered, char *err, size_t errlen) {
+                              size_t *size, char **lowered, int *refused, char *err, size_t errlen) {
   static atomic_int said;
   kt__env *env = p->env;
   char target[64];
   const char *opts[sizeof p->opts / sizeof p->opts[0]];
   *cubin = NULL;
+  *refused = 0;
   for (int i = 0; i < n; i++) lowered[i] = NULL;
   kt_status st = kt__nvrtc_target(env->cuda_home, env->arch, target, sizeof target, err, errlen);
   if (st) return st == KT_ERR_INVALID ? KT_ERR_COMPILE : st;
@@ -226,8 +230,8 @@ static kt_status compile_many(kt__prog *p, const char *prog, const char *const *
     kt__log(&env->log, KT_LOG_WARN, "NVRTC %d.%d does not compile for %s: kernels are compiled to PTX (%s), which "
             "the driver compiles for the device", kt__nvrtc_version() / 1000, kt__nvrtc_version() % 1000 / 10,
             env->arch, target + 19);
-  st = kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, opts, p->nopts, cubin, size, lowered, err,
-                           errlen);
+  st = kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, opts, p->nopts, cubin, size, lowered, refused,
+                           err, errlen);
   if (!st && (st = headers_unchanged(p, err, errlen))) {
     kt__free(*cubin);
     *cubin = NULL;
@@ -244,7 +248,8 @@ static kt_status compile(kt__prog *p, const char *expr, const char *vname, kt__v
   kt__env *env = p->env;
   char msg[KT_ERRMAX];
   double t0 = kt__now_ms();
-  kt_status st = compile_many(p, p->prog_name, &expr, 1, &v->cubin, &v->cubin_size, lowered, msg, sizeof msg);
+  kt_status st =
+      compile_many(p, p->prog_name, &expr, 1, &v->cubin, &v->cubin_size, lowered, &v->refused, msg, sizeof msg);
   double ms = kt__now_ms() - t0;
   if (st) {
     snprintf(err, errlen, "%s: %s", vname, msg);
@@ -411,6 +416,13 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
   return KT_OK;
 }
 
+int kt__variant_refused(kt__prog *p, const kt__call *c) {
+  int64_t vals[KT_MAX_TARGS];
+  kt__variant_vals(p, c, vals);
+  kt__variant *v = find(&p->vt, vals_hash(p, vals), vals);
+  return v && wait_built(&p->vt, v) == V_FAILED && v->refused;
+}
+
 int kt__variant_settled(kt__prog *p, const kt__call *c) {
   int64_t vals[KT_MAX_TARGS];
   kt__variant_vals(p, c, vals);
@@ -525,15 +537,17 @@ static void compile_group(kt__prog *p, pending **w, int n) {
   char *lowered[KT__GROUP_MAX], err[KT_ERRMAX];
   void *cubin = NULL;
   size_t size = 0;
+  int refused;
   for (int i = 0; i < n; i++) exprs[i] = w[i]->expr;
   double t0 = kt__now_ms();
-  kt_status st = compile_many(p, p->prog_name, exprs, n, &cubin, &size, lowered, err, sizeof err);
+  kt_status st = compile_many(p, p->prog_name, exprs, n, &cubin, &size, lowered, &refused, err, sizeof err);
   double ms = (kt__now_ms() - t0) / n;
   for (int i = 0; i < n; i++) {
     kt__variant *v = w[i]->v;
     if (st && n == 1) { /* its own error already */
       char msg[KT_ERRMAX];
       v->compile_ms = ms;
+      v->refused = refused;
       publish(p, v, st, kt__fmt(msg, sizeof msg, "%s: %s", w[i]->vname, err));
       continue;
     }

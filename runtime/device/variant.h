@@ -89,6 +89,12 @@ void kt__variant_build_wait(kt__build *b);
 ** is built (ready, or failed), 0 when nobody has built it (absent, or
 ** given back unbuilt). */
 int kt__variant_settled(kt__prog *p, const kt__call *c);
+/* Whether c's variant failed because NVRTC refused its source, a verdict
+** that holds for every later compile of the same text: 1, or 0 when it is
+** built, not built, or failed for another reason (a header changed on
+** disk, a helper died, NVRTC missing, out of memory, a module load).
+** Waits as kt__variant_settled. */
+int kt__variant_refused(kt__prog *p, const kt__call *c);
 /* The template values of c, in the spec's order (KT_MAX_TARGS of them,
 ** zero past ntargs). */
 void kt__variant_vals(const kt__prog *p, const kt__call *c, int64_t *vals);

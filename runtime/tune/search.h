@@ -24,6 +24,10 @@ typedef struct kt__cand {
   int remeasured;
   int unconfirmed;         /* rejected on the caller's data but not on the
                               tuner's own inputs: reported, never stored */
+  int transient;           /* refused for a cause of this process, not of
+                              the config (its compile failed, but not in
+                              NVRTC's verdict on the source): reported,
+                              never stored */
   int pruned;              /* given back uncompiled by the build (skip) */
   int seed;                /* k > 0: the k-th most chosen config of the
                               spec's other keys on this device (tried

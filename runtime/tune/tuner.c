@@ -230,7 +230,7 @@ void kt__tuner_free(kt__tuner *t) {
 static int writable(const kt__tuner *t) { return t->env->store && !kt__store_readonly(t->env->store); }
 
 static void store_trial(kt__tuner *t, const kt__cand *cd) {
-  if (!writable(t) || cd->prior || cd->unconfirmed) return;
+  if (!writable(t) || cd->prior || cd->unconfirmed || cd->transient) return;
   int ok = cd->status == KT_TRIAL_OK;
   kt__trialrow tr = {.kernel = t->p->spec->name, .spec_hash = t->p->spec_hash, .device = t->env->fingerprint,
                      .key = t->key, .config = cd->json, .status = kt_trial_status_name((kt_trial_status)cd->status),
@@ -359,6 +359,7 @@ static void settle(kt__tuner *t, kt__cand *cd) {
   if ((cd->compiled = kt__variant_info(t->p, &cd->c, &fn, &cd->attrs))) {
     snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(t->env->id));
     cd->status = KT_TRIAL_COMPILE_ERROR;
+    cd->transient = !kt__variant_refused(t->p, &cd->c);
   } else if (!fits(t, cd)) {
     cd->status = KT_TRIAL_RESOURCES;
   } else if (!cd->attrs.local_bytes) {
