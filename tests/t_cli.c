@@ -448,6 +448,24 @@ static void tune_arguments(void) {
   ASSERT_CONTAINS(out, "l.jsonl:1: longer than 16384 bytes\n");
   ASSERT_CONTAINS(out, "l.jsonl:2: a NUL byte in the line\n");
   ASSERT_CONTAINS(out, "l.jsonl:3: \"N\": expected a number, a dtype string or null\n");
+  /* Zeros without a line end are no text: read no further than a line's
+  ** bound (not the 1 GiB a file may hold), and the lines after are not
+  ** read. A NUL byte past the bound of a long line counts too. */
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "k=$(realpath %s); s=$PWD/kernels_src/masked_softmax.json; cd %s && "
+                 "{ printf '{\"N\": [2]}\\n'; head -c 20000 /dev/zero; printf '\\n{\"N\": [3]}\\n'; } > z.jsonl && "
+                 "{ head -c 16384 /dev/zero | tr '\\0' x; head -c 10 /dev/zero; printf '\\n{\"N\": [3]}\\n'; } > y.jsonl"
+                 " && { $k tune $s --shapes z.jsonl; $k tune $s --shapes y.jsonl; } 2>&1",
+                 bin(), dir),
+            2);
+  ASSERT_STR_EQ(out, "ktune tune: z.jsonl:1: \"N\": expected a number, a dtype string or null\n"
+                     "ktune tune: z.jsonl:2: a NUL byte and no line end in 16384 bytes: not a text file; the rest is "
+                     "not read\n"
+                     "ktune tune: y.jsonl:1: a NUL byte and no line end in 16384 bytes: not a text file; the rest is "
+                     "not read\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "timeout 10 %s tune kernels_src/masked_softmax.json --shapes /dev/zero", bin()), 2);
+  ASSERT_STR_EQ(out, "ktune tune: /dev/zero:1: a NUL byte and no line end in 16384 bytes: not a text file; the rest "
+                     "is not read\n");
   /* A file that is no shapes file says its first 20 bad lines, not all. */
   ASSERT_EQ(t_sh(out, sizeof out,
                  "k=$(realpath %s); s=$PWD/kernels_src/masked_softmax.json; cd %s && seq 1 30 > n.jsonl && "

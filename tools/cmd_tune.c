@@ -72,20 +72,30 @@ _Static_assert(SHAPES_LINE_MAX == 16384, "read_line's message names the bound");
 ** that is no shapes file at all (random bytes) would say millions. */
 enum { SHAPES_ERRORS_MAX = 20 };
 
+/* What read_line says of a line that holds a NUL byte and no line end in
+** SHAPES_LINE_MAX bytes: no text (/dev/zero, a binary), never read on. */
+static const char not_text[] = "a NUL byte and no line end in 16384 bytes: not a text file; the rest is not read";
+
 /* One line of f, its newline dropped, into line (SHAPES_LINE_MAX + 1
 ** bytes): 1, or 0 at the end of f (or past SHAPES_FILE_MAX bytes, *total
 ** counting them). A line too long or holding a NUL byte is read to its end
-** and *why says what is wrong with it. */
+** and *why says what is wrong with it; one with both ends there, *why
+** not_text. */
 static int read_line(FILE *f, char *line, size_t *total, const char **why) {
-  size_t n = 0;
-  int c, any = 0;
+  size_t n = 0, len = 0;
+  int c, any = 0, nul = 0;
   *why = NULL;
   while ((c = getc(f)) != EOF && ++*total <= SHAPES_FILE_MAX) {
     any = 1;
     if (c == '\n') break;
-    if (!c) *why = "a NUL byte in the line";
+    len++;
+    if (!c) *why = "a NUL byte in the line", nul = 1;
     else if (n < SHAPES_LINE_MAX) line[n++] = (char)c;
     else if (!*why) *why = "longer than 16384 bytes";
+    if (nul && len > SHAPES_LINE_MAX) {
+      *why = not_text;
+      break;
+    }
   }
   line[n] = 0;
   return any && *total <= SHAPES_FILE_MAX;
@@ -119,6 +129,7 @@ static int load_shapes(tune_run *r, const char *path) {
     lineno++;
     const char *p = line + strspn(line, " \t\r"); /* a blank line of a file with CRLF ends is blank */
     if (why) rc = cli_fail("tune", "%s:%d: %s", path, lineno, why), bad++;
+    if (why == not_text) break;
     else if (*p && *p != '#' && shapes_line(r, path, lineno, p)) rc = 1, bad++;
   }
   if (bad == SHAPES_ERRORS_MAX && read_line(f, line, &total, &(const char *){NULL}))
