@@ -443,6 +443,45 @@ static void rejected_keys_are_measured_again(void) {
   kt_runtime_close(rt);
 }
 
+/* An "ok" trial whose time is no time (NULL, zero, negative, text; a
+** damaged or hand-edited row) settles nothing: it would win every tuning
+** of the key and feed the pruning a time no config has. Its candidate is
+** measured again; a sound row still settles its own. */
+static void damaged_ok_trials_are_measured_again(void) {
+  static char logged[4096];
+  small_call sc;
+  ASSERT_EQ(small_call_open(&sc, "damaged.db", logged), 0);
+  kt_runtime *rt = sc.rt;
+  kt_kernel *k = sc.k;
+  static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
+                               "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
+  static const double medians[] = {-1 /* NULL */, 0, 7 /* made text below */, 5};
+  char err[KT_ERRMAX], path[700], sql[256];
+  for (int i = 0; i < 4; i++) {
+    kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
+                       .key = sc.key, .config = cfgs[i], .status = "ok", .median_us = medians[i], .spread_us = 0.1,
+                       .detail = ""};
+    ASSERT_EQ(kt__store_put_trial(rt->env.store, &tr, err, sizeof err), 0);
+  }
+  kt_runtime_info in = {.size = sizeof in};
+  ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
+  snprintf(path, sizeof path, "%s", in.cache_path);
+  snprintf(sql, sizeof sql, "UPDATE trials SET median_us = 'fast' WHERE config = '%s'", cfgs[2]);
+  ASSERT_EQ(t_db_exec(path, sql), 0);
+  ASSERT_EQ(t_db_int(path, "SELECT count(*) FROM trials WHERE median_us IS NULL"), 1);
+  ASSERT_EQ(t_db_int(path, "SELECT count(*) FROM trials WHERE typeof(median_us) = 'text'"), 1);
+  kt__tuner *t;
+  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
+  ASSERT_EQ(kt__tuner_pending(t), 3);
+  int n;
+  const kt__cand *cd = kt__tuner_candidates(t, &n);
+  ASSERT_EQ(n, 4);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(cd[i].json, cfgs[3])) ASSERT_TRUE(cd[i].prior && cd[i].status == KT_TRIAL_OK && cd[i].median == 5);
+  kt__tuner_free(t);
+  kt_runtime_close(rt);
+}
+
 /* The plan of where a key is timed (tune/tuneat.h), for the call at N rows
 ** of D; the log it wrote in logged. */
 static int tuneat_plan(kt_kernel *k, int n, int d, kt__tuneat *at, char *logged) {
@@ -1237,6 +1276,7 @@ const kt_test t_tune_tests[] = {
     {"tune: alias rules: in place means identical ranges, both params and bytes named", alias_rules},
     {"tune: alias rules on ranges", alias_partners},
     {"tune: a key with only rejected rows is measured again", rejected_keys_are_measured_again},
+    {"tune: an ok trial whose time is no time is measured again", damaged_ok_trials_are_measured_again},
     {"tune: reports as data without a device; the codec in the public header", tune_reports_without_a_device},
     {"tune: the inputs' values, the same on any number of threads", inputs_fill_values},
     {"tune: a report says where its call's key is timed (tune_at)", reports_say_where_a_key_is_timed},

@@ -2,6 +2,7 @@
 ** the re-measure of the best few, and what is stored. */
 #include "tune/tuner.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,10 +77,16 @@ static void candidate_list(kt__tuner *t) {
   } while (kt__spec_config_next(s, idx));
 }
 
+/* A stored trial settles its candidate, unless the row is damaged: a
+** status this version does not know, or an "ok" whose time is no time
+** (NULL, text, zero, negative, not finite), which would win every tuning
+** of the key and skew the pruning's evidence. Such a candidate is
+** measured again, and its row written anew. */
 static int on_prior(void *user, const kt__trialrow *r) {
   kt__tuner *t = user;
   kt_trial_status ts;
   if (kt_trial_status_parse(r->status, &ts)) return 0;
+  if (ts == KT_TRIAL_OK && !(r->median_us > 0 && isfinite(r->median_us))) return 0;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
     if (cd->status != KT__PENDING || strcmp(cd->json, r->config)) continue;
