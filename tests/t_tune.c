@@ -412,7 +412,10 @@ static void rejected_keys_are_measured_again(void) {
   const char *key = sc.key;
   static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
                                "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
-  static const char *status[] = {"mismatch", "oob_write", "mismatch", "resources"};
+  /* A "fault" row whose quarantine row is gone (the user removed it) is a
+  ** rejection like the others; the quarantined config stays out, also
+  ** where its own row says "fault" as a faulting tuning leaves it. */
+  static const char *status[] = {"mismatch", "fault", "mismatch", "fault"};
   char err[KT_ERRMAX];
   for (int i = 0; i < 4; i++) {
     kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
@@ -427,8 +430,15 @@ static void rejected_keys_are_measured_again(void) {
   kt__tuner *t;
   ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &sc.c, sc.a, key, &t), KT_OK);
   ASSERT_EQ(kt__tuner_pending(t), 3);
+  int n;
+  const kt__cand *cd = kt__tuner_candidates(t, &n);
+  ASSERT_EQ(n, 4);
+  for (int i = 0; i < n; i++) ASSERT_EQ(cd[i].quarantined, !strcmp(cd[i].json, cfgs[3]));
   kt__tuner_free(t);
   char want[512];
+  snprintf(want, sizeof want, "rmsnorm_small %s: skipping quarantined config %s (fault: illegal address)", key,
+           cfgs[3]);
+  ASSERT_CONTAINS(logged, want);
   snprintf(want, sizeof want, "rmsnorm_small %s: the cache holds no usable config for this key, only 3 rejected "
                               "trials; measuring them again", key);
   ASSERT_CONTAINS(logged, want);
@@ -478,6 +488,17 @@ static void damaged_ok_trials_are_measured_again(void) {
   ASSERT_EQ(n, 4);
   for (int i = 0; i < n; i++)
     if (!strcmp(cd[i].json, cfgs[3])) ASSERT_TRUE(cd[i].prior && cd[i].status == KT_TRIAL_OK && cd[i].median == 5);
+  kt__tuner_free(t);
+  /* "pruned" is never stored (a pruned candidate is only reported, and
+  ** the schema's CHECK refuses it): a row that says so, written past the
+  ** CHECK, settles nothing either. So does a negative time. */
+  snprintf(sql, sizeof sql, "PRAGMA ignore_check_constraints = ON; UPDATE trials SET status = 'pruned' WHERE config = '%s'",
+           cfgs[0]);
+  ASSERT_EQ(t_db_exec(path, sql), 0);
+  snprintf(sql, sizeof sql, "UPDATE trials SET median_us = -2.5 WHERE config = '%s'", cfgs[1]);
+  ASSERT_EQ(t_db_exec(path, sql), 0);
+  ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
+  ASSERT_EQ(kt__tuner_pending(t), 3);
   kt__tuner_free(t);
   kt_runtime_close(rt);
 }

@@ -78,14 +78,14 @@ static void candidate_list(kt__tuner *t) {
 }
 
 /* A stored trial settles its candidate, unless the row is damaged: a
-** status this version does not know, or an "ok" whose time is no time
-** (NULL, text, zero, negative, not finite), which would win every tuning
-** of the key and skew the pruning's evidence. Such a candidate is
-** measured again, and its row written anew. */
+** status this version does not know or never stores ("pruned"), or an
+** "ok" whose time is no time (NULL, text, zero, negative, not finite),
+** which would win every tuning of the key and skew the pruning's
+** evidence. Such a candidate is measured again, its row written anew. */
 static int on_prior(void *user, const kt__trialrow *r) {
   kt__tuner *t = user;
   kt_trial_status ts;
-  if (kt_trial_status_parse(r->status, &ts)) return 0;
+  if (kt_trial_status_parse(r->status, &ts) || ts == KT_TRIAL_PRUNED) return 0;
   if (ts == KT_TRIAL_OK && !(r->median_us > 0 && isfinite(r->median_us))) return 0;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
@@ -102,8 +102,9 @@ static void on_quarantined(void *user, const char *config, const char *reason) {
   kt__tuner *t = user;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
-    /* Whatever a trial row says: a quarantined config is never run. */
-    if (cd->status == KT_TRIAL_FAULT || strcmp(cd->json, config)) continue;
+    /* Whatever a trial row says (its fault, as a rule): a quarantined
+    ** config is never run. */
+    if (cd->quarantined || strcmp(cd->json, config)) continue;
     cd->status = KT_TRIAL_FAULT;
     cd->prior = 1;
     cd->quarantined = 1;
@@ -127,14 +128,15 @@ static void on_seed(void *user, const char *config) {
 
 /* Nothing left to measure and nothing usable measured: every row of the
 ** key is a rejection. A key must never become a dead end, so the
-** rejections (not the quarantined faults) are measured again. */
+** rejections are measured again, but not the configs quarantined for it
+** (a "fault" trial whose quarantine row is gone is measured again too). */
 static void retry_rejected(kt__tuner *t) {
   int ok = 0, again = 0;
   for (int i = 0; i < t->ncand; i++) ok |= kt__cand_ok(&t->cand[i]) || t->cand[i].status == KT__PENDING;
   if (ok) return;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
-    if (!cd->prior || cd->status == KT_TRIAL_FAULT) continue;
+    if (!cd->prior || cd->quarantined) continue;
     cd->prior = 0;
     cd->status = KT__PENDING;
     again++;
