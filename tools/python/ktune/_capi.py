@@ -39,7 +39,9 @@ def interrupted_in_callback(e):
     ctypes would print it and return garbage. A profile hook on this thread
     (chained to any profiler there) watches for that code; it sees nothing
     of other threads, and a loop that calls nothing gets the interrupt when
-    it next calls something."""
+    it next calls something. Where Python handles no SIGINT (it was ignored
+    when the process started, as in a shell's background job), nothing is
+    raised again: the call has failed the exchange all the same."""
     if not isinstance(e, KeyboardInterrupt) or _resend["armed"] or \
             threading.current_thread() is not threading.main_thread():
         return
