@@ -400,6 +400,19 @@ static int small_call_open(small_call *sc, const char *name, char *logged) {
   return 0;
 }
 
+/* The four configs of small_call's key, and a trial row of one of them
+** written to its cache: 0, or -1. */
+static const char *const small_cfgs[4] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
+                                          "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
+
+static int put_small_trial(const small_call *sc, const char *config, const char *status, double median_us) {
+  char err[KT_ERRMAX];
+  kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = sc->k->p.spec_hash, .device = sc->rt->env.fingerprint,
+                     .key = sc->key, .config = config, .status = status, .median_us = median_us,
+                     .spread_us = median_us > 0 ? 0.1 : -1, .detail = ""};
+  return kt__store_put_trial(sc->rt->env.store, &tr, err, sizeof err) ? -1 : 0;
+}
+
 /* A key whose every stored trial is a rejection is not a dead end: the
 ** next tuning measures the rejections again (never a quarantined fault),
 ** and says why. One usable row is enough to leave them alone. */
@@ -410,19 +423,13 @@ static void rejected_keys_are_measured_again(void) {
   kt_runtime *rt = sc.rt;
   kt_kernel *k = sc.k;
   const char *key = sc.key;
-  static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
-                               "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
+  const char *const *cfgs = small_cfgs;
   /* A "fault" row whose quarantine row is gone (the user removed it) is a
   ** rejection like the others; the quarantined config stays out, also
   ** where its own row says "fault" as a faulting tuning leaves it. */
   static const char *status[] = {"mismatch", "fault", "mismatch", "fault"};
   char err[KT_ERRMAX];
-  for (int i = 0; i < 4; i++) {
-    kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
-                       .key = key, .config = cfgs[i], .status = status[i], .median_us = -1, .spread_us = -1,
-                       .detail = ""};
-    ASSERT_EQ(kt__store_put_trial(rt->env.store, &tr, err, sizeof err), 0);
-  }
+  for (int i = 0; i < 4; i++) ASSERT_EQ(put_small_trial(&sc, cfgs[i], status[i], -1), 0);
   ASSERT_EQ(kt__store_quarantine(rt->env.store, "rmsnorm_small", k->p.spec_hash, rt->env.fingerprint, key, cfgs[3],
                                  "fault: illegal address", err, sizeof err),
             0);
@@ -442,9 +449,7 @@ static void rejected_keys_are_measured_again(void) {
   snprintf(want, sizeof want, "rmsnorm_small %s: the cache holds no usable config for this key, only 3 rejected "
                               "trials; measuring them again", key);
   ASSERT_CONTAINS(logged, want);
-  kt__trialrow ok = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
-                     .key = key, .config = cfgs[2], .status = "ok", .median_us = 5, .spread_us = 0.1, .detail = ""};
-  ASSERT_EQ(kt__store_put_trial(rt->env.store, &ok, err, sizeof err), 0);
+  ASSERT_EQ(put_small_trial(&sc, cfgs[2], "ok", 5), 0);
   logged[0] = 0;
   ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &sc.c, sc.a, key, &t), KT_OK);
   ASSERT_EQ(kt__tuner_pending(t), 0);
@@ -463,16 +468,10 @@ static void damaged_ok_trials_are_measured_again(void) {
   ASSERT_EQ(small_call_open(&sc, "damaged.db", logged), 0);
   kt_runtime *rt = sc.rt;
   kt_kernel *k = sc.k;
-  static const char *cfgs[] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
-                               "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
+  const char *const *cfgs = small_cfgs;
   static const double medians[] = {-1 /* NULL */, 0, 7 /* made text below */, 5};
-  char err[KT_ERRMAX], path[700], sql[256];
-  for (int i = 0; i < 4; i++) {
-    kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = k->p.spec_hash, .device = rt->env.fingerprint,
-                       .key = sc.key, .config = cfgs[i], .status = "ok", .median_us = medians[i], .spread_us = 0.1,
-                       .detail = ""};
-    ASSERT_EQ(kt__store_put_trial(rt->env.store, &tr, err, sizeof err), 0);
-  }
+  char path[700], sql[256];
+  for (int i = 0; i < 4; i++) ASSERT_EQ(put_small_trial(&sc, cfgs[i], "ok", medians[i]), 0);
   kt_runtime_info in = {.size = sizeof in};
   ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
   snprintf(path, sizeof path, "%s", in.cache_path);
