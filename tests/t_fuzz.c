@@ -38,7 +38,7 @@ static void corpora_replay(void) {
     int (*fn)(const uint8_t *, size_t);
   } targets[] = {{"spec", kt_fuzz_spec}, {"expr", kt_fuzz_expr}, {"shape", kt_fuzz_shape}, {"import", kt_fuzz_import},
                {"coord", kt_fuzz_coord}, {"cachefile", kt_fuzz_cachefile}, {"source", kt_fuzz_source},
-               {"call", kt_fuzz_call}};
+               {"call", kt_fuzz_call}, {"trials", kt_fuzz_trials}};
   for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
     char corpus[256], crashes[256];
     snprintf(corpus, sizeof corpus, "tests/fuzz/corpus/%s", targets[i].name);

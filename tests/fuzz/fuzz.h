@@ -20,6 +20,7 @@ int kt_fuzz_coord(const uint8_t *data, size_t size);
 int kt_fuzz_cachefile(const uint8_t *data, size_t size);
 int kt_fuzz_source(const uint8_t *data, size_t size);
 int kt_fuzz_call(const uint8_t *data, size_t size);
+int kt_fuzz_trials(const uint8_t *data, size_t size);
 
 /* The kernel of spec path on a runtime of its own for sm_90 (no device, no
 ** cache, only errors logged), with coord when not NULL. Made once a
