@@ -197,15 +197,17 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
     sqlite3_finalize(p);
     return kt__db_err(s, s->db, "exporting", err, errlen);
   }
-  int rc, n = 0, skipped = 0, st = KT__C_OK;
+  int rc, n = 0, skipped = 0, st = KT__C_OK, tcol = kt__row_col(&kt__configs_table, "time_us");
   while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
     kt__cfgrow r;
     char key[KT__JSON_MAX(KT__KV_MAX)], cfg[KT__CONFIG_JSON_MAX], why[256];
+    int tt = sqlite3_column_type(p, tcol);
     if ((st = kt__row_read(p, &kt__configs_table, &r, 0))) break;
-    /* A row another program wrote that no lookup could match. */
+    /* A row another program wrote that no lookup could match, or whose
+    ** time is no time: text reads as 0, which no tuning would ever beat. */
     if (kt__codec_canon(r.key, 0, key, sizeof key, why, sizeof why) ||
-        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || !isfinite(r.time_us) || r.time_us < 0 ||
-        row_text_fault(&kt__configs_table, &r)) {
+        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || (tt != SQLITE_FLOAT && tt != SQLITE_INTEGER) ||
+        !isfinite(r.time_us) || r.time_us < 0 || row_text_fault(&kt__configs_table, &r)) {
       skipped++;
       continue;
     }
@@ -214,7 +216,7 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
     st = emit(out, row_json(&kt__configs_table, &r, NULL), n++ ? "," : "");
   }
   if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
-  if (skipped) kt__db_log(s, 1, "%s: %d configs rows are not canonical and are not exported", s->path, skipped);
+  if (skipped) kt__db_log(s, 1, "%s: %d configs rows are not canonical or hold no time, and are not exported", s->path, skipped);
   if (st == KT__C_NOMEM) snprintf(err, errlen, "%s: exporting: out of memory", s->path);
   sqlite3_finalize(p);
   return st;

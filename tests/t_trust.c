@@ -634,13 +634,17 @@ static void exports_are_valid_json(void) {
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
   kt__store_close(s);
   ASSERT_EQ(sql(a, "INSERT INTO configs VALUES ('k', 'h', 'd', '{\\\"D\\\":', '{}', 1, 0, 0, '', '', 0, 0)"), 0);
+  /* A time that is text (it reads as 0, faster than any tuning). */
+  ASSERT_EQ(sql(a, "INSERT INTO configs VALUES ('k', 'h', 'd', '{\\\"D\\\":5}', '{\\\"B\\\":1}', 'fast', 0, 0, '', '', 0, "
+                   "0)"),
+            0);
   ASSERT_STATUS(open_store(&s, a, logged), KT_OK);
   FILE *f = fopen(j, "w");
   ASSERT_TRUE(f);
   ASSERT_STATUS(kt__store_export(s, f, 1, err, sizeof err), KT_OK);
   fclose(f);
   kt__store_close(s);
-  ASSERT_CONTAINS(logged, "3 configs rows are not canonical and are not exported");
+  ASSERT_CONTAINS(logged, "4 configs rows are not canonical or hold no time, and are not exported");
   char *json;
   ASSERT_EQ(kt__read_file(j, KT__SPEC_MAX, &json, NULL), 0);
   ASSERT_TRUE(kt__text_utf8(json));
