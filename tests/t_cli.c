@@ -753,6 +753,28 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
 }
 
+/* ktune show --json gives a trial's resources where the candidate was
+** compiled, and null for one that did not compile (its row holds 0s). */
+static void show_leaves_no_resources_for_compile_errors(void) {
+  char out[4096], db[700];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(db, sizeof db, "%s/show.db", dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
+                          " updated_at) VALUES ('k', 'h', 'GPU', '{}', '{\"B\":1}', 1, 1, 1);"
+                          "INSERT INTO trials (kernel, spec_hash, device, key, config, status, median_us, spread_us,"
+                          " registers, smem_bytes, spill_bytes, detail, measured_at) VALUES"
+                          " ('k', 'h', 'GPU', '{}', '{\"B\":1}', 'ok', 1, 0.5, 32, 1024, 0, '', 1),"
+                          " ('k', 'h', 'GPU', '{}', '{\"B\":2}', 'compile_error', NULL, NULL, 0, 0, 0, 'no', 1)"),
+            0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show k --json --cache %s", bin(), db), 0);
+  ASSERT_CONTAINS(out, "{\"config\":{\"B\":1},\"status\":\"ok\",\"median_us\":1,\"spread_us\":0.5,\"registers\":32,"
+                       "\"smem_bytes\":1024,\"spill_bytes\":0,\"detail\":\"\"}");
+  ASSERT_CONTAINS(out, "{\"config\":{\"B\":2},\"status\":\"compile_error\",\"median_us\":null,\"spread_us\":null,"
+                       "\"registers\":null,\"smem_bytes\":null,\"spill_bytes\":null,\"detail\":\"no\"}");
+}
+
 /* A row from the future (a writer whose clock runs ahead; or this
 ** machine's coarse clock a tick behind SQLite's at a second's turn) is 0s
 ** old, never -1s. */
@@ -776,6 +798,7 @@ const kt_test t_cli_tests[] = {
     {"cli: --help and --version", help_and_version},
     {"cli: text from a cache file is printed with control and non-UTF-8 bytes escaped", text_from_files_is_printed_escaped},
     {"cli: a row from the future is 0s old", rows_from_the_future_are_0s_old},
+    {"cli: show gives no resources for a trial that did not compile", show_leaves_no_resources_for_compile_errors},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant, PTX past NVRTC's newest arch", compile_writes_cubins},
     {"cli: compile ignores the working directory's headers", compile_ignores_the_working_directory},

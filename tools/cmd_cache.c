@@ -73,7 +73,8 @@ static cJSON *json_value(const char *text) {
 
 static cJSON *trial_json(const kt_trial_row *t) {
   cJSON *o = cJSON_CreateObject();
-  int compiled = strcmp(t->status, "compile_error");
+  kt_trial_status ts;
+  int compiled = kt_trial_status_parse(t->status, &ts) || ts != KT_TRIAL_COMPILE_ERROR;
   if (!o) return NULL;
   cJSON_AddItemToObject(o, "config", json_value(t->config));
   cJSON_AddStringToObject(o, "status", t->status);
