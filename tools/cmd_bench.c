@@ -2,7 +2,6 @@
 ** synthetic inputs, with the tuner's timer: CUDA events around repeated
 ** launches, the median and the spread. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "shape.h"
@@ -28,20 +27,27 @@ typedef struct bench {
   int json;
 } bench;
 
-/* Time the call; *source says where the config came from. */
-static int run(const bench *b, kt_runtime *rt, kt_kernel *k, kt_inputs *in, const char **source) {
+/* Where the timed config came from: its JSON name, and its words. */
+enum source { GIVEN, CACHED, DEFAULT };
+static const struct {
+  const char *name, *words;
+} sources[] = {{"given", ""}, {"cached", " (cached)"}, {"default", " (default: not in the cache)"}};
+
+/* Time the call, and say where its config came from. */
+static int run(const bench *b, kt_runtime *rt, kt_kernel *k, kt_inputs *in) {
   kt_tune_report *r = NULL;
+  enum source from;
   double med, spread;
   int n = kt_kernel_nparams(k);
   char cfg[512];
   if (b->config) {
     snprintf(cfg, sizeof cfg, "%s", b->config);
-    *source = "given";
+    from = GIVEN;
   } else if (kt_kernel_lookup(k, kt_inputs_args(in), n, &r)) {
     return cli_fail("bench", "%s", cli_errmsg(rt));
   } else {
     snprintf(cfg, sizeof cfg, "%s", r->config);
-    *source = r->outcome == KT_TUNE_NOT_TUNED ? "default" : "cached";
+    from = r->outcome == KT_TUNE_NOT_TUNED ? DEFAULT : CACHED;
     kt_tune_report_free(r);
   }
   if (kt_kernel_time(k, kt_inputs_args(in), n, cfg, &med, &spread)) return cli_fail("bench", "%s", cli_errmsg(rt));
@@ -50,13 +56,12 @@ static int run(const bench *b, kt_runtime *rt, kt_kernel *k, kt_inputs *in, cons
     cJSON_AddStringToObject(o, "kernel", kt_kernel_name(k));
     cJSON_AddStringToObject(o, "shape", b->shape);
     cJSON_AddItemToObject(o, "config", cfg[0] == '{' ? cJSON_Parse(cfg) : cJSON_CreateString(cfg));
-    cJSON_AddStringToObject(o, "source", *source);
+    cJSON_AddStringToObject(o, "source", sources[from].name);
     cJSON_AddNumberToObject(o, "median_us", med);
     cJSON_AddNumberToObject(o, "spread_us", spread);
     return cli_print_json(o);
   }
-  printf("%s %s: %s%s: %.2f us (spread %.2f us)\n", kt_kernel_name(k), b->shape, cfg,
-         !strcmp(*source, "given") ? "" : !strcmp(*source, "cached") ? " (cached)" : " (default: not in the cache)", med,
+  printf("%s %s: %s%s: %.2f us (spread %.2f us)\n", kt_kernel_name(k), b->shape, cfg, sources[from].words, med,
          spread);
   return EXIT_OK;
 }
@@ -86,9 +91,8 @@ int cmd_bench(int argc, char **argv) {
     rc = cli_usage("bench", "--shape %s: %s", b.shape, err);
   } else {
     kt_inputs *in = NULL;
-    const char *source;
     rc = kt_inputs_make(k, args, kt_kernel_nparams(k), 1, &in) ? cli_fail("bench", "%s", cli_errmsg(rt))
-                                                                 : run(&b, rt, k, in, &source);
+                                                                 : run(&b, rt, k, in);
     kt_inputs_free(in);
   }
   kt_runtime_close(rt);
