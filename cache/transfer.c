@@ -11,6 +11,13 @@
 #include "cache/codec.h"
 #include "cache/db.h"
 
+/* The time of the row p is at, or -1 where it holds none: text (read as
+** 0), a negative or a non-finite number. */
+static double row_time(sqlite3_stmt *p, int col, double t) {
+  int type = sqlite3_column_type(p, col);
+  return (type == SQLITE_FLOAT || type == SQLITE_INTEGER) && isfinite(t) && t >= 0 ? t : -1;
+}
+
 int kt__store_list(kt_store *s, const char *kernel, int (*fn)(void *user, const kt__cfgrow *r, int from_system),
                    void *user, char *err, size_t errlen) {
   int st = KT__C_OK;
@@ -29,13 +36,14 @@ int kt__store_list(kt_store *s, const char *kernel, int (*fn)(void *user, const 
       break;
     }
     if (kernel) sqlite3_bind_text(p, 1, kernel, -1, SQLITE_TRANSIENT);
-    int rc;
+    int rc, tcol = kt__row_col(&kt__configs_table, "time_us");
     while ((rc = kt__db_step(p)) == SQLITE_ROW) {
       kt__cfgrow r;
       if ((st = kt__row_read(p, &kt__configs_table, &r, 0))) {
         snprintf(err, errlen, "%s: listing configs: out of memory", s->path);
         break;
       }
+      r.time_us = row_time(p, tcol, r.time_us);
       if (fn(user, &r, d == 1)) break;
     }
     if (!st && rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, dbs[d], "listing configs", err, errlen);

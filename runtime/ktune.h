@@ -885,7 +885,8 @@ KT_API const char *kt_cache_path(const kt_runtime *rt);
 ** trials up by the file's own text; given a copy, by the text shown). */
 typedef struct kt_cache_row {
   const char *kernel, *spec_hash, *device, *key, *config;
-  double time_us;
+  double time_us;                 /* -1 where the row holds no time (text,
+                                     a negative or non-finite number) */
   int candidates, rejected;
   const char *nvrtc_version, *driver_version;
   int64_t created_at, updated_at; /* seconds since the epoch */

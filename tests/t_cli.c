@@ -753,6 +753,38 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
 }
 
+/* A configs row whose time is no time (text, which SQLite reads as 0; a
+** negative number) is listed with "-" (null in JSON), never as a time of
+** 0.00 that no tuning could beat; by ktune and by python -m ktune. */
+static void rows_without_a_time_show_none(void) {
+  char out[4096], db[700];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(db, sizeof db, "%s/notime.db", dir);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
+                          " updated_at) VALUES ('k', 'h', 'GPU', '{\"D\":1}', '{}', 'fast', 1, strftime('%s', 'now')),"
+                          " ('k', 'h', 'GPU', '{\"D\":2}', '{}', -3, 1, strftime('%s', 'now')),"
+                          " ('k', 'h', 'GPU', '{\"D\":3}', '{}', 2.5, 1, strftime('%s', 'now'))"),
+            0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_STR_EQ(out, "kernel  device  key      config  time_us  age  source\n"
+                     "k       GPU     {\"D\":1}  {}            -  0s   user\n"
+                     "k       GPU     {\"D\":2}  {}            -  0s   user\n"
+                     "k       GPU     {\"D\":3}  {}         2.50  0s   user\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s | grep -o '\"time_us\":[^,]*'", bin(), db), 0);
+  ASSERT_STR_EQ(out, "\"time_us\":null\n\"time_us\":null\n\"time_us\":2.5\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show k --cache %s | grep '  config'", bin(), db), 0);
+  ASSERT_STR_EQ(out, "  config {}: - us\n  config {}: - us\n  config {}: 2.50 us\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list --cache %s",
+                 db),
+            0);
+  ASSERT_STR_EQ(out, "kernel  device  key      config  time_us\n"
+                     "k       GPU     {\"D\":1}  {}      -\n"
+                     "k       GPU     {\"D\":2}  {}      -\n"
+                     "k       GPU     {\"D\":3}  {}      2.50\n");
+}
+
 /* ktune show --json gives a trial's resources where the candidate was
 ** compiled, and null for one that did not compile (its row holds 0s). */
 static void show_leaves_no_resources_for_compile_errors(void) {
@@ -799,6 +831,7 @@ const kt_test t_cli_tests[] = {
     {"cli: text from a cache file is printed with control and non-UTF-8 bytes escaped", text_from_files_is_printed_escaped},
     {"cli: a row from the future is 0s old", rows_from_the_future_are_0s_old},
     {"cli: show gives no resources for a trial that did not compile", show_leaves_no_resources_for_compile_errors},
+    {"cli: a row whose time is no time is listed with -, never 0.00", rows_without_a_time_show_none},
     {"cli: usage errors exit 2 with a message", usage_errors},
     {"cli: compile writes one cubin per variant, PTX past NVRTC's newest arch", compile_writes_cubins},
     {"cli: compile ignores the working directory's headers", compile_ignores_the_working_directory},

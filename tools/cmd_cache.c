@@ -100,6 +100,12 @@ typedef struct listing {
   int n, cap;
 } listing;
 
+/* A configs row's time for people: "-" where the row holds none. */
+static void time_text(char *t, size_t n, double us) {
+  if (us < 0) snprintf(t, n, "-");
+  else snprintf(t, n, "%.2f", us);
+}
+
 static cJSON *row_json(listing *l, const kt_cache_row *r) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
@@ -108,7 +114,7 @@ static cJSON *row_json(listing *l, const kt_cache_row *r) {
   cJSON_AddStringToObject(o, "device", r->device);
   cJSON_AddItemToObject(o, "key", json_value(r->key));
   cJSON_AddItemToObject(o, "config", json_value(r->config));
-  cJSON_AddNumberToObject(o, "time_us", r->time_us);
+  cJSON_AddItemToObject(o, "time_us", cli_json_num(r->time_us));
   cJSON_AddNumberToObject(o, "candidates", r->candidates);
   cJSON_AddNumberToObject(o, "rejected", r->rejected);
   cJSON_AddNumberToObject(o, "updated_at", (double)r->updated_at);
@@ -196,10 +202,11 @@ static int on_row(void *user, const kt_cache_row *r) {
     return 0;
   }
   if (l->trials) {
-    char v[4][4096];
-    printf("%s  %s  %s\n  config %s: %.2f us\n", cli_visible(r->kernel, v[0], sizeof v[0]),
+    char v[4][4096], t[32];
+    time_text(t, sizeof t, r->time_us);
+    printf("%s  %s  %s\n  config %s: %s us\n", cli_visible(r->kernel, v[0], sizeof v[0]),
            cli_visible(r->device, v[1], sizeof v[1]), cli_visible(r->key, v[2], sizeof v[2]),
-           cli_visible(r->config, v[3], sizeof v[3]), r->time_us);
+           cli_visible(r->config, v[3], sizeof v[3]), t);
     printf("    %-40s %-13s %9s %8s %5s %7s %6s  %s\n", "candidate", "status", "median_us", "spread", "regs", "smem",
            "spill", "detail");
     kt_cache_trials(l->rt, r, print_trial, l);
@@ -208,7 +215,7 @@ static int on_row(void *user, const kt_cache_row *r) {
     return 0;
   }
   char t[32], a[16];
-  snprintf(t, sizeof t, "%.2f", r->time_us);
+  time_text(t, sizeof t, r->time_us);
   age(a, sizeof a, r->updated_at);
   const char *cells[NCOLS] = {r->kernel, r->device, r->key, r->config, t, a, r->from_system ? "system" : "user"};
   return keep_cells(l, cells);

@@ -115,7 +115,7 @@ def list_configs(args):
             r = r.contents
             text = lambda b: b.decode(errors="backslashreplace")  # noqa: E731 -- UTF-8 from the library
             rows.append({"kernel": text(r.kernel), "device": text(r.device), "key": text(r.key),
-                         "config": text(r.config), "time_us": r.time_us})
+                         "config": text(r.config), "time_us": r.time_us if r.time_us >= 0 else None})
             return 0
         except BaseException as e:  # noqa: BLE001 -- raised once kt_cache_list returns
             failed.append(e)
@@ -139,7 +139,8 @@ def list_configs(args):
     width = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols) + "  time_us")
     for r in rows:
-        print("  ".join(r[c].ljust(width[c]) for c in cols) + "  %.2f" % r["time_us"])
+        t = r["time_us"]
+        print("  ".join(r[c].ljust(width[c]) for c in cols) + ("  %.2f" % t if t is not None else "  -"))
     return 0
 
 
