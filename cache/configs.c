@@ -12,12 +12,11 @@
 ** use); or its config is the stale one the caller found outside the
 ** spec's space. */
 static int gives_way(sqlite3_stmt *t, const kt__cfgrow *r, const char *stale, int *oom) {
-  double was = sqlite3_column_double(t, 0);
-  int type = sqlite3_column_type(t, 0);
+  double was = kt__db_time(t, 0);
   const char *config = kt__db_text(t, 1, oom);
   char canon[KT__CONFIG_JSON_MAX], why[128];
   if (*oom) return 0;
-  if ((type != SQLITE_FLOAT && type != SQLITE_INTEGER) || !(was >= 0) || !isfinite(was)) return 1;
+  if (was < 0) return 1;
   /* A reader takes a config's text whole or not at all (get_config_from). */
   if (strlen(config) >= sizeof canon || kt__codec_canon(config, 1, canon, sizeof canon, why, sizeof why)) return 1;
   return r->time_us < was || (stale && !strcmp(config, stale));
@@ -74,7 +73,7 @@ static int get_config_from(kt_store *s, sqlite3 *db, sqlite3_stmt *q, const char
     ** which no config parses from, rather than a cut one. */
     const char *text = kt__db_text(q, 0, &oom);
     snprintf(config, n, "%s", strlen(text) < n ? text : "");
-    if (time_us) *time_us = sqlite3_column_double(q, 1);
+    if (time_us) *time_us = kt__db_time(q, 1);
     st = oom ? (snprintf(err, errlen, "%s: reading configs: out of memory", s->path), KT__C_NOMEM) : KT__C_OK;
   } else if (rc != SQLITE_DONE) {
     st = kt__db_err(s, db, "reading configs", err, errlen);

@@ -1,5 +1,6 @@
 /* What every file of cache/ uses: errors, steps that outlast a busy
 ** database, binds, the clock and the log. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -67,6 +68,12 @@ const char *kt__db_text(sqlite3_stmt *st, int col, int *oom) {
   const char *v = (const char *)sqlite3_column_text(st, col);
   if (!v && sqlite3_column_type(st, col) != SQLITE_NULL) *oom = 1;
   return v ? v : "";
+}
+
+double kt__db_time(sqlite3_stmt *st, int col) {
+  int type = sqlite3_column_type(st, col);
+  double t = sqlite3_column_double(st, col);
+  return (type == SQLITE_FLOAT || type == SQLITE_INTEGER) && isfinite(t) && t >= 0 ? t : -1;
 }
 
 void kt__db_bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash, const char *device, const char *key) {

@@ -70,6 +70,10 @@ int kt__db_end(kt_store *s, int st, char *err, size_t errlen);
 void kt__db_bind_text(sqlite3_stmt *st, int i, const char *v);
 /* A column's text ("" for NULL); *oom set when SQLite could not make it. */
 const char *kt__db_text(sqlite3_stmt *st, int col, int *oom);
+/* A column's time in microseconds, or -1 where it holds none: NULL, text
+** (which SQLite reads as 0, a time no tuning would ever beat), a negative
+** or a non-finite number. */
+double kt__db_time(sqlite3_stmt *st, int col);
 void kt__db_bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash, const char *device, const char *key);
 int64_t kt__db_now(void);
 void kt__db_log(const kt_store *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -11,13 +11,6 @@
 #include "cache/codec.h"
 #include "cache/db.h"
 
-/* The time of the row p is at, or -1 where it holds none: text (read as
-** 0), a negative or a non-finite number. */
-static double row_time(sqlite3_stmt *p, int col, double t) {
-  int type = sqlite3_column_type(p, col);
-  return (type == SQLITE_FLOAT || type == SQLITE_INTEGER) && isfinite(t) && t >= 0 ? t : -1;
-}
-
 int kt__store_list(kt_store *s, const char *kernel, int (*fn)(void *user, const kt__cfgrow *r, int from_system),
                    void *user, char *err, size_t errlen) {
   int st = KT__C_OK;
@@ -43,7 +36,7 @@ int kt__store_list(kt_store *s, const char *kernel, int (*fn)(void *user, const 
         snprintf(err, errlen, "%s: listing configs: out of memory", s->path);
         break;
       }
-      r.time_us = row_time(p, tcol, r.time_us);
+      r.time_us = kt__db_time(p, tcol);
       if (fn(user, &r, d == 1)) break;
     }
     if (!st && rc != SQLITE_ROW && rc != SQLITE_DONE) st = kt__db_err(s, dbs[d], "listing configs", err, errlen);
@@ -209,13 +202,12 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
   while (!st && (rc = kt__db_step(p)) == SQLITE_ROW) {
     kt__cfgrow r;
     char key[KT__JSON_MAX(KT__KV_MAX)], cfg[KT__CONFIG_JSON_MAX], why[256];
-    int tt = sqlite3_column_type(p, tcol);
     if ((st = kt__row_read(p, &kt__configs_table, &r, 0))) break;
     /* A row another program wrote that no lookup could match, or whose
     ** time is no time: text reads as 0, which no tuning would ever beat. */
     if (kt__codec_canon(r.key, 0, key, sizeof key, why, sizeof why) ||
-        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || (tt != SQLITE_FLOAT && tt != SQLITE_INTEGER) ||
-        !isfinite(r.time_us) || r.time_us < 0 || row_text_fault(&kt__configs_table, &r)) {
+        kt__codec_canon(r.config, 1, cfg, sizeof cfg, why, sizeof why) || kt__db_time(p, tcol) < 0 ||
+        row_text_fault(&kt__configs_table, &r)) {
       skipped++;
       continue;
     }

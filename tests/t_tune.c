@@ -1,6 +1,7 @@
 /* The tuner's pure logic, on the CPU: keys, alias groups, comparisons,
 ** cached configs, single flight. */
 #include <math.h>
+#include <sqlite3.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -499,6 +500,18 @@ static void damaged_ok_trials_are_measured_again(void) {
   ASSERT_STATUS(kt__tuner_new(&k->p, &rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
   ASSERT_EQ(kt__tuner_pending(t), 3);
   kt__tuner_free(t);
+  /* A configs row whose time is text: the key is cached, its time unknown
+  ** (-1), not 0. */
+  char *q = sqlite3_mprintf("INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at, "
+                            "updated_at) VALUES ('rmsnorm_small', %Q, %Q, %Q, %Q, 'fast', 1, 1)",
+                            k->p.spec_hash, rt->env.fingerprint, sc.key, cfgs[3]);
+  ASSERT_EQ(t_db_exec(path, q), 0);
+  sqlite3_free(q);
+  kt_tune_report *r = NULL;
+  ASSERT_STATUS(kt_kernel_lookup(k, sc.a, 7, &r), KT_OK);
+  ASSERT_TRUE(r && r->outcome == KT_TUNE_CACHED && !strcmp(r->config, cfgs[3]));
+  ASSERT_TRUE(r && r->time_us == -1);
+  kt_tune_report_free(r);
   kt_runtime_close(rt);
 }
 
