@@ -216,7 +216,8 @@ static int export_configs(kt_store *s, FILE *out, char *err, size_t errlen) {
     st = emit(out, row_json(&kt__configs_table, &r, NULL), n++ ? "," : "");
   }
   if (!st && rc != SQLITE_DONE) st = kt__db_err(s, s->db, "exporting", err, errlen);
-  if (skipped) kt__db_log(s, 1, "%s: %d configs rows are not canonical or hold no time, and are not exported", s->path, skipped);
+  if (skipped)
+    kt__db_log(s, 1, "%s: %d configs rows are not canonical or hold no time, and are not exported", s->path, skipped);
   if (st == KT__C_NOMEM) snprintf(err, errlen, "%s: exporting: out of memory", s->path);
   sqlite3_finalize(p);
   return st;
