@@ -753,15 +753,22 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
 }
 
+/* An empty cache NAME in a fresh directory (ktune gc makes one), its path
+** into db: 0, or -1. */
+static int empty_cache(const char *name, char *db, size_t n) {
+  char out[4096];
+  const char *dir = t_tmpdir();
+  if (!dir) return -1;
+  snprintf(db, n, "%s/%s", dir, name);
+  return t_sh(out, sizeof out, "%s gc --cache %s", bin(), db) ? -1 : 0;
+}
+
 /* A configs row whose time is no time (text, which SQLite reads as 0; a
 ** negative number) is listed with "-" (null in JSON), never as a time of
 ** 0.00 that no tuning could beat; by ktune and by python -m ktune. */
 static void rows_without_a_time_show_none(void) {
   char out[4096], db[700];
-  const char *dir = t_tmpdir();
-  ASSERT_TRUE(dir);
-  snprintf(db, sizeof db, "%s/notime.db", dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(empty_cache("notime.db", db, sizeof db), 0);
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES ('k', 'h', 'GPU', '{\"D\":1}', '{}', 'fast', 1, strftime('%s', 'now')),"
                           " ('k', 'h', 'GPU', '{\"D\":2}', '{}', -3, 1, strftime('%s', 'now')),"
@@ -789,10 +796,7 @@ static void rows_without_a_time_show_none(void) {
 ** compiled, and null for one that did not compile (its row holds 0s). */
 static void show_leaves_no_resources_for_compile_errors(void) {
   char out[4096], db[700];
-  const char *dir = t_tmpdir();
-  ASSERT_TRUE(dir);
-  snprintf(db, sizeof db, "%s/show.db", dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(empty_cache("show.db", db, sizeof db), 0);
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES ('k', 'h', 'GPU', '{}', '{\"B\":1}', 1, 1, 1);"
                           "INSERT INTO trials (kernel, spec_hash, device, key, config, status, median_us, spread_us,"
@@ -812,10 +816,7 @@ static void show_leaves_no_resources_for_compile_errors(void) {
 ** old, never -1s. */
 static void rows_from_the_future_are_0s_old(void) {
   char out[4096], db[700];
-  const char *dir = t_tmpdir();
-  ASSERT_TRUE(dir);
-  snprintf(db, sizeof db, "%s/future.db", dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(empty_cache("future.db", db, sizeof db), 0);
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES ('k', 'h', 'GPU', '{}', '{}', 1, 1, strftime('%s', 'now') + 3600)"),
             0);

@@ -40,6 +40,25 @@ static inline kt_kernel *kt_fuzz_kernel(const char *path, const kt_coordinator *
   return k;
 }
 
+/* The bytes of an input, read from the front; 0 once they run out. */
+typedef struct kt_fuzz_bytes {
+  const uint8_t *p;
+  size_t n;
+} kt_fuzz_bytes;
+
+static inline uint8_t kt_fuzz_take(kt_fuzz_bytes *b) {
+  if (!b->n) return 0;
+  b->n--;
+  return *b->p++;
+}
+
+/* Eight bytes, the first the most significant. */
+static inline uint64_t kt_fuzz_take64(kt_fuzz_bytes *b) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | kt_fuzz_take(b);
+  return v;
+}
+
 #ifdef KT_LIBFUZZER
 #define KT_FUZZ_ENTRY(fn) \
   int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fn(data, size); }

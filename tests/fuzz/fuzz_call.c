@@ -23,59 +23,42 @@ static const char *const specs[] = {
 };
 enum { NSPECS = sizeof specs / sizeof specs[0] };
 
-/* The bytes, read from the front; 0 once they run out. */
-typedef struct bytes {
-  const uint8_t *p;
-  size_t n;
-} bytes;
 
-static uint8_t take(bytes *b) {
-  if (!b->n) return 0;
-  b->n--;
-  return *b->p++;
-}
-
-static uint64_t take64(bytes *b) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v = v << 8 | take(b);
-  return v;
-}
-
-static int64_t an_int(bytes *b) {
+static int64_t an_int(kt_fuzz_bytes *b) {
   static const int64_t edges[] = {0, 1, -1, 2, 3, 4, 7, 8, 16, 24, 64, 96, 255, 256, 1000, 1024, 2048, 4096,
                                   8192, 16384, 65536, 1 << 20, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
-  uint8_t c = take(b);
-  return c < 224 ? edges[c % (sizeof edges / sizeof edges[0])] : (int64_t)take64(b);
+  uint8_t c = kt_fuzz_take(b);
+  return c < 224 ? edges[c % (sizeof edges / sizeof edges[0])] : (int64_t)kt_fuzz_take64(b);
 }
 
-static float a_float(bytes *b) {
+static float a_float(kt_fuzz_bytes *b) {
   static const float edges[] = {0.0f, 1e-6f, 1e-5f, 1.0f, -1.0f, 0.5f, 1e38f, -1e38f, 1e-45f, INFINITY, -INFINITY};
-  uint8_t c = take(b);
+  uint8_t c = kt_fuzz_take(b);
   if (c == 255) return NAN;
   if (c < 224) return edges[c % (sizeof edges / sizeof edges[0])];
-  uint32_t u = (uint32_t)take64(b);
+  uint32_t u = (uint32_t)kt_fuzz_take64(b);
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
 }
 
-static uint64_t an_address(bytes *b, int i) {
-  uint8_t c = take(b);
+static uint64_t an_address(kt_fuzz_bytes *b, int i) {
+  uint8_t c = kt_fuzz_take(b);
   switch (c % 8) {
   case 0: return 0;
   case 1: return (uint64_t)(i + 1) << 40;                     /* far apart */
   case 2: return ((uint64_t)1 << 40) + (uint64_t)(c >> 3) * 4; /* close: they may overlap */
   case 3: return UINT64_MAX - ((uint64_t)(c >> 3) << 12) + 1;  /* near the end */
   case 4: return ((uint64_t)(i + 1) << 40) + 1;              /* misaligned */
-  default: return take64(b);
+  default: return kt_fuzz_take64(b);
   }
 }
 
-static kt_arg an_arg(bytes *b, const kt_param_info *p, int i) {
-  uint8_t c = take(b);
+static kt_arg an_arg(kt_fuzz_bytes *b, const kt_param_info *p, int i) {
+  uint8_t c = kt_fuzz_take(b);
   kt_arg_kind kind = c < 240 ? p->kind : (kt_arg_kind)(c % 6);
   kt_dtype dt = KT_DTYPE_NONE;
-  if (kt_dtype_parse(p->dtype, &dt) || (c & 7) == 7) dt = (kt_dtype)(take(b) % 12);
+  if (kt_dtype_parse(p->dtype, &dt) || (c & 7) == 7) dt = (kt_dtype)(kt_fuzz_take(b) % 12);
   switch (kind) {
   case KT_ARG_PTR: return kt_arg_ptr(an_address(b, i), dt);
   case KT_ARG_I32: return kt_arg_i32((int32_t)an_int(b));
@@ -122,8 +105,8 @@ static void check(kt_kernel *k, const kt_arg *a, int n) {
 
 int kt_fuzz_call(const uint8_t *data, size_t size) {
   static kt_kernel *kernels[NSPECS];
-  bytes b = {data, size};
-  uint8_t which = take(&b);
+  kt_fuzz_bytes b = {data, size};
+  uint8_t which = kt_fuzz_take(&b);
   int s = which % NSPECS;
   if (!kernels[s]) kernels[s] = kt_fuzz_kernel(specs[s], NULL);
   kt_kernel *k = kernels[s];

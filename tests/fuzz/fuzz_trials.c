@@ -77,23 +77,12 @@ static void setup(void) {
   atexit(remove_files);
 }
 
-/* The bytes, read from the front; 0 once they run out. */
-typedef struct bytes {
-  const uint8_t *p;
-  size_t n;
-} bytes;
-
-static uint8_t take(bytes *b) {
-  if (!b->n) return 0;
-  b->n--;
-  return *b->p++;
-}
 
 /* A time as a row may hold it, bound at i; *sound when it is one a sound
 ** "ok" row has (> 0 and finite, stored as a number). */
-static void bind_time(sqlite3_stmt *st, int i, bytes *b, int *sound) {
+static void bind_time(sqlite3_stmt *st, int i, kt_fuzz_bytes *b, int *sound) {
   static const double edges[] = {0.0, -1.0, -0.0, 1e-300, 5.0, 1e300, INFINITY, -INFINITY, NAN};
-  uint8_t c = take(b);
+  uint8_t c = kt_fuzz_take(b);
   double v;
   *sound = 0;
   switch (c % 4) {
@@ -104,8 +93,7 @@ static void bind_time(sqlite3_stmt *st, int i, bytes *b, int *sound) {
       return;
     case 2: v = edges[(c >> 2) % (sizeof edges / sizeof edges[0])]; break;
     default: {
-      uint64_t u = 0;
-      for (int j = 0; j < 8; j++) u = u << 8 | take(b);
+      uint64_t u = kt_fuzz_take64(b);
       memcpy(&v, &u, sizeof v);
     }
   }
@@ -118,7 +106,7 @@ typedef struct model {
   int quarantined[NCAND], sound[NCAND], status[NCAND];
 } model;
 
-static void put_rows(bytes *b, model *m) {
+static void put_rows(kt_fuzz_bytes *b, model *m) {
   sqlite3_stmt *ins, *q;
   if (sqlite3_exec(db, "DELETE FROM trials; DELETE FROM quarantine", NULL, NULL, NULL) ||
       sqlite3_prepare_v2(db,
@@ -131,9 +119,9 @@ static void put_rows(bytes *b, model *m) {
                          -1, &q, NULL))
     abort();
   memset(m, 0, sizeof *m);
-  int rows = take(b) % (NROWS + 1);
+  int rows = kt_fuzz_take(b) % (NROWS + 1);
   for (int r = 0; r < rows; r++) {
-    int c = take(b) % (NCAND + 1), s = take(b) % NSTATUS, quarantine = take(b) % 4 == 0, sound, spread_sound;
+    int c = kt_fuzz_take(b) % (NCAND + 1), s = kt_fuzz_take(b) % NSTATUS, quarantine = kt_fuzz_take(b) % 4 == 0, sound, spread_sound;
     sqlite3_stmt *st = quarantine ? q : ins;
     sqlite3_bind_text(st, 1, k->p.spec->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, k->p.spec_hash, -1, SQLITE_STATIC);
@@ -178,7 +166,7 @@ static void check(const kt__tuner *t, const model *m) {
 
 int kt_fuzz_trials(const uint8_t *data, size_t size) {
   setup();
-  bytes b = {data, size};
+  kt_fuzz_bytes b = {data, size};
   model m;
   put_rows(&b, &m);
   kt__tuner *t;
