@@ -395,6 +395,13 @@ static uint64_t vals_hash(const kt__prog *p, const int64_t *vals) {
   return XXH3_64bits_withSeed(vals, (size_t)p->spec->ntargs * sizeof vals[0], p->variant_seed);
 }
 
+/* c's variant in the table, or NULL; whatever its state. */
+static kt__variant *find_call(const kt__prog *p, const kt__call *c) {
+  int64_t vals[KT_MAX_TARGS];
+  kt__variant_vals(p, c, vals);
+  return find(&p->vt, vals_hash(p, vals), vals);
+}
+
 kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcattrs *attrs) {
   int64_t vals[KT_MAX_TARGS];
   kt__variant_vals(p, c, vals);
@@ -417,23 +424,17 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
 }
 
 int kt__variant_refused(kt__prog *p, const kt__call *c) {
-  int64_t vals[KT_MAX_TARGS];
-  kt__variant_vals(p, c, vals);
-  kt__variant *v = find(&p->vt, vals_hash(p, vals), vals);
+  kt__variant *v = find_call(p, c);
   return v && wait_built(&p->vt, v) == V_FAILED && v->refused;
 }
 
 int kt__variant_settled(kt__prog *p, const kt__call *c) {
-  int64_t vals[KT_MAX_TARGS];
-  kt__variant_vals(p, c, vals);
-  kt__variant *v = find(&p->vt, vals_hash(p, vals), vals);
+  kt__variant *v = find_call(p, c);
   return v && wait_built(&p->vt, v) != V_UNBUILT;
 }
 
 int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms) {
-  int64_t vals[KT_MAX_TARGS];
-  kt__variant_vals(p, c, vals);
-  const kt__variant *v = find(&p->vt, vals_hash(p, vals), vals);
+  const kt__variant *v = find_call(p, c);
   *cubin = NULL;
   *size = 0;
   *ms = 0;
@@ -447,9 +448,7 @@ int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, 
 }
 
 int kt__variant_binary(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, const char **lowered) {
-  int64_t vals[KT_MAX_TARGS];
-  kt__variant_vals(p, c, vals);
-  const kt__variant *v = find(&p->vt, vals_hash(p, vals), vals);
+  const kt__variant *v = find_call(p, c);
   if (!v || atomic_load_explicit(&v->state, memory_order_acquire) != V_READY || !v->lowered || !v->cubin_size) return -1;
   *cubin = v->cubin;
   *size = v->cubin_size;
