@@ -62,7 +62,7 @@ void kt__report_tuning(kt__report *r, const kt__tuner *t, int writable) {
   for (int i = 0; i < n; i++) {
     if (cd[i].status == KT__PENDING) continue;
     int pruned = cd[i].status == KT_TRIAL_PRUNED; /* neither run nor stored */
-    int stored = writable && !pruned && (cd[i].prior || (!cd[i].unconfirmed && !cd[i].transient));
+    int stored = writable && !pruned && (cd[i].prior || kt__cand_keepable(&cd[i]));
     add(r, cd[i].json, (kt_trial_status)cd[i].status, cd[i].median, cd[i].spread, cd[i].detail,
         !cd[i].prior && !pruned, cd[i].quarantined, stored);
   }

@@ -71,5 +71,8 @@ const kt__strategy *kt__strategy_for(kt_strategy which, int pending);
 int kt__search_sample(const kt__search *s, int *batch, int max);
 
 static inline int kt__cand_ok(const kt__cand *cd) { return cd->status == KT_TRIAL_OK; }
+/* Whether the cache may keep cd's result: not a rejection only the
+** caller's data caused, nor a failure of this process. */
+static inline int kt__cand_keepable(const kt__cand *cd) { return !cd->unconfirmed && !cd->transient; }
 
 #endif

@@ -239,7 +239,7 @@ void kt__tuner_free(kt__tuner *t) {
 static int writable(const kt__tuner *t) { return t->env->store && !kt__store_readonly(t->env->store); }
 
 static void store_trial(kt__tuner *t, const kt__cand *cd) {
-  if (!writable(t) || cd->prior || cd->unconfirmed || cd->transient) return;
+  if (!writable(t) || cd->prior || !kt__cand_keepable(cd)) return;
   int ok = cd->status == KT_TRIAL_OK;
   kt__trialrow tr = {.kernel = t->p->spec->name, .spec_hash = t->p->spec_hash, .device = t->env->fingerprint,
                      .key = t->key, .config = cd->json, .status = kt_trial_status_name((kt_trial_status)cd->status),
