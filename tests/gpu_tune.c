@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "device/driver.h"
+#include "device/nvrtc.h"
 #include "device/rcompile.h"
 #include "tune/compare.h"
 #include "tune/devcompare.h"
@@ -461,6 +462,13 @@ static void only_source_refusals_are_stored(void) {
   ASSERT_EQ(c.stored, 1);
   ASSERT_CONTAINS(detail, "static assertion failed with \"B = 3 does not compile\"");
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'compile_error'"), 1);
+  /* The verdict names the NVRTC that gave it (another one may take it). */
+  char sql[200];
+  int v = kt__nvrtc_version();
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM trials WHERE status = 'compile_error' AND detail LIKE 'NVRTC %d.%d: %%'",
+           v / 1000, v % 1000 / 10);
+  ASSERT_EQ(t_db_int(cache, sql), 1);
+  ASSERT_EQ(strncmp(detail, "NVRTC ", 6), 0);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'ok'"), 2);
   /* Another key; B=1 and B=2 load from the cache's cubins, and B=3 goes to
   ** a helper that crashes. */

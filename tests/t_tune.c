@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "call/alias.h"
+#include "device/nvrtc.h"
 #include "tune/compare.h"
 #include "tune/evidence.h"
 #include "tune/inputs.h"
@@ -406,12 +407,17 @@ static int small_call_open(small_call *sc, const char *name, char *logged) {
 static const char *const small_cfgs[4] = {"{\"BLOCK\":128,\"ROWS\":1,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":1,\"VEC\":8}",
                                           "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":1}", "{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}"};
 
-static int put_small_trial(const small_call *sc, const char *config, const char *status, double median_us) {
+static int put_small_trial_said(const small_call *sc, const char *config, const char *status, double median_us,
+                               const char *detail) {
   char err[KT_ERRMAX];
   kt__trialrow tr = {.kernel = "rmsnorm_small", .spec_hash = sc->k->p.spec_hash, .device = sc->rt->env.fingerprint,
                      .key = sc->key, .config = config, .status = status, .median_us = median_us,
-                     .spread_us = median_us > 0 ? 0.1 : -1, .detail = ""};
+                     .spread_us = median_us > 0 ? 0.1 : -1, .detail = detail};
   return kt__store_put_trial(sc->rt->env.store, &tr, err, sizeof err) ? -1 : 0;
+}
+
+static int put_small_trial(const small_call *sc, const char *config, const char *status, double median_us) {
+  return put_small_trial_said(sc, config, status, median_us, "");
 }
 
 /* A key whose every stored trial is a rejection is not a dead end: the
@@ -513,6 +519,41 @@ static void damaged_ok_trials_are_measured_again(void) {
   ASSERT_TRUE(r && r->time_us == -1);
   kt_tune_report_free(r);
   kt_runtime_close(rt);
+}
+
+/* A compile_error trial is the verdict of the NVRTC that gave it, named at
+** the start of its detail: a row without this NVRTC's name (another
+** version's, or one an older ktune wrote without a name) settles nothing,
+** since this compiler may take the source. */
+static void compile_verdicts_of_another_nvrtc_are_measured_again(void) {
+  static char logged[4096];
+  small_call sc;
+  ASSERT_EQ(small_call_open(&sc, "verdicts.db", logged), 0);
+  const char *const *cfgs = small_cfgs;
+  kt__tuner *t;
+  ASSERT_STATUS(kt__tuner_new(&sc.k->p, &sc.rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
+  kt__tuner_free(t);
+  int v = kt__nvrtc_version();
+  ASSERT_TRUE(v >= 12000);
+  char mine[128], other[128];
+  snprintf(mine, sizeof mine, "NVRTC %d.%d: small.cu(3): error: B too large", v / 1000, v % 1000 / 10);
+  snprintf(other, sizeof other, "NVRTC %d.%d: small.cu(3): error: B too large", v / 1000 - 1, 8);
+  ASSERT_EQ(put_small_trial_said(&sc, cfgs[0], "compile_error", -1, "small.cu(3): error: B too large"), 0);
+  ASSERT_EQ(put_small_trial_said(&sc, cfgs[1], "compile_error", -1, other), 0);
+  ASSERT_EQ(put_small_trial_said(&sc, cfgs[2], "compile_error", -1, mine), 0);
+  ASSERT_EQ(put_small_trial(&sc, cfgs[3], "ok", 5), 0);
+  ASSERT_STATUS(kt__tuner_new(&sc.k->p, &sc.rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
+  ASSERT_EQ(kt__tuner_pending(t), 2);
+  int n;
+  const kt__cand *cd = kt__tuner_candidates(t, &n);
+  ASSERT_EQ(n, 4);
+  for (int i = 0; i < n; i++) {
+    int settled = !strcmp(cd[i].json, cfgs[2]) || !strcmp(cd[i].json, cfgs[3]);
+    ASSERT_EQ(cd[i].prior, settled);
+    if (!strcmp(cd[i].json, cfgs[2])) ASSERT_EQ(cd[i].status, KT_TRIAL_COMPILE_ERROR);
+  }
+  kt__tuner_free(t);
+  kt_runtime_close(sc.rt);
 }
 
 /* The plan of where a key is timed (tune/tuneat.h), for the call at N rows
@@ -1310,6 +1351,7 @@ const kt_test t_tune_tests[] = {
     {"tune: alias rules on ranges", alias_partners},
     {"tune: a key with only rejected rows is measured again", rejected_keys_are_measured_again},
     {"tune: an ok trial whose time is no time is measured again", damaged_ok_trials_are_measured_again},
+    {"tune: a compile_error trial of another NVRTC is measured again", compile_verdicts_of_another_nvrtc_are_measured_again},
     {"tune: reports as data without a device; the codec in the public header", tune_reports_without_a_device},
     {"tune: the inputs' values, the same on any number of threads", inputs_fill_values},
     {"tune: a report says where its call's key is timed (tune_at)", reports_say_where_a_key_is_timed},

@@ -56,6 +56,8 @@ struct kt__tuner {
   kt__evidence *ev;       /* what the measured candidates say (pruning) */
   int *order;             /* the batch being built: candidate of each call */
   atomic_int stop;        /* nonzero: the batch's build compiles nothing more */
+  char nvrtc_tag[32];     /* "NVRTC 13.0: ", which begins the detail of a
+                             refusal stored; "" where NVRTC does not load */
   char key[KT_KEY_JSON_MAX];
 };
 
@@ -77,16 +79,20 @@ static void candidate_list(kt__tuner *t) {
   } while (kt__spec_config_next(s, idx));
 }
 
-/* A stored trial settles its candidate, unless the row is damaged: a
-** status this version does not know or never stores ("pruned"), or an
-** "ok" whose time is no time (NULL, text, zero, negative, not finite),
-** which would win every tuning of the key and skew the pruning's
-** evidence. Such a candidate is measured again, its row written anew. */
+/* A stored trial settles its candidate, unless the row is damaged or
+** stale: a status this version does not know or never stores ("pruned");
+** an "ok" whose time is no time (NULL, text, zero, negative, not
+** finite), which would win every tuning of the key and skew the pruning's
+** evidence; or a "compile_error" that another NVRTC gave (its detail does
+** not begin with this one's tag), since a newer compiler may take the
+** source. Such a candidate is measured again, its row written anew. */
 static int on_prior(void *user, const kt__trialrow *r) {
   kt__tuner *t = user;
   kt_trial_status ts;
   if (kt_trial_status_parse(r->status, &ts) || ts == KT_TRIAL_PRUNED) return 0;
   if (ts == KT_TRIAL_OK && !(r->median_us > 0 && isfinite(r->median_us))) return 0;
+  if (ts == KT_TRIAL_COMPILE_ERROR && (!t->nvrtc_tag[0] || strncmp(r->detail, t->nvrtc_tag, strlen(t->nvrtc_tag))))
+    return 0;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
     if (cd->status != KT__PENDING || strcmp(cd->json, r->config)) continue;
@@ -168,6 +174,14 @@ static void evidence_note(kt__tuner *t, const kt__cand *cd) {
   pthread_mutex_unlock(&t->lock);
 }
 
+/* The compiler a refusal came from, named in its stored detail: a
+** compile_error trial is a verdict of that NVRTC only. */
+static void nvrtc_tag(kt__tuner *t) {
+  char err[KT_ERRMAX];
+  int v = kt__nvrtc_load(t->env->cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version();
+  if (v > 0) snprintf(t->nvrtc_tag, sizeof t->nvrtc_tag, "NVRTC %d.%d: ", v / 1000, v % 1000 / 10);
+}
+
 kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, const kt_arg *args, const char *key,
                         kt__tuner **out) {
   kt__env *env = p->env;
@@ -187,6 +201,7 @@ kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, c
   if (t->at.on) t->base = t->at.c;
   t->res = (kt__tuneresult){.outcome = KT_TUNE_NO_VALID, .win = -1, .default_us = -1};
   snprintf(t->key, sizeof t->key, "%s", key);
+  nvrtc_tag(t);
   candidate_list(t);
   if (env->store) {
     char err[KT_ERRMAX];
@@ -366,9 +381,9 @@ static void settle(kt__tuner *t, kt__cand *cd) {
     return;
   }
   if ((cd->compiled = kt__variant_info(t->p, &cd->c, &fn, &cd->attrs))) {
-    snprintf(cd->detail, sizeof cd->detail, "%s", kt__errmsg(t->env->id));
     cd->status = KT_TRIAL_COMPILE_ERROR;
     cd->transient = !kt__variant_refused(t->p, &cd->c);
+    snprintf(cd->detail, sizeof cd->detail, "%s%s", cd->transient ? "" : t->nvrtc_tag, kt__errmsg(t->env->id));
   } else if (!fits(t, cd)) {
     cd->status = KT_TRIAL_RESOURCES;
   } else if (!cd->attrs.local_bytes) {

@@ -5,8 +5,9 @@
 ** candidates) on a runtime without a device. What the tuner makes of them
 ** must match this model exactly:
 **   - a config quarantined for the key is never run (a fault, decided);
-**   - a sound row decides its config: a status ktune stores, and for "ok"
-**     a time > 0 and finite;
+**   - a sound row decides its config: a status ktune stores, for "ok" a
+**     time > 0 and finite, for "compile_error" a detail that begins with
+**     this NVRTC's name;
 **   - every other candidate is measured;
 **   - and a key is never a dead end: when nothing is left to measure and
 **     no sound "ok" row exists, every rejection is measured again.
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device/nvrtc.h"
 #include "dispatch/handles.h"
 #include "fuzz.h"
 #include "tune/tuner.h"
@@ -38,6 +40,7 @@ static sqlite3 *db;
 static char key[256];
 static kt_arg args[7];
 static kt__call call;
+static char tag[32]; /* "NVRTC 13.0: ", as the tuner names its NVRTC */
 
 static void remove_files(void) {
   static const char *const side[] = {"", "-wal", "-shm", "-journal"};
@@ -74,6 +77,9 @@ static void setup(void) {
       sqlite3_exec(db, "PRAGMA ignore_check_constraints = ON", NULL, NULL, NULL))
     abort();
   sqlite3_busy_timeout(db, 10000);
+  char err[KT_ERRMAX];
+  int v = kt__nvrtc_load(rt->env.cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version();
+  if (v > 0) snprintf(tag, sizeof tag, "NVRTC %d.%d: ", v / 1000, v % 1000 / 10);
   atexit(remove_files);
 }
 
@@ -101,6 +107,19 @@ static void bind_time(sqlite3_stmt *st, int i, kt_fuzz_bytes *b, int *sound) {
   *sound = v > 0 && isfinite(v); /* NaN is stored as NULL */
 }
 
+/* A detail as a row may hold it, bound at i; *named when it begins with
+** this NVRTC's name. */
+static void bind_detail(sqlite3_stmt *st, int i, kt_fuzz_bytes *b, int *named) {
+  static char text[3][64];
+  int c = kt_fuzz_take(b) % 4;
+  snprintf(text[0], sizeof text[0], "%se.cu(3): error", tag);
+  snprintf(text[1], sizeof text[1], "NVRTC 1.0: e.cu(3): error");
+  snprintf(text[2], sizeof text[2], "%.*s", (int)(strlen(tag) ? strlen(tag) - 1 : 0), tag); /* cut short */
+  if (c == 3) sqlite3_bind_text(st, i, "", -1, SQLITE_STATIC);
+  else sqlite3_bind_text(st, i, text[c], -1, SQLITE_TRANSIENT);
+  *named = c == 0 && tag[0];
+}
+
 /* The rows the bytes say, written; the model of each candidate's fate. */
 typedef struct model {
   int quarantined[NCAND], sound[NCAND], status[NCAND];
@@ -111,7 +130,7 @@ static void put_rows(kt_fuzz_bytes *b, model *m) {
   if (sqlite3_exec(db, "DELETE FROM trials; DELETE FROM quarantine", NULL, NULL, NULL) ||
       sqlite3_prepare_v2(db,
                          "INSERT OR REPLACE INTO trials (kernel, spec_hash, device, key, config, status, median_us, "
-                         "spread_us, detail, measured_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, '', 0)",
+                         "spread_us, detail, measured_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)",
                          -1, &ins, NULL) ||
       sqlite3_prepare_v2(db,
                          "INSERT OR REPLACE INTO quarantine (kernel, spec_hash, device, key, config, reason, since, "
@@ -121,7 +140,8 @@ static void put_rows(kt_fuzz_bytes *b, model *m) {
   memset(m, 0, sizeof *m);
   int rows = kt_fuzz_take(b) % (NROWS + 1);
   for (int r = 0; r < rows; r++) {
-    int c = kt_fuzz_take(b) % (NCAND + 1), s = kt_fuzz_take(b) % NSTATUS, quarantine = kt_fuzz_take(b) % 4 == 0, sound, spread_sound;
+    int c = kt_fuzz_take(b) % (NCAND + 1), s = kt_fuzz_take(b) % NSTATUS, quarantine = kt_fuzz_take(b) % 4 == 0,
+        sound = 0, spread_sound = 0, named = 0;
     sqlite3_stmt *st = quarantine ? q : ins;
     sqlite3_bind_text(st, 1, k->p.spec->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, k->p.spec_hash, -1, SQLITE_STATIC);
@@ -132,12 +152,14 @@ static void put_rows(kt_fuzz_bytes *b, model *m) {
       sqlite3_bind_text(st, 6, statuses[s], -1, SQLITE_STATIC);
       bind_time(st, 7, b, &sound);
       bind_time(st, 8, b, &spread_sound);
+      bind_detail(st, 9, b, &named);
     }
     if (sqlite3_step(st) != SQLITE_DONE) abort();
     sqlite3_reset(st);
     if (c == NCAND) continue;
     if (quarantine) m->quarantined[c] = 1;
-    else m->sound[c] = s < KNOWN && (s || sound), m->status[c] = s; /* a later row replaces the earlier */
+    else /* a later row replaces the earlier */
+      m->sound[c] = s < KNOWN && (s == KT_TRIAL_OK ? sound : s != KT_TRIAL_COMPILE_ERROR || named), m->status[c] = s;
   }
   sqlite3_finalize(ins);
   sqlite3_finalize(q);
