@@ -21,8 +21,15 @@
 #include "spec/source.h"
 
 /* UNBUILT: a background build claimed the variant and then skipped it
-** (kt__variant_build_start); the next thread that wants it builds it. */
+** (kt__variant_build_start); the next thread that wants it builds it.
+** READY is final, and so is a FAILED that NVRTC refused; any other failure
+** (a helper that died, out of memory, a module the driver did not load)
+** is a cause of the moment, built again by the next thread that wants it
+** once a pause has passed: 1 s, doubled at each failure up to a minute,
+** so that a cause that lasts costs one build a pause, not one a launch. */
 enum { V_COMPILING = 0, V_READY = 1, V_FAILED = 2, V_UNBUILT = 3 };
+#define RETRY_FIRST_MS 1000.0
+#define RETRY_MOST_MS 60000.0
 
 typedef struct kt__variant {
   uint64_t hash;
@@ -37,7 +44,17 @@ typedef struct kt__variant {
   void *module, *func;
   kt__funcattrs attrs;
   double compile_ms;
+  int failures;           /* builds that failed, and when the last did */
+  double failed_ms;
 } kt__variant;
+
+/* What a failed build said, copied under the table's lock (another thread
+** may build the variant again, and free its message, once it is read). */
+typedef struct vfail {
+  kt_status status;
+  int refused;
+  char msg[KT_ERRMAX];
+} vfail;
 
 static void variant_free(void *p) {
   kt__variant *v = p;
@@ -334,14 +351,38 @@ static kt_status build(kt__prog *p, const kt__call *c, kt__variant *v, char *err
 
 kt_status kt__variant_get(kt__prog *p, const kt__call *c, void **fn) { return kt__variant_info(p, c, fn, NULL); }
 
-/* The table's entry for vals, made (state compiling) when absent or
-** unbuilt; *mine says whether this thread did so and must build it. */
+/* Whether v's failure may be built again now (the table's lock held). */
+static int retry_due(const kt__variant *v) {
+  double pause = RETRY_FIRST_MS;
+  for (int i = 1; i < v->failures && pause < RETRY_MOST_MS; i++) pause *= 2;
+  if (pause > RETRY_MOST_MS) pause = RETRY_MOST_MS;
+  return !v->refused && kt__now_ms() - v->failed_ms >= pause;
+}
+
+/* What a build left in v, gone, for another build (its failures kept). */
+static void forget_build(kt__variant *v) {
+  kt__dev_module_unload(v->module);
+  kt__free(v->cubin);
+  kt__free(v->lowered);
+  kt__free(v->errmsg);
+  v->module = v->func = v->cubin = v->lowered = NULL;
+  v->errmsg = NULL;
+  v->cubin_size = 0;
+  v->status = KT_OK;
+  v->refused = 0;
+}
+
+/* The table's entry for vals, made (state compiling) when absent, unbuilt
+** or failed for a cause whose pause is over; *mine says whether this
+** thread did so and must build it. */
 static kt__variant *entry_for(kt__prog *p, uint64_t h, const int64_t *vals, int *mine) {
   kt__vtable *vt = &p->vt;
   *mine = 0;
   pthread_mutex_lock(&vt->lock);
   kt__variant *v = find(vt, h, vals);
-  if (v && atomic_load(&v->state) == V_UNBUILT) {
+  int state = v ? atomic_load(&v->state) : V_UNBUILT;
+  if (v && (state == V_UNBUILT || (state == V_FAILED && retry_due(v)))) {
+    forget_build(v);
     atomic_store(&v->state, V_COMPILING);
     *mine = 1;
   } else if (!v && (v = kt__calloc(1, sizeof *v))) {
@@ -362,7 +403,11 @@ static kt__variant *entry_for(kt__prog *p, uint64_t h, const int64_t *vals, int 
 static void publish(kt__prog *p, kt__variant *v, kt_status st, const char *err) {
   pthread_mutex_lock(&p->vt.lock);
   v->status = st;
-  if (st) v->errmsg = kt__strdup(err);
+  if (st) {
+    v->errmsg = kt__strdup(err);
+    v->failures++;
+    v->failed_ms = kt__now_ms();
+  }
   atomic_store_explicit(&v->state, st ? V_FAILED : V_READY, memory_order_release);
   pthread_cond_broadcast(&p->vt.done);
   pthread_mutex_unlock(&p->vt.lock);
@@ -382,17 +427,30 @@ static void unclaim(kt__prog *p, kt__variant *v) {
   pthread_mutex_unlock(&p->vt.lock);
 }
 
-/* Wait while v is being built; its state then. */
-static int wait_built(kt__vtable *vt, kt__variant *v) {
+/* Wait while v is being built; its state then, and where it failed and
+** f is not NULL, what it said. */
+static int wait_built(kt__vtable *vt, kt__variant *v, vfail *f) {
   pthread_mutex_lock(&vt->lock);
   while (atomic_load(&v->state) == V_COMPILING) pthread_cond_wait(&vt->done, &vt->lock);
   int state = atomic_load(&v->state);
+  if (f && state == V_FAILED) {
+    f->status = v->status;
+    f->refused = v->refused;
+    snprintf(f->msg, sizeof f->msg, "%s", v->errmsg ? v->errmsg : "");
+  }
   pthread_mutex_unlock(&vt->lock);
   return state;
 }
 
 static uint64_t vals_hash(const kt__prog *p, const int64_t *vals) {
   return XXH3_64bits_withSeed(vals, (size_t)p->spec->ntargs * sizeof vals[0], p->variant_seed);
+}
+
+/* Built, or being built: nothing to claim (a failure is asked of
+** entry_for, which knows under the lock whether it is built again). */
+static int settled_for_good(const kt__variant *v) {
+  int state = atomic_load_explicit(&v->state, memory_order_acquire);
+  return state == V_READY || state == V_COMPILING;
 }
 
 /* c's variant in the table, or NULL; whatever its state. */
@@ -407,16 +465,19 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
   kt__variant_vals(p, c, vals);
   uint64_t h = vals_hash(p, vals);
   kt__variant *v = find(&p->vt, h, vals);
+  int state = v ? atomic_load_explicit(&v->state, memory_order_acquire) : V_UNBUILT;
+  vfail f;
   /* A variant given back unbuilt while this thread waited is built here. */
-  for (int mine = 0; !v || atomic_load_explicit(&v->state, memory_order_acquire) != V_READY;) {
+  while (state != V_READY) {
+    int mine;
     if (!(v = entry_for(p, h, vals, &mine))) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
     if (mine) build_and_publish(p, c, v);
-    if (mine || wait_built(&p->vt, v) != V_UNBUILT) break;
+    if ((state = wait_built(&p->vt, v, &f)) != V_UNBUILT) break;
   }
-  if (v->status) {
+  if (state == V_FAILED) {
     char name[KT__VARIANT_NAME_MAX];
     kt__variant_name(p, c, ' ', name, sizeof name);
-    return kt__err(p->env->id, v->status, "%s", v->errmsg ? v->errmsg : name);
+    return kt__err(p->env->id, f.status, "%s", f.msg[0] ? f.msg : name);
   }
   *fn = v->func;
   if (attrs) *attrs = v->attrs;
@@ -425,26 +486,31 @@ kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcat
 
 int kt__variant_refused(kt__prog *p, const kt__call *c) {
   kt__variant *v = find_call(p, c);
-  return v && wait_built(&p->vt, v) == V_FAILED && v->refused;
+  vfail f;
+  return v && wait_built(&p->vt, v, &f) == V_FAILED && f.refused;
 }
 
 int kt__variant_settled(kt__prog *p, const kt__call *c) {
   kt__variant *v = find_call(p, c);
-  return v && wait_built(&p->vt, v) != V_UNBUILT;
+  return v && wait_built(&p->vt, v, NULL) != V_UNBUILT;
 }
 
-int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms) {
-  const kt__variant *v = find_call(p, c);
+/* Under the lock: a failed variant's fields change when it is built again. */
+int kt__variant_cubin(kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms) {
+  kt__variant *v = find_call(p, c);
   *cubin = NULL;
   *size = 0;
   *ms = 0;
-  int state = v ? atomic_load_explicit(&v->state, memory_order_acquire) : V_UNBUILT;
-  if (state == V_COMPILING || state == V_UNBUILT) return -1;
-  *ms = v->compile_ms;
-  if (v->status) return -1;
-  *cubin = v->cubin;
-  *size = v->cubin_size;
-  return 0;
+  if (!v) return -1;
+  pthread_mutex_lock(&p->vt.lock);
+  int state = atomic_load(&v->state), ready = state == V_READY;
+  if (state == V_READY || state == V_FAILED) *ms = v->compile_ms;
+  if (ready) {
+    *cubin = v->cubin;
+    *size = v->cubin_size;
+  }
+  pthread_mutex_unlock(&p->vt.lock);
+  return ready ? 0 : -1;
 }
 
 int kt__variant_binary(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, const char **lowered) {
@@ -475,11 +541,7 @@ static void adopt(kt__prog *p, const kt__call *c, kt__variant *v, const void *cu
   }
   kt__log(&p->env->log, KT_LOG_WARN, "%s: the cubin another rank sent is not used (%s); it is built here",
           w.vname, st == KT_ERR_NOMEM ? "out of memory" : err);
-  kt__dev_module_unload(v->module);
-  kt__free(v->cubin);
-  kt__free(v->lowered);
-  v->module = v->func = v->cubin = v->lowered = NULL;
-  v->cubin_size = 0;
+  forget_build(v);
   build_and_publish(p, c, v);
 }
 
@@ -489,7 +551,7 @@ kt_status kt__variant_adopt(kt__prog *p, const kt__call *c, const void *cubin, s
   kt__variant_vals(p, c, vals);
   uint64_t h = vals_hash(p, vals);
   kt__variant *v = find(&p->vt, h, vals);
-  if (v && atomic_load(&v->state) != V_UNBUILT) return KT_OK;
+  if (v && settled_for_good(v)) return KT_OK;
   v = entry_for(p, h, vals, &mine);
   if (!v) return kt__err(p->env->id, KT_ERR_NOMEM, "%s: out of memory", p->spec->name);
   if (mine) adopt(p, c, v, cubin, size, lowered);
@@ -587,7 +649,7 @@ static int claim(kt__prog *p, const kt__call *calls, int n, pending *w) {
     uint64_t h = vals_hash(p, vals);
     int mine = 0;
     kt__variant *v = find(&p->vt, h, vals);
-    if ((v && atomic_load(&v->state) != V_UNBUILT) || !(v = entry_for(p, h, vals, &mine)) || !mine) continue;
+    if ((v && settled_for_good(v)) || !(v = entry_for(p, h, vals, &mine)) || !mine) continue;
     describe(p, &calls[i], v, &w[m]);
     w[m].at = i;
     char *lowered = NULL, err[KT_ERRMAX];

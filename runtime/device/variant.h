@@ -53,7 +53,9 @@ void kt__prog_free(kt__prog *p);
 
 /* The function of c's variant (compiling it on first use), and its
 ** resource use when attrs is not NULL. Thread-safe; waits while another
-** thread compiles the same variant. */
+** thread compiles the same variant. A failure NVRTC's refusal did not
+** cause is built again by a call after a pause (1 s, doubled at each
+** failure, at most a minute); until then it is returned at once. */
 kt_status kt__variant_get(kt__prog *p, const kt__call *c, void **fn);
 kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcattrs *attrs);
 /* Build the variants of calls[0..n) that are not built or being built, on
@@ -107,7 +109,7 @@ void kt__variant_name(const kt__prog *p, const kt__call *c, char sep, char *out,
 /* The cubin, its size and the compile time of c's variant once built; 0,
 ** or -1 when it is not built (or failed). Borrowed; valid until the program
 ** is freed. */
-int kt__variant_cubin(const kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms);
+int kt__variant_cubin(kt__prog *p, const kt__call *c, const void **cubin, size_t *size, double *ms);
 
 /* The same with the entry's mangled name, for sending the variant to
 ** another rank; -1 also when either is unknown. Borrowed likewise. */
