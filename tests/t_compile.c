@@ -850,12 +850,13 @@ static int runs_in(const char *dir) {
   return atoi(out);
 }
 
-/* A build that failed for a cause of the moment (here NVRTC not loaded)
-** is not final: the failure is returned at once, without a build, until a
-** pause has passed (1 s, then 2 s after the second failure), and the next
-** call then builds the variant again. A failed compile is final: NVRTC's
-** refusal, and a helper that crashed on the source (a crash that would
-** take the process down were it compiled there). */
+/* A build that failed for a cause of the moment (here NVRTC not loaded;
+** out of memory is the other) is not final: the failure is returned at
+** once, without a build, until a pause has passed (1 s, then 2 s after the
+** second failure), and the next call then builds the variant again. A
+** failed compile is final: NVRTC's refusal, and a helper that crashed on
+** the source (a crash that would take the process down were it compiled
+** there). */
 static void failures_of_the_moment_are_built_again(void) {
   static const int vals[3] = {11, 31, 12};
   char body[1200], out[256];

@@ -22,14 +22,14 @@
 
 /* UNBUILT: a background build claimed the variant and then skipped it
 ** (kt__variant_build_start); the next thread that wants it builds it.
-** READY is final, and so is a FAILED compile: NVRTC's refusal, a helper
-** that died on the source (never compiled in this process, which the same
-** crash would take down), a header changed since the load. A failure of
-** the moment (out of memory, NVRTC not loaded, a module the driver did not
-** load while the device was full) is built again by the next thread that
-** wants it once a pause has passed: 1 s, doubled at each failure up to a
-** minute, so that a cause that lasts costs a build a pause, not one a
-** launch. */
+** READY is final, and so is almost every FAILED: NVRTC's refusal, a
+** helper that died on the source (never compiled in this process, which
+** the same crash would take down), a header changed since the load, a
+** module the driver refused. Only a want of memory (the host's, or the
+** device's when a module loads) and NVRTC not loaded pass: such a variant
+** is built again by the next thread that wants it once a pause has
+** passed, 1 s, doubled at each failure up to a minute, so that a cause
+** that lasts costs a build a pause, not one a launch. */
 enum { V_COMPILING = 0, V_READY = 1, V_FAILED = 2, V_UNBUILT = 3 };
 #define RETRY_FIRST_MS 1000.0
 #define RETRY_MOST_MS 60000.0
@@ -359,7 +359,7 @@ static int retry_due(const kt__variant *v) {
   double pause = RETRY_FIRST_MS;
   for (int i = 1; i < v->failures && pause < RETRY_MOST_MS; i++) pause *= 2;
   if (pause > RETRY_MOST_MS) pause = RETRY_MOST_MS;
-  return v->status != KT_ERR_COMPILE && kt__now_ms() - v->failed_ms >= pause;
+  return (v->status == KT_ERR_NOMEM || v->status == KT_ERR_NO_NVRTC) && kt__now_ms() - v->failed_ms >= pause;
 }
 
 /* What a build left in v, gone, for another build (its failures kept). */

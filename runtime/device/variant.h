@@ -53,10 +53,10 @@ void kt__prog_free(kt__prog *p);
 
 /* The function of c's variant (compiling it on first use), and its
 ** resource use when attrs is not NULL. Thread-safe; waits while another
-** thread compiles the same variant. A failed compile is final; any other
-** failure (out of memory, NVRTC not loaded, a module not loaded) is built
-** again by a call after a pause (1 s, doubled at each failure, at most a
-** minute), and until then returned at once. */
+** thread compiles the same variant. A failure is final, except out of
+** memory (host, or device at a module load) and NVRTC not loaded: those are
+** built again by a call after a pause (1 s, doubled at each failure, at
+** most a minute), and until then returned at once. */
 kt_status kt__variant_get(kt__prog *p, const kt__call *c, void **fn);
 kt_status kt__variant_info(kt__prog *p, const kt__call *c, void **fn, kt__funcattrs *attrs);
 /* Build the variants of calls[0..n) that are not built or being built, on
