@@ -53,6 +53,23 @@ static void usage_errors(void) {
   ASSERT_TRUE(strchr(out, '\n') == out + strlen(out) - 1);
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/nope.json", bin()), 1);
   ASSERT_CONTAINS(out, "tests/specs/nope.json: cannot read: No such file or directory");
+  /* Specs none of which loads leave no cache where none was; one that does
+  ** not load beside one that does is said once. */
+  const char *dir = t_tmpdir();
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/nope.json README.md --cache %s/none.db 2>&1",
+                 bin(), dir),
+            1);
+  ASSERT_STR_EQ(out, "ktune compile: tests/specs/nope.json: cannot read: No such file or directory\n"
+                     "ktune compile: README.md: line 1, column 1: expected a JSON value\n"
+                     "0 variants compiled for sm_90, 0 failed, 2 not started (the errors above)\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "ls %s/none.db*", dir), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 README.md tests/specs/small.json --cache %s/one.db 2>&1 "
+                 "| grep -c README.md", bin(), dir),
+            0);
+  ASSERT_STR_EQ(out, "1\n");
+  char one[700];
+  snprintf(one, sizeof one, "%s/one.db", dir);
+  ASSERT_EQ(t_db_int(one, "SELECT count(*) FROM binaries"), 8);
   /* A shape too long to keep whole is refused, never tuned cut. */
   static char shape[4200];
   snprintf(shape, sizeof shape, "N=%04100d", 1);

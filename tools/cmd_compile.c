@@ -82,6 +82,31 @@ static void compile_spec(kt_runtime *rt, kt_kernel *k, const char *spec, const o
   }
 }
 
+/* Each spec loaded once, with no cache and no device, its error said;
+** loads[i] says which did, arch gets the arch named (sm_90 if none). How
+** many load, or -1 where that cannot be told. A run where none loads
+** opens no cache, and so leaves no cache file behind. */
+static int specs_that_load(const opts *a, int *loads) {
+  kt_options o;
+  cli_options(&o, a->arch ? a->arch : "sm_90", 1);
+  o.no_cache = 1;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *meta;
+  if (kt_runtime_open(&meta, &o)) {
+    kt_runtime_close(meta);
+    return -1;
+  }
+  int n = 0;
+  for (int i = 0; i < a->specs.n; i++) {
+    kt_kernel *k;
+    loads[i] = !kt_kernel_load(meta, a->specs.v[i], &k);
+    if (!loads[i]) cli_fail("compile", "%s", cli_errmsg(meta));
+    n += loads[i];
+  }
+  kt_runtime_close(meta);
+  return n;
+}
+
 int cmd_compile(int argc, char **argv) {
   opts a = {0};
   const cli_opt options[] = {{"arch", 0, &a.arch, NULL, NULL},
@@ -94,6 +119,12 @@ int cmd_compile(int argc, char **argv) {
   if (rc) return rc < 0 ? EXIT_OK : rc;
   if (a.out && mkdir(a.out, 0777) && errno != EEXIST)
     return cli_fail("compile", "cannot create %s: %s", a.out, strerror(errno));
+  int loads[256], loaded = specs_that_load(&a, loads);
+  if (!loaded) {
+    printf("0 variants compiled for %s, 0 failed, %d not started (the error%s above)\n", a.arch ? a.arch : "the GPU",
+           a.specs.n, a.specs.n == 1 ? "" : "s");
+    return EXIT_FAIL;
+  }
   kt_options o;
   cli_options(&o, a.arch, a.arch != NULL);
   o.cache_path = a.cache;
@@ -108,7 +139,9 @@ int cmd_compile(int argc, char **argv) {
   int bad = 0;
   for (int i = 0; i < a.specs.n; i++) {
     kt_kernel *k;
-    if (kt_kernel_load(rt, a.specs.v[i], &k)) {
+    if (loaded > 0 && !loads[i]) {
+      bad++; /* said above */
+    } else if (kt_kernel_load(rt, a.specs.v[i], &k)) {
       cli_fail("compile", "%s", cli_errmsg(rt));
       bad++;
     } else {
