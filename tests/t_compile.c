@@ -902,6 +902,69 @@ static void failures_of_the_moment_are_built_again(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
 }
 
+/* A thread that asks for one variant until told to stop, counting what
+** it got. */
+typedef struct asker {
+  kt_kernel *k;
+  const kt__call *c;
+  atomic_int *stop;
+  int failed, built, other;
+  pthread_t t;
+} asker;
+
+static void *ask_until_stopped(void *user) {
+  asker *a = user;
+  void *fn;
+  while (!atomic_load(a->stop)) {
+    kt_status st = kt__variant_info(&a->k->p, a->c, &fn, NULL);
+    if (st == KT_ERR_NO_NVRTC) a->failed++;
+    else if (st == KT_OK) a->built++; /* no device: built, with no function */
+    else a->other++;
+  }
+  return NULL;
+}
+
+/* Threads that ask for a variant while another builds its failure again
+** (twice here: failing, then built): each sees the failure or the built
+** variant, never a half-built one, and the last build stands. */
+static void threads_read_a_failure_built_again(void) {
+  static const int vals[1] = {21};
+  char out[256];
+  gfix f = {.rt = NULL};
+  kt__call calls[1];
+  kt_kernel *k = g_calls(&f, vals, 1, calls);
+  ASSERT_TRUE(k);
+  if (!k) return;
+  void *fn;
+  kt__nvrtc_absent(1);
+  ASSERT_STATUS(kt__variant_info(&k->p, &calls[0], &fn, NULL), KT_ERR_NO_NVRTC);
+  atomic_int stop;
+  atomic_init(&stop, 0);
+  asker a[6];
+  int started = 0;
+  for (int i = 0; i < 6; i++) {
+    a[i] = (asker){.k = k, .c = &calls[0], .stop = &stop};
+    started += !pthread_create(&a[i].t, NULL, ask_until_stopped, &a[i]);
+  }
+  ASSERT_EQ(started, 6);
+  usleep(1200 * 1000); /* built again at 1 s, failing */
+  kt__nvrtc_absent(0);
+  usleep(2300 * 1000); /* built again at 3 s, and built */
+  atomic_store(&stop, 1);
+  int failed = 0, built = 0, other = 0;
+  for (int i = 0; i < started; i++) {
+    pthread_join(a[i].t, NULL);
+    failed += a[i].failed, built += a[i].built, other += a[i].other;
+  }
+  ASSERT_TRUE(failed > 0);
+  ASSERT_TRUE(built > 0);
+  ASSERT_EQ(other, 0);
+  ASSERT_STATUS(kt__variant_info(&k->p, &calls[0], &fn, NULL), KT_OK);
+  ASSERT_EQ(t_db_int(f.db, "SELECT count(*) FROM binaries"), 1);
+  kt_runtime_close(f.rt);
+  t_sh(out, sizeof out, "rm -rf '%s'", f.dir);
+}
+
 /* A helper $KTUNE_NVRTC_HELPER names that cannot be run is a mistake the
 ** user is told of (a warning, not a debug line); the build goes on with
 ** NVRTC in the process itself. */
@@ -1258,6 +1321,7 @@ const kt_test t_compile_tests[] = {
     {"compile: cubins are written as ELF files", cubins_are_written},
     {"compile: errors carry the NVRTC log", compile_errors_carry_the_log},
     {"compile: a failure of the moment is built again after a pause", failures_of_the_moment_are_built_again},
+    {"compile: threads read a failure while another builds it again", threads_read_a_failure_built_again},
     {"compile: a header edited after the load is not compiled from", header_edited_after_the_load},
     {"compile: a header edited and its spec loaded again compiles from the new text", header_edited_and_loaded_again},
     {"compile: fast math and the most flags a spec may add", the_most_flags_compile},
