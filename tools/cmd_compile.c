@@ -82,10 +82,10 @@ static void compile_spec(kt_runtime *rt, kt_kernel *k, const char *spec, const o
   }
 }
 
-/* Each spec loaded once, with no cache and no device, its error said;
-** loads[i] says which did, arch gets the arch named (sm_90 if none). How
-** many load, or -1 where that cannot be told. A run where none loads
-** opens no cache, and so leaves no cache file behind. */
+/* Each spec loaded once, with no cache and no device (for the arch named,
+** or sm_90), its error said; loads[i] says which did. How many load, or
+** -1 where that cannot be told. A run where none loads opens no cache,
+** and so leaves no cache file behind. */
 static int specs_that_load(const opts *a, int *loads) {
   kt_options o;
   cli_options(&o, a->arch ? a->arch : "sm_90", 1);
