@@ -114,6 +114,13 @@ int kt__nvrtc_file(char *out, size_t n) {
 
 int kt__nvrtc_version(void) { return version; }
 
+int kt__nvrtc_name(char *out, size_t n) {
+  int v = version;
+  if (v > 0) snprintf(out, n, "NVRTC %d.%d", v / 1000, v % 1000 / 10);
+  else if (n) out[0] = 0;
+  return v > 0 ? 0 : -1;
+}
+
 void kt__nvrtc_cap_archs(int cc) { atomic_store(&newest_cap, cc); }
 
 /* The archs listed (under the tests' cap) into list; their count. */
@@ -136,8 +143,9 @@ kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, s
   /* A GPU newer than this NVRTC: PTX of its newest arch, which the driver
   ** compiles for the GPU when the module loads. */
   if (cc > newest) return snprintf(opt, optlen, "--gpu-architecture=compute_%d", newest), KT_OK;
-  size_t used = (size_t)snprintf(err, errlen, "NVRTC %d.%d does not compile for %s (it compiles for", version / 1000,
-                                 version % 1000 / 10, arch);
+  char name[32];
+  kt__nvrtc_name(name, sizeof name);
+  size_t used = (size_t)snprintf(err, errlen, "%s does not compile for %s (it compiles for", name, arch);
   for (int i = 0; i < n && used < errlen; i++)
     used += (size_t)snprintf(err + used, errlen - used, "%s sm_%d", i ? "," : "", list[i]);
   if (used < errlen) snprintf(err + used, errlen - used, ", and newer archs through PTX)");
@@ -163,7 +171,9 @@ kt_status kt__nvrtc_check_target(const char *cuda_home, const char *arch, char *
   size_t n = strlen(arch);
   if (st || !n || (arch[n - 1] != 'a' && arch[n - 1] != 'f')) return st;
   if ((st = compile_empty(opt, why, sizeof why)) != KT_ERR_COMPILE) return st;
-  snprintf(err, errlen, "NVRTC %d.%d does not compile for %s (%s)", version / 1000, version % 1000 / 10, arch, why);
+  char name[32];
+  kt__nvrtc_name(name, sizeof name);
+  snprintf(err, errlen, "%s does not compile for %s (%s)", name, arch, why);
   return KT_ERR_INVALID;
 }
 

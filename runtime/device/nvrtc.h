@@ -21,6 +21,9 @@ int kt__nvrtc_file(char *out, size_t n);
 void kt__nvrtc_absent(int on);
 /* e.g. 13000 for 13.0; 0 when not loaded. */
 int kt__nvrtc_version(void);
+/* "NVRTC 13.0", the loaded NVRTC as messages and stored verdicts name it,
+** into out; "" and -1 when none is loaded. */
+int kt__nvrtc_name(char *out, size_t n);
 
 /* The NVRTC option that targets arch ("sm_90", "sm_90a") with the NVRTC
 ** loaded from cuda_home (as kt__nvrtc_load), into opt:

@@ -246,10 +246,12 @@ static kt_status compile_many(kt__prog *p, const char *prog, const char *const *
   kt_status st = kt__nvrtc_target(env->cuda_home, env->arch, target, sizeof target, err, errlen);
   if (st) return st == KT_ERR_INVALID ? KT_ERR_COMPILE : st;
   for (int i = 0; i < p->nopts; i++) opts[i] = p->opts[i] == p->optbuf[0] ? target : p->opts[i];
-  if (strcmp(target, p->optbuf[0]) && !atomic_exchange(&said, 1))
-    kt__log(&env->log, KT_LOG_WARN, "NVRTC %d.%d does not compile for %s: kernels are compiled to PTX (%s), which "
-            "the driver compiles for the device", kt__nvrtc_version() / 1000, kt__nvrtc_version() % 1000 / 10,
-            env->arch, target + 19);
+  if (strcmp(target, p->optbuf[0]) && !atomic_exchange(&said, 1)) {
+    char name[32];
+    kt__nvrtc_name(name, sizeof name);
+    kt__log(&env->log, KT_LOG_WARN, "%s does not compile for %s: kernels are compiled to PTX (%s), which the driver "
+            "compiles for the device", name, env->arch, target + 19);
+  }
   st = kt__rc_compile_many(&env->log, p->spec->source, prog, exprs, n, opts, p->nopts, cubin, size, lowered, refused,
                            err, errlen);
   if (!st && (st = headers_unchanged(p, err, errlen))) {

@@ -177,9 +177,9 @@ static void evidence_note(kt__tuner *t, const kt__cand *cd) {
 /* The compiler a refusal came from, named in its stored detail: a
 ** compile_error trial is a verdict of that NVRTC only. */
 static void nvrtc_tag(kt__tuner *t) {
-  char err[KT_ERRMAX];
-  int v = kt__nvrtc_load(t->env->cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version();
-  if (v > 0) snprintf(t->nvrtc_tag, sizeof t->nvrtc_tag, "NVRTC %d.%d: ", v / 1000, v % 1000 / 10);
+  char err[KT_ERRMAX], name[32];
+  if (!kt__nvrtc_load(t->env->cuda_home, err, sizeof err) && !kt__nvrtc_name(name, sizeof name))
+    snprintf(t->nvrtc_tag, sizeof t->nvrtc_tag, "%s: ", name);
 }
 
 kt_status kt__tuner_new(kt__prog *p, const kt__tuneopts *o, const kt__call *c, const kt_arg *args, const char *key,

@@ -78,8 +78,9 @@ static void setup(void) {
     abort();
   sqlite3_busy_timeout(db, 10000);
   char err[KT_ERRMAX];
-  int v = kt__nvrtc_load(rt->env.cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version();
-  if (v > 0) snprintf(tag, sizeof tag, "NVRTC %d.%d: ", v / 1000, v % 1000 / 10);
+  char name[32];
+  if (!kt__nvrtc_load(rt->env.cuda_home, err, sizeof err) && !kt__nvrtc_name(name, sizeof name))
+    snprintf(tag, sizeof tag, "%s: ", name);
   atexit(remove_files);
 }
 
