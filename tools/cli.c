@@ -123,6 +123,21 @@ void cli_options(kt_options *o, const char *arch, int no_device) {
   o->no_device = no_device;
 }
 
+kt_runtime *cli_offline(const char *cmd, const char *arch, int quiet) {
+  kt_options o;
+  cli_options(&o, arch, 1);
+  o.no_cache = 1;
+  o.progress = cli_progress;
+  if (quiet) o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt;
+  if (kt_runtime_open(&rt, &o)) {
+    if (!quiet) cli_fail(cmd, "%s", cli_errmsg(rt));
+    kt_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
 void cli_progress(void *user, const char *kernel, const char *key, int done, int total, double best_us) {
   (void)user;
   (void)best_us;

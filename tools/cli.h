@@ -58,6 +58,12 @@ const char *cli_errmsg(const kt_runtime *rt);
 const char *cli_visible(const char *s, char *buf, size_t n);
 /* Options with the library's own log; arch NULL means "from the device". */
 void cli_options(kt_options *o, const char *arch, int no_device);
+/* A runtime with neither device nor cache, for reading specs and keys and
+** compiling for arch (NULL: for none), progress on a terminal; NULL where
+** it does not open, which is said as cmd's error unless quiet. quiet also
+** keeps its log to errors, for a command whose second runtime says its
+** warnings. Caller owns the runtime; close with kt_runtime_close(). */
+kt_runtime *cli_offline(const char *cmd, const char *arch, int quiet);
 /* A kt_progress_fn that draws "KERNEL: WHAT done/total" on a terminal's
 ** stderr (nothing elsewhere); key names what is counted. */
 void cli_progress(void *user, const char *kernel, const char *key, int done, int total, double best_us);

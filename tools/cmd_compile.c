@@ -87,15 +87,8 @@ static void compile_spec(kt_runtime *rt, kt_kernel *k, const char *spec, const o
 ** -1 where that cannot be told. A run where none loads opens no cache,
 ** and so leaves no cache file behind. */
 static int specs_that_load(const opts *a, int *loads) {
-  kt_options o;
-  cli_options(&o, a->arch ? a->arch : "sm_90", 1);
-  o.no_cache = 1;
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *meta;
-  if (kt_runtime_open(&meta, &o)) {
-    kt_runtime_close(meta);
-    return -1;
-  }
+  kt_runtime *meta = cli_offline("compile", a->arch ? a->arch : "sm_90", 1);
+  if (!meta) return -1;
   int n = 0;
   for (int i = 0; i < a->specs.n; i++) {
     kt_kernel *k;

@@ -29,20 +29,6 @@ static const char lint_help[] =
     "fields against.\n"
     "exit codes: 0 no problem, 1 problems found or a spec did not load, 2 usage\n";
 
-static kt_runtime *offline(const char *cmd, const char *arch) {
-  kt_options o;
-  cli_options(&o, arch, 1);
-  o.no_cache = 1;
-  o.progress = cli_progress;
-  kt_runtime *rt;
-  if (kt_runtime_open(&rt, &o)) {
-    cli_fail(cmd, "%s", cli_errmsg(rt));
-    kt_runtime_close(rt);
-    return NULL;
-  }
-  return rt;
-}
-
 /* The key of a call, and the config it runs untuned: a call that no config
 ** of the spec fits has a key, but every launch of it fails, so that is said
 ** (a note on stderr; "default": null and "no_config" in JSON). */
@@ -73,7 +59,7 @@ int cmd_key(int argc, char **argv) {
   int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
   if (!shapes.n) return cli_usage("key", "give at least one --shape");
-  kt_runtime *rt = offline("key", NULL);
+  kt_runtime *rt = cli_offline("key", NULL, 0);
   kt_kernel *k;
   if (!rt) return EXIT_FAIL;
   if (kt_kernel_load(rt, spec.v[0], &k)) {
@@ -141,7 +127,7 @@ int cmd_lint(int argc, char **argv) {
   cli_cmd c = {"lint", lint_help, opts, &specs, 1, 256, "spec"};
   int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
-  kt_runtime *rt = offline("lint", arch);
+  kt_runtime *rt = cli_offline("lint", arch, 0);
   if (!rt) return EXIT_FAIL;
   int total = 0, failed = 0, notes = 0;
   cJSON *out = json ? cJSON_CreateObject() : NULL, *list = out ? cJSON_AddArrayToObject(out, "specs") : NULL;

@@ -228,12 +228,9 @@ static int keys(tune_run *r, kt_runtime *meta, kt_kernel **ks) {
 
 /* The specs loaded (names kept), the jobs listed and keyed. */
 static int plan(tune_run *r, const targs *a) {
-  kt_options mo;
-  cli_options(&mo, "sm_90", 1);
-  mo.no_cache = 1;
-  kt_runtime *meta;
   kt_kernel *ks[256];
-  int rc = kt_runtime_open(&meta, &mo) ? cli_fail("tune", "%s", cli_errmsg(meta)) : EXIT_OK;
+  kt_runtime *meta = cli_offline("tune", "sm_90", 0);
+  int rc = meta ? EXIT_OK : EXIT_FAIL;
   for (int s = 0; s < r->o.nspecs && !rc; s++) {
     if (kt_kernel_load(meta, r->o.specs[s], &ks[s])) rc = cli_fail("tune", "%s", cli_errmsg(meta));
     else snprintf(r->o.names[s], sizeof r->o.names[s], "%s", kt_kernel_name(ks[s]));
