@@ -238,14 +238,49 @@ static int describe(const ncase *c, char *buf, size_t n) {
     }                                                                                 \
   } while (0)
 
-/* The forward, checked; cfg NULL: kt_launch's choice. */
-static int run_fwd(kt_kernel *k, nbufs *nb, const char *cfg) {
-  const ncase *c = &nb->c;
-  kt_arg a[13];
+/* Whether the forward's and the backward's outputs still hold the poison
+** laid before a call that launched nothing (its config refused). A sweep
+** passes one, so that its refused configs lay no poison again: a shape's
+** sweep makes 465,920 calls, nearly all refused, and with four or five
+** fills before each, every one waited for, a shape of 22 launches took
+** 20 s on an H200. Every launch clears both. NULL: poison before every
+** call. */
+typedef struct poisoned {
+  int fwd, bwd;
+} poisoned;
+
+static int poison_fwd(nbufs *nb, poisoned *pz) {
+  if (pz && pz->fwd) return 0;
   if (g_buf_poison(&nb->y) || g_buf_poison(&nb->res_out) || g_buf_poison(&nb->mean) || g_buf_poison(&nb->rstd))
     return -1;
+  if (pz) pz->fwd = 1;
+  return 0;
+}
+
+/* The backward's outputs: layernorm_bwd's and its reduce's, and
+** layernorm_bwd_row's (db_part too, which it never writes). */
+static int poison_bwd(nbufs *nb, poisoned *pz) {
+  if (pz && pz->bwd) return 0;
+  if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw_part) || g_buf_poison(&nb->db_part) || g_buf_poison(&nb->dw) ||
+      g_buf_poison(&nb->db))
+    return -1;
+  if (pz) pz->bwd = 1;
+  return 0;
+}
+
+/* st of a call: KT_ERR_CONSTRAINT launched nothing; anything else may have. */
+static kt_status launched(poisoned *pz, kt_status st) {
+  if (pz && st != KT_ERR_CONSTRAINT) pz->fwd = pz->bwd = 0;
+  return st;
+}
+
+/* The forward, checked; cfg NULL: kt_launch's choice. */
+static int run_fwd(kt_kernel *k, nbufs *nb, const char *cfg, poisoned *pz) {
+  const ncase *c = &nb->c;
+  kt_arg a[13];
+  if (poison_fwd(nb, pz)) return -1;
   fwd_args(nb, a);
-  kt_status st = cfg ? kt_launch_config(k, NULL, a, 13, cfg) : kt_launch(k, NULL, a, 13);
+  kt_status st = launched(pz, cfg ? kt_launch_config(k, NULL, a, 13, cfg) : kt_launch(k, NULL, a, 13));
   if (st == KT_ERR_CONSTRAINT) return 1;
   if (st) {
     t_fail(__FILE__, __LINE__, "layernorm_fwd %s: %s", cfg ? cfg : "", kt_errmsg(nb->x.rt));
@@ -279,14 +314,12 @@ static int check_grads(nbufs *nb, const char *cfg) {
 
 /* The backward and its reduction, checked, on the forward's outputs as
 ** the reference computed them (so the backward runs without the forward). */
-static int run_bwd(kt_kernel *kb, kt_kernel *kr, nbufs *nb, const char *cfg) {
+static int run_bwd(kt_kernel *kb, kt_kernel *kr, nbufs *nb, const char *cfg, poisoned *pz) {
   kt_arg a[14], r[7];
-  if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw_part) || g_buf_poison(&nb->db_part) || g_buf_poison(&nb->dw) ||
-      g_buf_poison(&nb->db))
-    return -1;
+  if (poison_bwd(nb, pz)) return -1;
   bwd_args(nb, a);
   red_args(nb, r);
-  kt_status st = cfg ? kt_launch_config(kb, NULL, a, 14, cfg) : kt_launch(kb, NULL, a, 14);
+  kt_status st = launched(pz, cfg ? kt_launch_config(kb, NULL, a, 14, cfg) : kt_launch(kb, NULL, a, 14));
   if (st == KT_ERR_CONSTRAINT) return 1;
   if (!st) st = kt_launch(kr, NULL, r, 7);
   if (st) {
@@ -306,13 +339,12 @@ static const unsigned char *buf_bytes(const g_buf *b) {
 ** two launches' bytes over the same single row), equal to them byte for
 ** byte: one row's sum is its terms rounded once either way. */
 static int run_row(kt_kernel *k, nbufs *nb, const char *cfg, const unsigned char *want_dw,
-                   const unsigned char *want_db) {
+                   const unsigned char *want_db, poisoned *pz) {
   const ncase *c = &nb->c;
   kt_arg a[13];
-  if (g_buf_poison(&nb->dx) || g_buf_poison(&nb->dw) || g_buf_poison(&nb->db) || g_buf_poison(&nb->dw_part))
-    return -1;
+  if (poison_bwd(nb, pz)) return -1;
   row_args(nb, a);
-  kt_status st = cfg ? kt_launch_config(k, NULL, a, 13, cfg) : kt_launch(k, NULL, a, 13);
+  kt_status st = launched(pz, cfg ? kt_launch_config(k, NULL, a, 13, cfg) : kt_launch(k, NULL, a, 13));
   if (st == KT_ERR_CONSTRAINT) return 1;
   if (st) {
     t_fail(__FILE__, __LINE__, "layernorm_bwd_row %s: %s", cfg ? cfg : "", kt_errmsg(nb->x.rt));
@@ -388,7 +420,7 @@ static void run_cases(kt_mode mode, const ncase *cs, size_t ncs) {
   for (size_t i = 0; i < ncs; i++) {
     nbufs nb;
     if (nb_setup(&nb, rt, cs[i], 2 * info.num_sms, 500 + i)) break;
-    int bad = run_fwd(f, &nb, NULL) || run_bwd(b, r, &nb, NULL);
+    int bad = run_fwd(f, &nb, NULL, NULL) || run_bwd(b, r, &nb, NULL, NULL);
     nb_free(&nb);
     if (bad) break;
   }
@@ -416,12 +448,23 @@ static void norm_tuned(void) {
 /* What the sweep below ran, by structure. */
 typedef struct sweep_counts {
   int ran, piped, packed, held, held128, odd[4], half, staged, shared, clustered, merged, reread, kept;
+  double refused_s; /* in the calls whose config the constraints refuse */
 } sweep_counts;
+
+static double secs(const struct timespec *a, const struct timespec *b) {
+  return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* Every backward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): ACC,
 ** CL, MG, REREAD and HOLD. Returns -1 on a wrong result. */
 static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int tpr, int piped,
-                     sweep_counts *n) {
+                     sweep_counts *n, poisoned *pz) {
   for (int acc = 0; acc < 2; acc++)
     for (int cl = 1; cl <= 4; cl *= 2)
       for (int mg = 1; mg <= 4; mg *= 2)
@@ -429,7 +472,9 @@ static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int
           for (int hd = 0; hd < 2; hd++) {
             char fcfg[128];
             snprintf(fcfg, sizeof fcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d,HOLD=%d", cfg, acc, cl, mg, rr, hd);
-            int rb = run_bwd(b, r, nb, fcfg);
+            const double t = now_s();
+            int rb = run_bwd(b, r, nb, fcfg, pz);
+            if (rb == 1) n->refused_s += now_s() - t;
             if (rb < 0) return -1;
             if (rb) continue;
             n->ran++, n->half += tpr == 16, n->piped += piped, n->shared += acc, n->clustered += cl > 1;
@@ -443,14 +488,17 @@ static const int odd_blocks[4] = {320, 384, 640, 768};
 
 /* Every forward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): PACK,
 ** OCC and WSH. Returns -1 on a wrong result. */
-static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tpr, int piped, sweep_counts *n) {
+static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tpr, int piped, sweep_counts *n,
+                     poisoned *pz) {
   static const int occs[] = {1, 2, 3, 4, 5, 6, 9, 12};
   for (int pk = 0; pk < 2; pk++)
     for (int oi = 0; oi < 8; oi++)
       for (int ws = 0; ws < 2; ws++) {
         char fcfg[128];
         snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d,WSH=%d", cfg, pk, occs[oi], ws);
-        int rf = run_fwd(f, nb, fcfg);
+        const double t = now_s();
+        int rf = run_fwd(f, nb, fcfg, pz);
+        if (rf == 1) n->refused_s += now_s() - t;
         if (rf < 0) return -1;
         if (rf) continue;
         n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1;
@@ -466,6 +514,7 @@ static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tp
 static int sweep_shape(kt_kernel *f, kt_kernel *b, kt_kernel *r, nbufs *nb, sweep_counts *n) {
   static const int blocks[] = {128, 256, 320, 384, 512, 640, 768, 1024}, rows[] = {1, 2, 4, 8, 16},
                    vecs[] = {1, 2, 4, 8}, items[] = {0, 1, 2, 3, 4, 8, 16}, stages[] = {0, 2, 3, 4};
+  poisoned pz = {0, 0};
   for (int bi = 0; bi < 8; bi++)
     for (int ri = 0; ri < 5; ri++)
       for (int vi = 0; vi < 4; vi++)
@@ -475,7 +524,8 @@ static int sweep_shape(kt_kernel *f, kt_kernel *b, kt_kernel *r, nbufs *nb, swee
             snprintf(cfg, sizeof cfg, "BLOCK=%d,ROWS=%d,VEC=%d,ITEMS=%d,STAGES=%d", blocks[bi], rows[ri], vecs[vi],
                      items[ii], stages[si]);
             const int tpr = blocks[bi] / rows[ri];
-            if (sweep_bwd(b, r, nb, cfg, tpr, si > 0, n) || sweep_fwd(f, nb, cfg, blocks[bi], tpr, si > 0, n))
+            if (sweep_bwd(b, r, nb, cfg, tpr, si > 0, n, &pz) ||
+                sweep_fwd(f, nb, cfg, blocks[bi], tpr, si > 0, n, &pz))
               return -1;
           }
   return 0;
@@ -523,9 +573,10 @@ typedef struct sweep_case {
 static int sweep_cases(kt_runtime *rt, kt_kernel *f, kt_kernel *b, kt_kernel *r, const sweep_case *cs, size_t ncs,
                        sweep_counts *n) {
   for (size_t i = 0; i < ncs; i++) {
-    struct timespec t0, t1;
+    struct timespec t0, tc, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const int ran0 = n->ran;
+    const double refused0 = n->refused_s;
     nbufs nb;
     if (nb_setup(&nb, rt, cs[i].c, cs[i].P, 900 + i)) return -1;
     /* Every variant the sweep can use, compiled in parallel first. */
@@ -534,11 +585,13 @@ static int sweep_cases(kt_runtime *rt, kt_kernel *f, kt_kernel *b, kt_kernel *r,
     bwd_args(&nb, ba);
     int bad = kt_kernel_compile_for(f, fa, 13, NULL, NULL, NULL) || kt_kernel_compile_for(b, ba, 14, NULL, NULL, NULL);
     if (bad) t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
+    clock_gettime(CLOCK_MONOTONIC, &tc);
     if (!bad) bad = sweep_shape(f, b, r, &nb, n);
     nb_free(&nb);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("    %dx%d: %d launches checked in %.1f s\n", cs[i].c.T, cs[i].c.D, n->ran - ran0,
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    /* Where a case's time goes: its setup and compile, then the sweep. */
+    printf("    %dx%d: %d launches checked in %.1f s (set up and compiled in %.1f s, configs refused in %.1f s)\n",
+           cs[i].c.T, cs[i].c.D, n->ran - ran0, secs(&t0, &t1), secs(&t0, &tc), n->refused_s - refused0);
     fflush(stdout);
     if (bad) return -1;
   }
@@ -678,7 +731,7 @@ typedef struct fwd_case {
 /* run_fwd with a forced config, which the constraints must admit; frees nb.
 ** Nonzero: stop. */
 static int run_fwd_forced(kt_kernel *f, nbufs *nb, const char *cfg) {
-  int rf = run_fwd(f, nb, cfg);
+  int rf = run_fwd(f, nb, cfg, NULL);
   if (rf > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", cfg, kt_errmsg(nb->x.rt));
   nb_free(nb);
   return rf;
@@ -743,7 +796,7 @@ static kt_runtime *open4(kt_mode mode, kt_kernel **f, kt_kernel **b, kt_kernel *
 static int two_launch_bytes(kt_kernel *b, kt_kernel *r, nbufs *nb, unsigned char **dw, unsigned char **db) {
   const size_t bytes = (size_t)nb->c.D * kt_dtype_size(nb->c.wdt);
   *dw = *db = NULL;
-  if (run_bwd(b, r, nb, NULL)) return -1;
+  if (run_bwd(b, r, nb, NULL, NULL)) return -1;
   *dw = malloc(bytes);
   *db = malloc(bytes);
   if (!*dw || !*db) {
@@ -820,16 +873,17 @@ static void norm_backward_one_row(void) {
     kt_arg a[13];
     if (nb_setup(&nb, rt, rowcases[i], 1, 1300 + i)) break;
     row_args(&nb, a);
-    bad = rowcases[i].T == 1 ? two_launch_bytes(b, r, &nb, &dw, &db) : run_bwd(b, r, &nb, NULL);
+    bad = rowcases[i].T == 1 ? two_launch_bytes(b, r, &nb, &dw, &db) : run_bwd(b, r, &nb, NULL, NULL);
     if (!bad && kt_kernel_compile_for(w, a, 13, NULL, NULL, NULL)) {
       t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
       bad = 1;
     }
+    poisoned pz = {0, 0};
     for (int n = 0; n < ROW_CONFIGS && !bad; n++) {
       char cfg[128];
       int c[7];
       row_config(n, cfg, sizeof cfg, c);
-      int rr = run_row(w, &nb, cfg, dw, db);
+      int rr = run_row(w, &nb, cfg, dw, db, &pz);
       if (rr < 0) bad = 1;
       if (rr) continue;
       ran++;
@@ -905,7 +959,7 @@ static void small_norm_one_row(void) {
     if (runs[i].cl > 1 && !clusters) continue;
     nbufs nb;
     if (nb_setup(&nb, rt, runs[i].c, 1, 1400 + i)) break;
-    int rr = run_row(w, &nb, runs[i].cfg, NULL, NULL);
+    int rr = run_row(w, &nb, runs[i].cfg, NULL, NULL, NULL);
     if (rr > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", runs[i].cfg, kt_errmsg(rt));
     nb_free(&nb);
     if (rr) break;
@@ -1039,8 +1093,8 @@ static void small_norm_pipelined(void) {
     snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d,WSH=0", runs[i].cfg, runs[i].pack, runs[i].occ ? runs[i].occ : 1);
     snprintf(bcfg, sizeof bcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d,HOLD=%d", runs[i].cfg, runs[i].acc, runs[i].cl,
              mg, runs[i].rr, runs[i].hold);
-    int rf = runs[i].which & FWD ? run_fwd(f, &nb, fcfg) : 0;
-    int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, bcfg) : 0;
+    int rf = runs[i].which & FWD ? run_fwd(f, &nb, fcfg, NULL) : 0;
+    int rb = rf < 0 ? -1 : runs[i].which & BWD ? run_bwd(b, r, &nb, bcfg, NULL) : 0;
     if (rf > 0 || rb > 0) t_fail(__FILE__, __LINE__, "%s refused: %s", rf > 0 ? fcfg : bcfg, kt_errmsg(rt));
     nb_free(&nb);
     if (rf || rb) break;
