@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 import torch
@@ -1083,6 +1084,7 @@ def main():
         if flt and flt not in fn.__name__:
             continue
         print("  python: %s" % fn.__name__, flush=True)
+        t0 = time.monotonic()
         try:
             fn()
             results["passed"] += 1
@@ -1092,6 +1094,7 @@ def main():
         except Exception:
             print("    " + traceback.format_exc().replace("\n", "\n    "))
             results["failed"] += 1
+        print("    %.1f s" % (time.monotonic() - t0), flush=True)
     print("%d passed, %d failed, %d skipped" % (results["passed"], results["failed"], results["skipped"]))
     return 1 if results["failed"] else 0
 
