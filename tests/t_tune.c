@@ -951,6 +951,19 @@ static void cli_key_and_lint(void) {
   ASSERT_CONTAINS(out, "D is in the tuning key; give its value");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape D=1,T=bf16,Q=3", bin), 2);
   ASSERT_CONTAINS(out, "Q is not a param or type variable of rmsnorm_fwd");
+  /* A misspelt name is named, not the value it leaves missing. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,Dd=256,T=bf16", bin), 2);
+  ASSERT_STR_EQ(out, "ktune key: --shape N=1,Dd=256,T=bf16: Dd is not a param or type variable of rmsnorm_fwd\n"
+                     "Try 'ktune key --help'.\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,TT=bf16", bin), 2);
+  ASSERT_CONTAINS(out, ": TT is not a param or type variable of rmsnorm_fwd\n");
+  /* Spaces around names and values are not part of them. */
+  char spaced[4096];
+  ASSERT_EQ(t_sh(spaced, sizeof spaced, "%s key kernels_src/rmsnorm.json --shape 'N=1, D = 256 ,\tT=bf16 ,x @ 2'", bin),
+            0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,x@2", bin), 0);
+  ASSERT_STR_EQ(spaced, out);
+  ASSERT_CONTAINS(out, "\"x\":2");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,N=2", bin), 2);
   ASSERT_CONTAINS(out, "--shape N=1,D=256,T=bf16,N=2: N is given twice");
   ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=256,T=bf16,x=null,x@16", bin), 2);

@@ -13,6 +13,13 @@ typedef struct item {
   int used;
 } item;
 
+/* [*s, *e) without the spaces and tabs around it (N=1, D=256 as people
+** write it: no name or value holds one). */
+static void trim(const char **s, const char **e) {
+  while (*s < *e && (**s == ' ' || **s == '\t')) ++*s;
+  while (*e > *s && ((*e)[-1] == ' ' || (*e)[-1] == '\t')) --*e;
+}
+
 static int parse(const char *shape, item *it, int max, char *err, size_t errlen) {
   int n = 0;
   const char *p = shape;
@@ -20,19 +27,21 @@ static int parse(const char *shape, item *it, int max, char *err, size_t errlen)
     const char *end = strchr(p, ',');
     size_t len = end ? (size_t)(end - p) : strlen(p);
     const char *eq = memchr(p, '=', len), *at = memchr(p, '@', len);
-    const char *sep = eq ? eq : at;
-    if (!sep || sep == p || n == max || (size_t)(sep - p) >= sizeof it->name || len - (size_t)(sep - p) > sizeof it->value) {
+    const char *sep = eq ? eq : at, *ns = p, *ne = p, *vs = p, *ve = p;
+    if (sep) ne = sep, vs = sep + 1, ve = p + len, trim(&ns, &ne), trim(&vs, &ve);
+    if (ns == ne || n == max || (size_t)(ne - ns) >= sizeof it->name ||
+        (size_t)(ve - vs) + (sep == at) >= sizeof it->value) {
       snprintf(err, errlen, "expected NAME=VALUE or NAME@BYTES items separated by commas");
       return -1;
     }
-    snprintf(it[n].name, sizeof it[n].name, "%.*s", (int)(sep - p), p);
+    snprintf(it[n].name, sizeof it[n].name, "%.*s", (int)(ne - ns), ns);
     for (int i = 0; i < n; i++)
       if (!strcmp(it[i].name, it[n].name)) {
         /* The first would be taken and the second named as no param. */
         snprintf(err, errlen, "%s is given twice", it[n].name);
         return -1;
       }
-    snprintf(it[n].value, sizeof it[n].value, "%s%.*s", sep == at ? "@" : "", (int)(len - (size_t)(sep - p) - 1), sep + 1);
+    snprintf(it[n].value, sizeof it[n].value, "%s%.*s", sep == at ? "@" : "", (int)(ve - vs), vs);
     it[n].used = 0;
     n++;
     p += len;
@@ -81,6 +90,7 @@ static int scalar(const kt_param_info *p, const char *val, kt_arg *a) {
 
 int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t errlen) {
   item it[64];
+  char missing[2 * KT_NAME_MAX + 64] = ""; /* the first value not given */
   int n = parse(shape, it, 64, err, errlen);
   if (n < 0) return -1;
   for (int i = 0; i < kt_kernel_nparams(k); i++) {
@@ -97,8 +107,9 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
           return -1;
         }
         if (!tv) {
-          snprintf(err, errlen, "give the dtype of %s as %s=bf16 (or dtype=...)", p.name, p.dtype);
-          return -1;
+          if (!missing[0])
+            snprintf(missing, sizeof missing, "give the dtype of %s as %s=bf16 (or dtype=...)", p.name, p.dtype);
+          continue;
         }
       }
       /* Made-up addresses 64 TiB apart: no two params' ranges overlap,
@@ -118,8 +129,8 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
       continue;
     }
     if (!v && strcmp(p.key, "ignore")) {
-      snprintf(err, errlen, "%s is in the tuning key; give its value", p.name);
-      return -1;
+      if (!missing[0]) snprintf(missing, sizeof missing, "%s is in the tuning key; give its value", p.name);
+      continue;
     }
     /* Unnamed scalars take the spec's init when it is a number. */
     char *iend;
@@ -133,11 +144,14 @@ int shape_args(kt_kernel *k, const char *shape, kt_arg *args, char *err, size_t 
       return -1;
     }
   }
+  /* A name the spec lacks first: most often it is the value said missing,
+  ** misspelt. */
   for (int i = 0; i < n; i++)
     if (!it[i].used && strcmp(it[i].name, "dtype")) {
       snprintf(err, errlen, "%s is not a param or type variable of %s", it[i].name, kt_kernel_name(k));
       return -1;
     }
+  if (missing[0]) return snprintf(err, errlen, "%s", missing), -1;
   return 0;
 }
 
