@@ -629,8 +629,9 @@ KT_API const char *kt_kernel_name(const kt_kernel *k);
 KT_API kt_status kt_launch(kt_kernel *k, kt_stream stream, const kt_arg *args,
                            int nargs);
 
-/* Launch with a config forced by the caller, as "BLOCK=256,VEC=4" or as
-** JSON ({"BLOCK":256,"VEC":4}, as the cache and reports write it): every
+/* Launch with a config forced by the caller, as "BLOCK=256,VEC=4" (spaces
+** and tabs around a name or a value are not part of it) or as JSON
+** ({"BLOCK":256,"VEC":4}, as the cache and reports write it): every
 ** tunable field of the spec, each once. The config must lie in the spec's
 ** space and satisfy its constraints for this call (KT_ERR_CONSTRAINT names
 ** the first one violated), and the args the alias rules of kt_launch

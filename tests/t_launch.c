@@ -319,6 +319,15 @@ static void forced_configs_are_checked(void) {
   ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: config \"WARPS=4\": \"WARPS\" is not a config field");
   ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256,BLOCK=256,ROWS=1,VEC=1"), KT_ERR_INVALID);
   ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=x,ROWS=1,VEC=1"), KT_ERR_INVALID);
+  /* Spaces and tabs around a name or a value are not part of it; within
+  ** one they are no number. */
+  char json[KT_CONFIG_MAX];
+  ASSERT_STATUS(kt_kernel_config_json(k, " BLOCK = 256 ,\tROWS=1 , VEC=8 ", json, sizeof json), KT_OK);
+  ASSERT_STR_EQ(json, "{\"BLOCK\":256,\"ROWS\":1,\"VEC\":8}");
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=2 56,ROWS=1,VEC=1"), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: config \"BLOCK=2 56,ROWS=1,VEC=1\": BLOCK needs an integer");
+  ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=256, , ROWS=1,VEC=1"), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "rmsnorm_fwd: config \"BLOCK=256, , ROWS=1,VEC=1\": \", ROWS\" is not a config field");
   /* 128 threads for 8 rows is a quarter warp per row. */
   ASSERT_STATUS(kt_launch_config(k, NULL, a, 7, "BLOCK=128,ROWS=8,VEC=1"), KT_ERR_CONSTRAINT);
   ASSERT_CONTAINS(kt_errmsg(rt), "violates constraints[0]");

@@ -289,19 +289,22 @@ kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg) {
                          "space",
                          s->name, q)
                : KT_OK;
-  while (*q) {
-    const char *eq = strchr(q, '=');
+  /* Spaces and tabs around a name or a value are not part of it. */
+  while (*(q += strspn(q, " \t"))) {
+    const char *eq = strchr(q, '='), *ne = eq;
     if (!eq) return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": expected NAME=VALUE", s->name, text);
-    int f = kt__spec_cfield(s, q, (size_t)(eq - q));
+    while (ne > q && (ne[-1] == ' ' || ne[-1] == '\t')) ne--;
+    int f = kt__spec_cfield(s, q, (size_t)(ne - q));
     if (f < 0)
       return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": \"%.*s\" is not a config field", s->name, text,
-                     (int)(eq - q), q);
+                     (int)(ne - q), q);
     if (seen[f])
       return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": %s given twice", s->name, text, s->cfields[f].name);
     char *end;
     errno = 0;
     long long v = strtoll(eq + 1, &end, 10);
-    if (end == eq + 1 || (*end && *end != ','))
+    const char *after = end + strspn(end, " \t");
+    if (end == eq + 1 || (*after && *after != ','))
       return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": %s needs an integer", s->name, text, s->cfields[f].name);
     /* Past the range strtoll saturates: the message quotes the digits given. */
     if (errno == ERANGE || kt__cfield_value(&s->cfields[f], v) < 0)
@@ -309,7 +312,7 @@ kt_status kt__config_parse(kt__prog *p, const char *text, int64_t *cfg) {
                      s->cfields[f].name, (int)(end - eq - 1), eq + 1);
     cfg[f] = v;
     seen[f] = 1;
-    q = *end ? end + 1 : end;
+    q = *after ? after + 1 : after;
   }
   for (int i = 0; i < s->ncfields; i++)
     if (!seen[i]) return kt__err(id, KT_ERR_INVALID, "%s: config \"%s\": %s is missing", s->name, text, s->cfields[i].name);
