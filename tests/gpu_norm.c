@@ -7,8 +7,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "gpu_util.h"
 #include "harness.h"
 
@@ -451,16 +451,6 @@ typedef struct sweep_counts {
   double refused_s; /* in the calls whose config the constraints refuse */
 } sweep_counts;
 
-static double secs(const struct timespec *a, const struct timespec *b) {
-  return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Every backward variant of one (BLOCK, ROWS, VEC, ITEMS, STAGES): ACC,
 ** CL, MG, REREAD and HOLD. Returns -1 on a wrong result. */
 static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int tpr, int piped,
@@ -472,9 +462,9 @@ static int sweep_bwd(kt_kernel *b, kt_kernel *r, nbufs *nb, const char *cfg, int
           for (int hd = 0; hd < 2; hd++) {
             char fcfg[128];
             snprintf(fcfg, sizeof fcfg, "%s,ACC=%d,CL=%d,MG=%d,REREAD=%d,HOLD=%d", cfg, acc, cl, mg, rr, hd);
-            const double t = now_s();
+            const double t = kt__now_ms();
             int rb = run_bwd(b, r, nb, fcfg, pz);
-            if (rb == 1) n->refused_s += now_s() - t;
+            if (rb == 1) n->refused_s += (kt__now_ms() - t) / 1e3;
             if (rb < 0) return -1;
             if (rb) continue;
             n->ran++, n->half += tpr == 16, n->piped += piped, n->shared += acc, n->clustered += cl > 1;
@@ -496,9 +486,9 @@ static int sweep_fwd(kt_kernel *f, nbufs *nb, const char *cfg, int block, int tp
       for (int ws = 0; ws < 2; ws++) {
         char fcfg[128];
         snprintf(fcfg, sizeof fcfg, "%s,PACK=%d,OCC=%d,WSH=%d", cfg, pk, occs[oi], ws);
-        const double t = now_s();
+        const double t = kt__now_ms();
         int rf = run_fwd(f, nb, fcfg, pz);
-        if (rf == 1) n->refused_s += now_s() - t;
+        if (rf == 1) n->refused_s += (kt__now_ms() - t) / 1e3;
         if (rf < 0) return -1;
         if (rf) continue;
         n->ran++, n->piped += piped, n->packed += pk, n->held += occs[oi] > 1;
@@ -573,8 +563,7 @@ typedef struct sweep_case {
 static int sweep_cases(kt_runtime *rt, kt_kernel *f, kt_kernel *b, kt_kernel *r, const sweep_case *cs, size_t ncs,
                        sweep_counts *n) {
   for (size_t i = 0; i < ncs; i++) {
-    struct timespec t0, tc, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = kt__now_ms();
     const int ran0 = n->ran;
     const double refused0 = n->refused_s;
     nbufs nb;
@@ -585,13 +574,13 @@ static int sweep_cases(kt_runtime *rt, kt_kernel *f, kt_kernel *b, kt_kernel *r,
     bwd_args(&nb, ba);
     int bad = kt_kernel_compile_for(f, fa, 13, NULL, NULL, NULL) || kt_kernel_compile_for(b, ba, 14, NULL, NULL, NULL);
     if (bad) t_fail(__FILE__, __LINE__, "compile: %s", kt_errmsg(rt));
-    clock_gettime(CLOCK_MONOTONIC, &tc);
+    const double tc = kt__now_ms();
     if (!bad) bad = sweep_shape(f, b, r, &nb, n);
     nb_free(&nb);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double t1 = kt__now_ms();
     /* Where a case's time goes: its setup and compile, then the sweep. */
     printf("    %dx%d: %d launches checked in %.1f s (set up and compiled in %.1f s, configs refused in %.1f s)\n",
-           cs[i].c.T, cs[i].c.D, n->ran - ran0, secs(&t0, &t1), secs(&t0, &tc), n->refused_s - refused0);
+           cs[i].c.T, cs[i].c.D, n->ran - ran0, (t1 - t0) / 1e3, (tc - t0) / 1e3, n->refused_s - refused0);
     fflush(stdout);
     if (bad) return -1;
   }
