@@ -471,6 +471,12 @@ typedef struct kt_options {
                              in the 6 or more candidates measured with it,
                              and in 2 or more beside each of its other
                              values (docs/tuning.md, "Pruning") */
+  int cache_required;     /* nonzero: a cache that cannot be opened as asked
+                             (cache_readonly: an existing file, read) fails
+                             kt_runtime_open with KT_ERR_CACHE and the reason,
+                             creating nothing, where by default the runtime
+                             runs without one and logs why. With no_cache,
+                             KT_ERR_INVALID */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */
@@ -481,7 +487,7 @@ KT_API kt_status kt_options_init(kt_options *o);
 ** cache file is opened (and made, where there is none) last: an open that
 ** fails before it makes none.
 ** Returns KT_OK, KT_ERR_NO_DRIVER (libcuda.so.1 missing), KT_ERR_NO_DEVICE,
-** KT_ERR_CUDA, KT_ERR_INVALID or KT_ERR_NOMEM.
+** KT_ERR_CUDA, KT_ERR_CACHE (cache_required), KT_ERR_INVALID or KT_ERR_NOMEM.
 ** Thread-safe. Caller owns *out; free with kt_runtime_close(). */
 KT_API kt_status kt_runtime_open(kt_runtime **out /* OUT */,
                                  const kt_options *opts /* NULL: defaults */);

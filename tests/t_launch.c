@@ -523,6 +523,53 @@ static void modes_and_async_calls_without_a_device(void) {
   }
 }
 
+/* A runtime told that it needs its cache fails to open without one,
+** with the cache's reason, and logs nothing; by default it runs without
+** one and says why in the log. */
+static void a_required_cache_that_cannot_open_fails_the_open(void) {
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  char db[700], want[900], logged[512] = "";
+  struct stat sb;
+  kt_runtime *rt;
+  kt_options o;
+  t_offline_options(&o);
+  o.log = log_into;
+  o.log_user = logged;
+  o.log_level = KT_LOG_WARN;
+  o.cache_path = dir;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STR_EQ(kt_cache_path(rt), "");
+  kt_runtime_close(rt);
+  snprintf(want, sizeof want, "running without a config cache: %s: is a directory, not a cache file", dir);
+  ASSERT_STR_EQ(logged, want);
+  logged[0] = 0;
+  o.cache_required = 1;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_CACHE);
+  snprintf(want, sizeof want, "kt_runtime_open: %s: is a directory, not a cache file", dir);
+  ASSERT_STR_EQ(kt_errmsg(rt), want);
+  kt_runtime_close(rt);
+  /* Read-only, a missing file stays missing; to write, one is made. */
+  snprintf(db, sizeof db, "%s/required.db", dir);
+  o.cache_path = db;
+  o.cache_readonly = 1;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_CACHE);
+  snprintf(want, sizeof want, "kt_runtime_open: %s: no cache there (nothing was created)", db);
+  ASSERT_STR_EQ(kt_errmsg(rt), want);
+  kt_runtime_close(rt);
+  ASSERT_EQ(stat(db, &sb), -1);
+  o.cache_readonly = 0;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STR_EQ(kt_cache_path(rt), db);
+  kt_runtime_close(rt);
+  ASSERT_EQ(stat(db, &sb), 0);
+  ASSERT_STR_EQ(logged, "");
+  o.no_cache = 1;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
+  ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: no_cache and cache_required are both set");
+  kt_runtime_close(rt);
+}
+
 /* A log callback runs while the runtime may hold its locks (a miss's
 ** message, here a record that cannot be written, comes under the kernel's
 ** tuning lock): a call back into the runtime that would take them is
@@ -667,6 +714,7 @@ const kt_test t_launch_tests[] = {
     {"launch: forced configs are checked", forced_configs_are_checked},
     {"launch: blocks that cover a row exactly", blocks_that_cover_a_row_exactly},
     {"launch: runtime open errors", runtime_open_errors},
+    {"launch: a required cache that cannot open fails the open", a_required_cache_that_cannot_open_fails_the_open},
     {"launch: waits of any length are deadlines within an hour", waits_of_any_length_are_deadlines_within_an_hour},
     {"launch: a callback that calls back into the runtime is refused, never a deadlock",
      callbacks_that_call_back_are_refused},

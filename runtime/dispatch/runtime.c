@@ -67,6 +67,8 @@ static kt_status read_options(const kt_options *opts, kt_options *o) {
   if (o->log_level < -1 || o->log_level > KT_LOG_DEBUG)
     return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: log_level %d is not a kt_log_level, nor -1 ($KTUNE_LOG)",
                    o->log_level);
+  if (o->no_cache && o->cache_required)
+    return kt__err(0, KT_ERR_INVALID, "kt_runtime_open: no_cache and cache_required are both set");
   const kt_coordinator *c = &o->coord;
   if (c->size > 1 && (c->rank < 0 || c->rank >= c->size || !c->publish || !c->fetch || !(c->timeout_s >= 0)))
     return kt__err(0, KT_ERR_INVALID,
@@ -108,9 +110,10 @@ _Static_assert(SAME(KT__C_OK, KT_OK) && SAME(KT__C_INVALID, KT_ERR_INVALID) && S
 static void cache_log(void *user, int level, const char *msg) { kt__log(user, (kt_log_level)level, "%s", msg); }
 
 /* The cache, or the reason there is none: a cache that cannot be used
-** never stops the runtime; it tunes in memory and says why once. Out of
-** memory is not a cache problem: it fails the open. */
-static kt_status open_cache(kt_runtime *rt, int readonly) {
+** stops the runtime only where the caller requires one; otherwise it
+** tunes in memory and says why once. Out of memory is not a cache
+** problem: it fails the open. */
+static kt_status open_cache(kt_runtime *rt, int readonly, int required) {
   if (rt->no_cache) {
     snprintf(rt->cache_error, sizeof rt->cache_error, "the cache is disabled (no_cache)");
     return KT_OK;
@@ -119,7 +122,8 @@ static kt_status open_cache(kt_runtime *rt, int readonly) {
                        {cache_log, &rt->env.log, rt->env.log.level}};
   kt_status st = kt__store_open(&rt->env.store, &so, rt->cache_error, sizeof rt->cache_error);
   kt__as_utf8(rt->cache_error, sizeof rt->cache_error, 0); /* kt_runtime_info hands it out */
-  if (st == KT_ERR_NOMEM) return kt__err(rt->env.id, st, "kt_runtime_open: %s", rt->cache_error);
+  if (st == KT_ERR_NOMEM || (st && required))
+    return kt__err(rt->env.id, st == KT_ERR_NOMEM ? st : KT_ERR_CACHE, "kt_runtime_open: %s", rt->cache_error);
   /* A caller that asked only to read checks for the cache itself. */
   if (st) kt__log(&rt->env.log, readonly ? KT_LOG_INFO : KT_LOG_WARN, "running without a config cache: %s", rt->cache_error);
   return KT_OK;
@@ -200,7 +204,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
   /* The cache last: an open refused (no driver, no such GPU, a bad arch)
   ** leaves no cache file made for a runtime that never ran. */
   if (!o.no_device && (st = open_device(rt, &o))) return st;
-  if ((st = open_cache(rt, o.cache_readonly))) return st;
+  if ((st = open_cache(rt, o.cache_readonly, o.cache_required))) return st;
   keep_record_off_the_cache(rt);
   return KT_OK;
 }
