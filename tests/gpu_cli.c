@@ -6,11 +6,6 @@
 #include "gpu_util.h"
 #include "harness.h"
 
-static const char *bin(void) {
-  const char *b = getenv("KTUNE_BIN");
-  return b && *b ? b : "build/ktune";
-}
-
 static char out[1 << 18];
 
 /* Row counts of a cache file, read by a runtime without a device. */
@@ -48,7 +43,7 @@ static void cli_tune_every_bundled_spec(void) {
   kt_runtime_close(rt);
   const char *dir = t_tmpdir();
   int rc = t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --plain --cache %s/c.db",
-                bin(), dir);
+                t_bin(), dir);
   printf("%s", strstr(out, "\n| kernel") ? strstr(out, "\n| kernel") : out);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "10 tuned, 0 cached, 1 with the key of an earlier shape, 0 failed");
@@ -58,32 +53,32 @@ static void cli_tune_every_bundled_spec(void) {
   const char *bwd = line_of(out, "tuned   layernorm_bwd N=4096,");
   ASSERT_TRUE(ends_with(bwd, " s") && !strstr(bwd, "timed at"));
   rc = t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --json --cache %s/c.db",
-            bin(), dir);
+            t_bin(), dir);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "\"tuned\":0,\"cached\":10,\"same_key\":1,\"failed\":0");
   ASSERT_CONTAINS(out, "\"compiles\":0,");
   ASSERT_CONTAINS(out, "{\"kernel\":\"masked_softmax\",\"shape\":\"N=4096,L=1000,T=bf16,bias=null\",\"key\":{");
   ASSERT_CONTAINS(out, "\"timed_at\":\"N=16778 (the call's N=4096)\",\"message\":null}");
   rc = t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' --cache %s/c.db",
-            bin(), dir);
+            t_bin(), dir);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "(cached)");
   rc = t_sh(out, sizeof out,
             "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' "
             "--config BLOCK=128,ROWS=1,VEC=8,ITEMS=1 --cache %s/c.db",
-            bin(), dir);
+            t_bin(), dir);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "BLOCK=128,ROWS=1,VEC=8,ITEMS=1: ");
   /* A config the constraints refuse for the call is named. */
   rc = t_sh(out, sizeof out,
             "%s bench kernels_src/masked_softmax.json --shape 'N=4096,L=1000,T=bf16,bias=null' "
             "--config BLOCK=128,ROWS=1,VEC=1,ITEMS=0 --cache %s/c.db",
-            bin(), dir);
+            t_bin(), dir);
   ASSERT_EQ(rc, 1);
   ASSERT_CONTAINS(out, "violates constraints[");
   /* --force tunes a cached key again. */
   rc = t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=64,L=1000,T=bf16,bias=null' --force "
-            "--strategy local --plain --cache %s/c.db", bin(), dir);
+            "--strategy local --plain --cache %s/c.db", t_bin(), dir);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "1 tuned, 0 cached");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
@@ -95,7 +90,7 @@ static void cli_fault_ends_the_run(void) {
   if (!rt) return;
   kt_runtime_close(rt);
   const char *dir = t_tmpdir();
-  int rc = t_sh(out, sizeof out, "%s tune tests/specs/fault.json --shape n=1000 --plain --cache %s/f.db", bin(), dir);
+  int rc = t_sh(out, sizeof out, "%s tune tests/specs/fault.json --shape n=1000 --plain --cache %s/f.db", t_bin(), dir);
   ASSERT_EQ(rc, 1);
   ASSERT_CONTAINS(out, "{\"FAULT\":1} faulted");
   ASSERT_CONTAINS(out, "the run stops (use --isolate to go on)");
@@ -116,7 +111,7 @@ static void cli_isolated_fault_and_hang(void) {
   char path[600];
   /* --devices all: one worker per GPU (here, at least one). */
   int rc = t_sh(out, sizeof out,
-                "%s tune tests/specs/fault.json --shape n=1000 --isolate --devices all --plain --cache %s/f.db", bin(),
+                "%s tune tests/specs/fault.json --shape n=1000 --isolate --devices all --plain --cache %s/f.db", t_bin(),
                 dir);
   printf("%s", out);
   ASSERT_EQ(rc, 0);
@@ -127,7 +122,7 @@ static void cli_isolated_fault_and_hang(void) {
   ASSERT_EQ(counts(path, c), 0);
   ASSERT_EQ(c[3], 1);
   rc = t_sh(out, sizeof out,
-            "%s tune tests/specs/hang.json --shape n=1000 --isolate --trial-timeout 4 --plain --cache %s/h.db", bin(),
+            "%s tune tests/specs/hang.json --shape n=1000 --isolate --trial-timeout 4 --plain --cache %s/h.db", t_bin(),
             dir);
   printf("%s", out);
   ASSERT_EQ(rc, 0);
@@ -153,11 +148,11 @@ static void cli_tune_a_call_larger_than_the_gpu(void) {
   static const char shape[] =
       "N=1073741824,D=4096,G=1,T=bf16,W=bf16,rms=1,b=null,res=null,res_out=null,mean=null,rstd=null";
   int rc = t_sh(out, sizeof out, "%s tune kernels_src/layernorm_fwd.json --shape '%s' --budget 2 --plain --cache %s/big.db",
-                bin(), shape, dir);
+                t_bin(), shape, dir);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "1 tuned, 0 cached");
   ASSERT_CONTAINS(out, "; timed at N=4096 (the call's N=1073741824)");
-  rc = t_sh(out, sizeof out, "%s tune kernels_src/layernorm_fwd.json --shape '%s' --plain --cache %s/big.db", bin(),
+  rc = t_sh(out, sizeof out, "%s tune kernels_src/layernorm_fwd.json --shape '%s' --plain --cache %s/big.db", t_bin(),
             shape, dir);
   ASSERT_EQ(rc, 0);
   ASSERT_CONTAINS(out, "0 tuned, 1 cached");

@@ -130,6 +130,16 @@ const char *t_ints(char *buf, size_t n, int first, int count) {
   return buf;
 }
 
+const char *t_bin(void) {
+  const char *b = getenv("KTUNE_BIN");
+  return b && *b ? b : "build/ktune";
+}
+
+int t_empty_cache(const char *db, char *out, size_t n) {
+  return t_sh(out, n, "echo '{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": []}' | %s import - --cache %s",
+              t_bin(), db) ? -1 : 0;
+}
+
 int t_write_file(const char *dir, const char *name, const char *text, char *path, size_t n) {
   snprintf(path, n, "%s/%s", dir, name);
   FILE *f = fopen(path, "w");

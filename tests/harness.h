@@ -20,6 +20,11 @@ int t_run(const kt_test *const *suites, const char *filter);
 /* Run a shell command; its stdout and stderr together go to out. Returns
 ** the exit status, or -1 when it could not run. */
 int t_sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The ktune command under test: $KTUNE_BIN, else build/ktune. */
+const char *t_bin(void);
+/* An empty cache at db, made as a user makes one: ktune import of an
+** export with no rows. Returns 0, or -1 (out says why). */
+int t_empty_cache(const char *db, char *out, size_t n);
 /* The last line of out, its newline included (a script's summary line). */
 const char *t_last_line(const char *out);
 /* A fresh empty directory, in one t_run made under $TMPDIR and removes at

@@ -11,60 +11,55 @@
 #include "harness.h"
 #include "ktune.h"
 
-static const char *bin(void) {
-  const char *b = getenv("KTUNE_BIN");
-  return b && *b ? b : "build/ktune";
-}
-
 static void help_and_version(void) {
   char out[8192];
-  ASSERT_EQ(t_sh(out, sizeof out, "%s --help", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s --help", t_bin()), 0);
   ASSERT_CONTAINS(out, "usage: ktune COMMAND");
   ASSERT_CONTAINS(out, "compile SPEC...");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s --version", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s --version", t_bin()), 0);
   ASSERT_STR_EQ(out, "ktune " KT_VERSION_STRING "\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --help", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --help", t_bin()), 0);
   ASSERT_CONTAINS(out, "usage: ktune compile SPEC...");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s", t_bin()), 2);
   ASSERT_CONTAINS(out, "usage: ktune COMMAND");
 }
 
 static void usage_errors(void) {
   char out[8192];
-  ASSERT_EQ(t_sh(out, sizeof out, "%s frobnicate", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s frobnicate", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune: unknown command 'frobnicate'\nTry 'ktune --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune compile: no spec given\nTry 'ktune compile --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile kernels_src/rmsnorm.json --arch", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile kernels_src/rmsnorm.json --arch", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune compile: option '--arch' needs a value\nTry 'ktune compile --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache ''", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache ''", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune list: option '--cache' needs a value; it is empty\nTry 'ktune list --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o '' --cache=", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o '' --cache=", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune export: option '--output' needs a value; it is empty\nTry 'ktune export --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --frob x.json", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --frob x.json", t_bin()), 2);
   ASSERT_CONTAINS(out, "unknown option '--frob'");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", t_bin()), 1);
   ASSERT_CONTAINS(out, "arch \"sm9\" is not of the form sm_90, sm_90a or sm_100f");
   /* An arch NVRTC does not compile for: one line, not one a variant. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_35 kernels_src/rmsnorm.json --cache /nonexistent/x.db", bin()),
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_35 kernels_src/rmsnorm.json --cache /nonexistent/x.db", t_bin()),
             1);
   ASSERT_TRUE(!strncmp(out, "ktune compile: NVRTC 13.", 24));
   ASSERT_CONTAINS(out, " does not compile for sm_35 (it compiles for sm_75, ");
   ASSERT_TRUE(strchr(out, '\n') == out + strlen(out) - 1);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/nope.json", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/nope.json", t_bin()), 1);
   ASSERT_CONTAINS(out, "tests/specs/nope.json: cannot read: No such file or directory");
   /* Specs none of which loads leave no cache where none was; one that does
   ** not load beside one that does is said once. */
   const char *dir = t_tmpdir();
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/nope.json README.md --cache %s/none.db 2>&1",
-                 bin(), dir),
+                 t_bin(), dir),
             1);
   ASSERT_STR_EQ(out, "ktune compile: tests/specs/nope.json: cannot read: No such file or directory\n"
                      "ktune compile: README.md: line 1, column 1: expected a JSON value\n"
                      "0 variants compiled for sm_90, 0 failed, 2 not started (the errors above)\n");
   ASSERT_EQ(t_sh(out, sizeof out, "ls %s/none.db*", dir), 2);
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 README.md tests/specs/small.json --cache %s/one.db 2>&1 "
-                 "| grep -c README.md", bin(), dir),
+                 "| grep -c README.md", t_bin(), dir),
             0);
   ASSERT_STR_EQ(out, "1\n");
   char one[700];
@@ -75,7 +70,7 @@ static void usage_errors(void) {
   snprintf(shape, sizeof shape, "N=%04100d", 1);
   setenv("KT_TEST_SHAPE", shape, 1);
   ASSERT_EQ(t_sh(out, sizeof out, "%s tune tests/specs/small.json --shape \"$KT_TEST_SHAPE\" --cache /nonexistent/x.db",
-                 bin()),
+                 t_bin()),
             2);
   unsetenv("KT_TEST_SHAPE");
   ASSERT_STR_EQ(out, "ktune tune: --shape N=00000000000000000000000000000000000000...: longer than 4095 characters\n"
@@ -86,7 +81,7 @@ static void compile_writes_cubins(void) {
   char out[8192];
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 -o %s/cubins tests/specs/small.json", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 -o %s/cubins tests/specs/small.json", t_bin(), dir), 0);
   ASSERT_CONTAINS(out, "ok    rmsnorm_small.T=bf16.BLOCK=128.ROWS=1.VEC=1.HAS_RES=0  ");
   ASSERT_CONTAINS(out, "8 variants compiled for sm_90, 0 failed\n");
   char path[1024];
@@ -96,7 +91,7 @@ static void compile_writes_cubins(void) {
   /* An arch newer than every one NVRTC lists: PTX of its newest, said
   ** once, which a GPU of that arch loads as it loads a cubin. */
   ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_999 -o %s/ptx --cache %s/p.db tests/specs/small.json 2>&1",
-                 bin(), dir, dir),
+                 t_bin(), dir, dir),
             0);
   ASSERT_CONTAINS(out, "ktune: warn: NVRTC 13.");
   ASSERT_CONTAINS(out, " does not compile for sm_999: kernels are compiled to PTX (compute_");
@@ -115,7 +110,7 @@ static void compile_writes_cubins(void) {
 static void compile_ignores_the_working_directory(void) {
   char out[8192], abs[1024], exe[PATH_MAX];
   const char *dir = t_tmpdir();
-  ASSERT_TRUE(dir && realpath(bin(), exe));
+  ASSERT_TRUE(dir && realpath(t_bin(), exe));
   t_sh(out, sizeof out, "mkdir -p '%s/src/sub' '%s/cwd' && printf '#define V 7\\n' > '%s/cwd/v.cuh' && "
        "printf '#include \"sub/s.cuh\"\\n#include \"v.cuh\"\\ntemplate <int B> __global__ void k(float *y) "
        "{ *y = V + W; }\\n' > '%s/src/k.cu' && printf '#include \"w.cuh\"\\n' > '%s/src/sub/s.cuh' && "
@@ -144,15 +139,15 @@ static void import_adds_cubins_only_when_asked(void) {
   char out[8192];
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s/a.db tests/specs/small.json", bin(), dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export --binaries -o %s/a.json --cache %s/a.db", bin(), dir, dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/a.json --cache %s/b.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s/a.db tests/specs/small.json", t_bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export --binaries -o %s/a.json --cache %s/a.db", t_bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/a.json --cache %s/b.db", t_bin(), dir, dir), 0);
   ASSERT_STR_EQ(out,
                 "0 added, 0 kept, 0 replaced, 0 binaries added, 8 left out (--binaries adds an export's cubins)\n");
   char db[1024];
   snprintf(db, sizeof db, "%s/b.db", dir);
   ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import --binaries --json %s/a.json --cache %s/b.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import --binaries --json %s/a.json --cache %s/b.db", t_bin(), dir, dir), 0);
   ASSERT_STR_EQ(out, "{\"added\":0,\"kept\":0,\"replaced\":0,\"binaries_added\":8,\"binaries_left_out\":0}\n");
   ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 8);
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
@@ -163,20 +158,22 @@ static void gpu_commands_without_a_gpu(void) {
   char out[8192];
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache %s/info.db", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache %s/info.db", t_bin(), dir), 1);
   ASSERT_CONTAINS(out, "ktune      " KT_VERSION_STRING "\n");
   ASSERT_CONTAINS(out, "nvrtc      13.");
   ASSERT_CONTAINS(out, "driver     missing: cannot load the CUDA driver (libcuda.so.1)");
   ASSERT_CONTAINS(out, "/info.db: no cache there (nothing was created)\n");
   /* Once there is one, info describes it. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s/info.db", bin(), dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache %s/info.db", bin(), dir), 1);
+  char db[700];
+  snprintf(db, sizeof db, "%s/info.db", dir);
+  ASSERT_EQ(t_empty_cache(db, out, sizeof out), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache %s/info.db", t_bin(), dir), 1);
   ASSERT_CONTAINS(out, "/info.db  (");
   ASSERT_CONTAINS(out, " KiB: 0 configs, 0 trials, 0 binaries, 0 quarantined)\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile kernels_src/rmsnorm.json", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile kernels_src/rmsnorm.json", t_bin()), 1);
   ASSERT_CONTAINS(out, "cannot load the CUDA driver (libcuda.so.1)");
   ASSERT_CONTAINS(out, "(give --arch to compile without a GPU)");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s demo", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s demo", t_bin()), 1);
   ASSERT_CONTAINS(out, "ktune demo: needs a GPU: cannot load the CUDA driver");
 }
 
@@ -196,59 +193,68 @@ static void cache_commands(void) {
         " {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": \"0000000000000001\", \"device\": \"NVIDIA H100 80GB HBM3/sm_90/132\",\n"
         "  \"key\": {\"D\":4096}, \"config\": {\"BLOCK\":512,\"ROWS\":1,\"VEC\":8}, \"time_us\": 30.5}]}\n", f);
   fclose(f);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", t_bin(), dir), 1);
   ASSERT_CONTAINS(out, "/c.db: no cache there (nothing was created)");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s/c.db", bin(), dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", bin(), dir), 0);
+  /* Nothing to collect where there is nothing; and gc makes nothing. */
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s/c.db", t_bin(), dir), 1);
+  ASSERT_CONTAINS(out, "ktune gc: ");
+  ASSERT_CONTAINS(out, "/c.db: no cache there (nothing was created)\n");
+  char db[700];
+  struct stat sb;
+  snprintf(db, sizeof db, "%s/c.db", dir);
+  ASSERT_EQ(stat(db, &sb), -1);
+  ASSERT_EQ(t_empty_cache(db, out, sizeof out), 0);
+  ASSERT_STR_EQ(out, "0 added, 0 kept, 0 replaced, 0 binaries added\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", t_bin(), dir), 0);
   ASSERT_CONTAINS(out, "no configs cached in ");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", bin(), json, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", t_bin(), json, dir), 0);
   ASSERT_STR_EQ(out, "2 added, 0 kept, 0 replaced, 0 binaries added\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", bin(), json, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", t_bin(), json, dir), 0);
   ASSERT_STR_EQ(out, "0 added, 2 kept, 0 replaced, 0 binaries added\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s/c.db", t_bin(), dir), 0);
   /* Columns as wide as their widest cell, the time right-aligned. */
   ASSERT_CONTAINS(out, "kernel       device                           key         config                          "
                        "time_us  age  source\n");
   ASSERT_CONTAINS(out, "  {\"D\":256}   {\"BLOCK\":128,\"ROWS\":4,\"VEC\":8}     4.25  ");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list rmsnorm_fwd --json --cache %s/c.db", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list rmsnorm_fwd --json --cache %s/c.db", t_bin(), dir), 0);
   ASSERT_CONTAINS(out, "\"key\":{\"D\":256},\"config\":{\"BLOCK\":128,\"ROWS\":4,\"VEC\":8},\"time_us\":4.25,"
                        "\"candidates\":40,\"rejected\":3");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s show rmsnorm_fwd --cache %s/c.db", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show rmsnorm_fwd --cache %s/c.db", t_bin(), dir), 0);
   ASSERT_CONTAINS(out, "40 candidates, 3 rejected");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/out.json --cache %s/c.db", bin(), dir, dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/out.json --cache %s/d.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/out.json --cache %s/c.db", t_bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/out.json --cache %s/d.db", t_bin(), dir, dir), 0);
   ASSERT_STR_EQ(out, "2 added, 0 kept, 0 replaced, 0 binaries added\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/d.db %s export", dir, bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/d.db %s export", dir, t_bin()), 0);
   ASSERT_CONTAINS(out, "{\"format\": \"ktune-cache\", \"version\": 1,");
   ASSERT_CONTAINS(out, "\"time_us\":30.5,");
   /* A write that fails names the file and why. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o /dev/full --cache %s/d.db", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o /dev/full --cache %s/d.db", t_bin(), dir), 1);
   ASSERT_STR_EQ(out, "ktune export: /dev/full: cannot write: No space left on device\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "{ %s export --cache %s/d.db > /dev/full; } 2>&1", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "{ %s export --cache %s/d.db > /dev/full; } 2>&1", t_bin(), dir), 1);
   ASSERT_STR_EQ(out, "ktune export: standard output: cannot write: No space left on device\n");
   /* The bundled spec's hash is not 0000000000000001: both rows are stale. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc kernels_src/rmsnorm.json --cache %s/c.db", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc kernels_src/rmsnorm.json --cache %s/c.db", t_bin(), dir), 0);
   ASSERT_STR_EQ(out, "2 stale configs removed, 0 unreferenced binaries removed\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/nope.json --cache %s/c.db", bin(), dir, dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/nope.json --cache %s/c.db", t_bin(), dir, dir), 1);
   ASSERT_CONTAINS(out, "nope.json: cannot read: No such file or directory");
   /* An import that cannot read its file leaves no cache where none was. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/nope.json --cache %s/new.db", bin(), dir, dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s/nope.json --cache %s/new.db", t_bin(), dir, dir), 1);
   char want[700];
   snprintf(want, sizeof want, "ktune import: %s/nope.json: cannot read: No such file or directory\n", dir);
   ASSERT_STR_EQ(out, want);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/new.db", bin(), dir, dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/new.db", t_bin(), dir, dir), 1);
   ASSERT_CONTAINS(out, ": cannot read: not a regular file\n");
   /* A FIFO with no writer is refused at once, not waited on. */
-  ASSERT_EQ(t_sh(out, sizeof out, "mkfifo %s/fifo && %s import %s/fifo --cache %s/new.db", dir, bin(), dir, dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "mkfifo %s/fifo && %s import %s/fifo --cache %s/new.db", dir, t_bin(), dir, dir), 1);
   snprintf(want, sizeof want, "ktune import: %s/fifo: cannot read: not a regular file\n", dir);
   ASSERT_STR_EQ(out, want);
   ASSERT_EQ(t_sh(out, sizeof out, "ls %s/new.db*", dir), 2);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import kernels_src/rmsnorm.json --cache %s/c.db", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import kernels_src/rmsnorm.json --cache %s/c.db", t_bin(), dir), 1);
   ASSERT_CONTAINS(out, "not a ktune cache export");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s show --cache %s/c.db", bin(), dir), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show --cache %s/c.db", t_bin(), dir), 2);
   ASSERT_CONTAINS(out, "ktune show: no kernel given");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache", bin()), 2);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache", t_bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", t_bin(), dir), 1);
   ASSERT_CONTAINS(out, ": is a directory, not a cache file");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
@@ -262,7 +268,7 @@ static void compile_for_shapes(void) {
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/masked_softmax.json "
                  "--shape 'N=7,L=1001,T=bf16,x@2'",
-                 dir, bin()),
+                 dir, t_bin()),
             0);
   /* L=1001 is odd and x is offset: every variant is the guarded path. */
   ASSERT_CONTAINS(out, "ALIGNED=0");
@@ -271,18 +277,18 @@ static void compile_for_shapes(void) {
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 tests/specs/chunk_state_fwd_n.json "
                  "--shape 'BH=2,N=3,C=32,DK=64,DV=32,T=bf16'",
-                 dir, bin()),
+                 dir, t_bin()),
             0);
   ASSERT_CONTAINS(out, ".NT=128.N=3 ");
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 tests/specs/chunk_state_fwd_n.json",
-                 dir, bin()),
+                 dir, t_bin()),
             1);
   ASSERT_CONTAINS(out, "param N is specialized");
   ASSERT_CONTAINS(out, "\n0 variants compiled for sm_90, 0 failed, 1 not started (the error above)\n");
   /* The norms' spaces hold millions of variants: refused at once. */
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json kernels_src/layernorm_fwd.json",
-                 dir, bin()),
+                 dir, t_bin()),
             1);
   ASSERT_STR_EQ(out,
                 "ktune compile: layernorm_bwd: the space holds more than 65536 variants (every type, config and "
@@ -293,7 +299,7 @@ static void compile_for_shapes(void) {
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/chunk_state_fwd.json "
                  "--shape 'BH=2,N=3,C=48,DK=64,DV=64,T=bf16'",
-                 dir, bin()),
+                 dir, t_bin()),
             1);
   ASSERT_CONTAINS(out, "derived.CC = 48 (\"C\") is not one of its declared values 16, 32, 64, 128");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
@@ -314,7 +320,7 @@ static void compile_norm_pipeline_where_it_runs(void) {
   const char *dir = t_tmpdir();
   const char *shape = "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null";
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
-                 dir, bin(), shape),
+                 dir, t_bin(), shape),
             0);
   ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=3.");
   ASSERT_TRUE(!strstr(out, ".VEC=4.ITEMS=2.STAGES=3.")); /* 8-byte vectors */
@@ -327,7 +333,7 @@ static void compile_norm_pipeline_where_it_runs(void) {
   ASSERT_TRUE(!strstr(out, ".STAGES=0.ACC=0.CL=1.MG=2.") && !strstr(out, ".STAGES=0.ACC=0.CL=1.MG=4."));
   ASSERT_TRUE(!strstr(out, ".ACC=1.CL=1.MG=2.") && !strstr(out, ".CL=2.MG=2.") && !strstr(out, ".CL=4.MG=2."));
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
-                 dir, bin(), "N=64,D=1000,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null"),
+                 dir, t_bin(), "N=64,D=1000,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,db_part=null,dres=null"),
             0);
   ASSERT_CONTAINS(out, ".VEC=2.ITEMS=4.STAGES=0.ACC=0.CL=4."); /* 4 x 250 columns */
   ASSERT_TRUE(!strstr(out, ".VEC=4.ITEMS=2.STAGES=0.ACC=0.CL=4.")); /* 250 is not whole vectors of 4 */
@@ -336,24 +342,24 @@ static void compile_norm_pipeline_where_it_runs(void) {
   ASSERT_TRUE(!strstr(out, "BLOCK=64.ROWS=1.VEC=8.ITEMS=2.STAGES=0.ACC=0.CL=1.MG=1.REREAD=1."));
   ASSERT_TRUE(!strstr(out, "BLOCK=128.ROWS=1.VEC=8.ITEMS=1.STAGES=2.ACC=0.CL=1.MG=1.REREAD=1.")); /* 8 values */
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
-                 dir, bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,w=null,dw_part=null,db_part=null,dres=null"),
+                 dir, t_bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,w=null,dw_part=null,db_part=null,dres=null"),
             0);
   ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=3.ACC=0.CL=1.MG=1.");
   ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=4.")); /* no sums to merge */
   /* A frozen weight: read for dx (HAS_WEIGHT), no dw summed (HAS_DW = 0), so
   ** nothing to merge or keep in shared memory either. */
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
-                 dir, bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,dw_part=null,db_part=null,dres=null"),
+                 dir, t_bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,dw_part=null,db_part=null,dres=null"),
             0);
   ASSERT_CONTAINS(out, ".HAS_WEIGHT=1.HAS_DW=0.HAS_BIAS=0.");
   ASSERT_TRUE(!strstr(out, ".HAS_DW=1.") && !strstr(out, ".MG=2.") && !strstr(out, ".MG=4.") && !strstr(out, ".ACC=1."));
   /* dw summed without a weight to read is no call the kernel takes. */
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s'",
-                 dir, bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,w=null,db_part=null,dres=null"),
+                 dir, t_bin(), "N=64,D=256,G=1,P=8,T=bf16,W=bf16,rms=1,mean=null,w=null,db_part=null,dres=null"),
             1);
   ASSERT_CONTAINS(out, "layernorm_bwd: no config satisfies the constraints for this call");
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_CACHE=%s/c.db %s compile --arch sm_75 kernels_src/layernorm_bwd.json --shape '%s'",
-                 dir, bin(), shape),
+                 dir, t_bin(), shape),
             0);
   ASSERT_CONTAINS(out, ".VEC=8.ITEMS=1.STAGES=0.");
   ASSERT_TRUE(!strstr(out, "STAGES=2") && !strstr(out, "STAGES=3") && !strstr(out, "STAGES=4"));
@@ -361,7 +367,7 @@ static void compile_norm_pipeline_where_it_runs(void) {
   ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=4."));
   ASSERT_EQ(t_sh(out, sizeof out,
                  "KTUNE_CACHE=%s/c.db %s compile --arch sm_90 kernels_src/layernorm_bwd.json --shape '%s,dw_part@4'",
-                 dir, bin(), shape),
+                 dir, t_bin(), shape),
             0);
   ASSERT_CONTAINS(out, ".VEC=1.");
   ASSERT_TRUE(!strstr(out, ".VEC=2.") && !strstr(out, ".VEC=4.") && !strstr(out, ".VEC=8."));
@@ -379,22 +385,22 @@ static void compile_norm_row_spreads_rows(void) {
   const char *rows = "G=1,D=64,T=bf16,W=bf16,rms=1,mean=null,db=null,dres=null";
   char shape[256];
   snprintf(shape, sizeof shape, "N=7,%s", rows);
-  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_90", shape), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, t_bin(), "sm_90", shape), 0);
   ASSERT_CONTAINS(out, "BLOCK=256.ROWS=8.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=1.");
   ASSERT_CONTAINS(out, "BLOCK=128.ROWS=4.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=2.");
   ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=8.");
   ASSERT_TRUE(!strstr(out, "BLOCK=128.ROWS=4.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=4.")); /* 16 segments > 8 */
   ASSERT_CONTAINS(out, "BLOCK=32.ROWS=1.VEC=1.ITEMS=1.STAGES=0.CL=2.MG=1.");
   ASSERT_TRUE(!strstr(out, ".CL=2.MG=2.") && !strstr(out, "ROWS=2.VEC=1.ITEMS=1.STAGES=0.CL=2."));
-  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_75", shape), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, t_bin(), "sm_75", shape), 0);
   ASSERT_CONTAINS(out, "BLOCK=256.ROWS=8.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=1.");
   ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=8.") && !strstr(out, ".CL=2."));
   snprintf(shape, sizeof shape, "N=8,%s,w=null,dw=null", rows);
-  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_90", shape), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, t_bin(), "sm_90", shape), 0);
   ASSERT_CONTAINS(out, "BLOCK=256.ROWS=8.VEC=2.ITEMS=1.STAGES=0.CL=1.MG=1.");
   ASSERT_TRUE(!strstr(out, ".MG=2.") && !strstr(out, ".MG=4.") && !strstr(out, ".MG=8.")); /* no sums */
   snprintf(shape, sizeof shape, "N=1,%s", rows);
-  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, bin(), "sm_90", shape), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, cmd, dir, t_bin(), "sm_90", shape), 0);
   ASSERT_CONTAINS(out, "BLOCK=64.ROWS=1.VEC=1.ITEMS=1.STAGES=0.CL=1.MG=1.");
   ASSERT_TRUE(!strstr(out, ".ROWS=2.") && !strstr(out, ".ROWS=8.") && !strstr(out, ".MG=2."));
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
@@ -431,26 +437,26 @@ static void embedding_example_compiles(void) {
 static void tune_arguments(void) {
   char out[16384];
   const char *dir = t_tmpdir();
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune", t_bin()), 2);
   ASSERT_CONTAINS(out, "ktune tune: no spec given");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json", t_bin()), 2);
   ASSERT_CONTAINS(out, "no shape given: use --shape or --shapes");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --strategy best", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --strategy best", t_bin()), 2);
   ASSERT_CONTAINS(out, "--strategy must be exhaustive, random or local");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --budget -1", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --budget -1", t_bin()), 2);
   ASSERT_CONTAINS(out, "--budget needs a number of seconds > 0");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --devices 0,x", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --devices 0,x", t_bin()), 2);
   ASSERT_CONTAINS(out, "--devices takes a list such as 0,1 or all");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,T=bf16'", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,T=bf16'", t_bin()), 2);
   ASSERT_CONTAINS(out, "L is in the tuning key; give its value");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --json --plain", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --json --plain", t_bin()), 2);
   ASSERT_CONTAINS(out, "--json and --plain exclude each other");
   /* A shapes file: errors name the file and line. */
   ASSERT_EQ(t_sh(out, sizeof out,
                  "printf '# calls\n{\"kernel\": \"masked_softmax\", \"N\": 4, \"L\": 9, \"T\": \"bf16\"}\n"
                  "{\"N\": [1]}\nnot json\n{\"kernel\": \"nope\", \"N\": 1}\n' > %s/s.jsonl && "
                  "%s tune kernels_src/masked_softmax.json --shapes %s/s.jsonl",
-                 dir, bin(), dir),
+                 dir, t_bin(), dir),
             2);
   ASSERT_CONTAINS(out, "s.jsonl:3: \"N\": expected a number, a dtype string or null");
   ASSERT_CONTAINS(out, "s.jsonl:4: expected a JSON object per line");
@@ -460,7 +466,7 @@ static void tune_arguments(void) {
                  "{ printf '{\"N\": 4, \"L\": 9, \"T\": \"'; head -c 20000 /dev/zero | tr '\\0' x; "
                  "printf '\"}\\n{\"N\": 1, \"T\": \"bf1\\0006\"}\\n{\"N\": [1]}\\n'; } > %s/l.jsonl && "
                  "%s tune kernels_src/masked_softmax.json --shapes %s/l.jsonl",
-                 dir, bin(), dir),
+                 dir, t_bin(), dir),
             2);
   ASSERT_CONTAINS(out, "l.jsonl:1: longer than 16384 bytes\n");
   ASSERT_CONTAINS(out, "l.jsonl:2: a NUL byte in the line\n");
@@ -473,14 +479,14 @@ static void tune_arguments(void) {
                  "{ printf '{\"N\": [2]}\\n'; head -c 20000 /dev/zero; printf '\\n{\"N\": [3]}\\n'; } > z.jsonl && "
                  "{ head -c 16384 /dev/zero | tr '\\0' x; head -c 10 /dev/zero; printf '\\n{\"N\": [3]}\\n'; } > y.jsonl"
                  " && { $k tune $s --shapes z.jsonl; $k tune $s --shapes y.jsonl; } 2>&1",
-                 bin(), dir),
+                 t_bin(), dir),
             2);
   ASSERT_STR_EQ(out, "ktune tune: z.jsonl:1: \"N\": expected a number, a dtype string or null\n"
                      "ktune tune: z.jsonl:2: a NUL byte and no line end in 16384 bytes: not a text file; the rest is "
                      "not read\n"
                      "ktune tune: y.jsonl:1: a NUL byte and no line end in 16384 bytes: not a text file; the rest is "
                      "not read\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "timeout 10 %s tune kernels_src/masked_softmax.json --shapes /dev/zero", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "timeout 10 %s tune kernels_src/masked_softmax.json --shapes /dev/zero", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune tune: /dev/zero:1: a NUL byte and no line end in 16384 bytes: not a text file; the rest "
                      "is not read\n");
   /* A file that is no shapes file says its first 20 bad lines, not all. */
@@ -488,20 +494,20 @@ static void tune_arguments(void) {
                  "k=$(realpath %s); s=$PWD/kernels_src/masked_softmax.json; cd %s && seq 1 30 > n.jsonl && "
                  "$k tune $s --shapes n.jsonl 2>&1 | grep -c 'expected a JSON object per line'; "
                  "$k tune $s --shapes n.jsonl 2>&1 | tail -n 2",
-                 bin(), dir),
+                 t_bin(), dir),
             0);
   ASSERT_STR_EQ(out, "20\nktune tune: n.jsonl:20: expected a JSON object per line\n"
                      "ktune tune: n.jsonl: 20 lines with errors; the lines after line 20 are not read\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shapes %s/none.jsonl", bin(), dir), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/masked_softmax.json --shapes %s/none.jsonl", t_bin(), dir), 2);
   ASSERT_CONTAINS(out, "none.jsonl: No such file or directory");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json", t_bin()), 2);
   ASSERT_CONTAINS(out, "no --shape given");
   if (!t_have_driver()) {
     ASSERT_EQ(t_sh(out, sizeof out,
-                   "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --cache %s/c.db", bin(), dir),
+                   "%s tune kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16' --cache %s/c.db", t_bin(), dir),
               1);
     ASSERT_CONTAINS(out, "cannot load the CUDA driver");
-    ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16'", bin()), 1);
+    ASSERT_EQ(t_sh(out, sizeof out, "%s bench kernels_src/masked_softmax.json --shape 'N=1,L=5,T=bf16'", t_bin()), 1);
     ASSERT_CONTAINS(out, "cannot load the CUDA driver");
   }
   /* The bundled shapes file fits the bundled specs: all of it is checked
@@ -513,11 +519,11 @@ static void tune_arguments(void) {
                    "printf '\\357\\273\\277{\"N\": 4, \"L\": 9, \"T\": \"bf16\"}\\r\\n\\r\\n  \\r\\n"
                    "# calls\\r\\n{\"N\": 8, \"L\": 9, \"T\": \"bf16\"}\\r\\n' > %s/crlf.jsonl && "
                    "%s tune kernels_src/masked_softmax.json --shapes %s/crlf.jsonl --cache %s/c.db",
-                   dir, bin(), dir, dir),
+                   dir, t_bin(), dir, dir),
               1);
     ASSERT_CONTAINS(out, "cannot load the CUDA driver");
     ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/*.json --shapes tests/fixtures/shapes.jsonl --cache %s/c.db",
-                   bin(), dir),
+                   t_bin(), dir),
               1);
     ASSERT_CONTAINS(out, "cannot load the CUDA driver");
   }
@@ -649,10 +655,10 @@ static void export_whole_or_not_at_all(void) {
             i ? "," : "", i + 1);
   fputs("]}\n", f);
   fclose(f);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", bin(), json, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db", t_bin(), json, dir), 0);
   ASSERT_STR_EQ(out, "2000 added, 0 kept, 0 replaced, 0 binaries added\n");
   ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && echo old > out.json && chmod 640 out.json", dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "trap '' XFSZ; ulimit -f 128; %s export -o %s/out.json --cache %s/c.db", bin(), dir,
+  ASSERT_EQ(t_sh(out, sizeof out, "trap '' XFSZ; ulimit -f 128; %s export -o %s/out.json --cache %s/c.db", t_bin(), dir,
                  dir),
             1);
   char want[1200];
@@ -660,22 +666,22 @@ static void export_whole_or_not_at_all(void) {
   ASSERT_STR_EQ(out, want);
   ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && cat out.json && stat -c %%a out.json && ls | grep -v '^c\\.db'", dir), 0);
   ASSERT_STR_EQ(out, "old\n640\nin.json\nout.json\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/out.json --cache %s/c.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/out.json --cache %s/c.db", t_bin(), dir, dir), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && head -c 36 out.json && stat -c ' %%a' out.json", dir), 0);
   ASSERT_STR_EQ(out, "{\"format\": \"ktune-cache\", \"version\": 640\n");
   ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && echo old > real.json && ln -s real.json link.json", dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/link.json --cache %s/c.db", bin(), dir, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/link.json --cache %s/c.db", t_bin(), dir, dir), 0);
   ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && test -L link.json && head -c 10 real.json", dir), 0);
   ASSERT_STR_EQ(out, "{\"format\":");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/c.db --cache %s/c.db", bin(), dir, dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export -o %s/c.db --cache %s/c.db", t_bin(), dir, dir), 1);
   snprintf(want, sizeof want, "ktune export: %s/c.db: cannot export into the cache itself\n", dir);
   ASSERT_STR_EQ(out, want);
-  ASSERT_EQ(t_sh(out, sizeof out, "ln -s c.db %s/alias.db && %s export -o %s/alias.db --cache %s/c.db", dir, bin(), dir,
+  ASSERT_EQ(t_sh(out, sizeof out, "ln -s c.db %s/alias.db && %s export -o %s/alias.db --cache %s/c.db", dir, t_bin(), dir,
                  dir),
             1);
   snprintf(want, sizeof want, "ktune export: %s/alias.db: cannot export into the cache itself\n", dir);
   ASSERT_STR_EQ(out, want);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s/c.db | grep -o '\"kernel\"' | wc -l", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s/c.db | grep -o '\"kernel\"' | wc -l", t_bin(), dir), 0);
   ASSERT_STR_EQ(out, "2000\n");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
@@ -690,22 +696,22 @@ static void text_from_files_is_printed_escaped(void) {
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
   snprintf(db, sizeof db, "%s/esc.db", dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_empty_cache(db, out, sizeof out), 0);
   /* Rows stamped a day ahead are 0s old however slowly the test runs. */
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES ('k' || char(7), 'h',"
                           " 'GPU' || char(27) || '[31mRED' || char(10) || 'fake' || char(155) || '2Jrow',"
                           " '{\"D\":1}', '{\"B\":1}', 1.5, 1, strftime('%s', 'now') + 86400)"), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "kernel  device                               key      config   time_us  age  source\n"
                      "k\\x07   GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}  {\"B\":1}     1.50  0s   user\n");
-  snprintf(cmd, sizeof cmd, "%s show 'k\a' --cache %s", bin(), db);
+  snprintf(cmd, sizeof cmd, "%s show 'k\a' --cache %s", t_bin(), db);
   ASSERT_EQ(t_sh(out, sizeof out, "%s", cmd), 0);
   ASSERT_CONTAINS(out, "k\\x07  GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}\n  config {\"B\":1}: 1.50 us\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache '%s/no\033[2Jpe'", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache '%s/no\033[2Jpe'", t_bin(), dir), 1);
   snprintf(cmd, sizeof cmd, "ktune list: %s/no\\x1b[2Jpe: no cache there (nothing was created)\n", dir);
   ASSERT_STR_EQ(out, cmd);
-  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_SYSTEM_CACHE='%s/sys\nline' %s list --cache %s", dir, bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_SYSTEM_CACHE='%s/sys\nline' %s list --cache %s", dir, t_bin(), db), 0);
   snprintf(cmd, sizeof cmd, "ktune: warn: %s/sys\\x0aline: system cache not used: %s/sys\\x0aline: %s\n", dir, dir,
            strerror(ENOENT));
   ASSERT_CONTAINS(out, cmd);
@@ -715,13 +721,13 @@ static void text_from_files_is_printed_escaped(void) {
                           " updated_at) VALUES (CAST(X'6dff' AS TEXT), 'h', CAST(X'475055c3a9c3' AS TEXT),"
                           " CAST(X'7b2244223a317dfe' AS TEXT), '{\"B\":1}', 1.5, 1, strftime('%s', 'now') + 86400)"),
             0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "kernel  device                               key          config   time_us  age  source\n"
                      "k\\x07   GPU\\x1b[31mRED\\x0afake\\xc2\\x9b2Jrow  {\"D\":1}      {\"B\":1}     1.50  0s   user\n"
                      "m\\xff   GPU\xc3\xa9\\xc3                             {\"D\":1}\\xfe  {\"B\":1}     1.50  0s   user\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s | python3 -c 'import json, sys; "
                                   "print([(r[\"kernel\"], r[\"device\"], r[\"key\"]) for r in json.load(sys.stdin)])'",
-                 bin(), db),
+                 t_bin(), db),
             0);
   ASSERT_STR_EQ(out, "[('k\\x07', 'GPU\\x1b[31mRED\\nfake\\x9b2Jrow', {'D': 1}), "
                      "('m\\\\xff', 'GPU\xc3\xa9\\\\xc3', '{\"D\":1}\\\\xfe')]\n");
@@ -749,20 +755,20 @@ static void text_from_files_is_printed_escaped(void) {
   char env[1024];
   snprintf(env, sizeof env,
            "KTUNE_CACHE=\"$(printf '%s/p\\377\\033[2J/c.db')\" KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python", dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s %s info | grep '^cache'", env, bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s %s info | grep '^cache'", env, t_bin()), 0);
   ASSERT_CONTAINS(out, "/p\\xff\\x1b[2J/c.db  (");
   ASSERT_EQ(t_sh(out, sizeof out, "%s python3 -m ktune info | grep '^cache'", env), 0);
   ASSERT_CONTAINS(out, "/p\\xff\\x1b[2J/c.db (2 configs");
   ASSERT_EQ(t_sh(out, sizeof out, "%s %s info --json | python3 -c 'import json, sys; "
                                   "print(json.loads(sys.stdin.buffer.read().decode())[\"cache\"][\"path\"][-15:])'",
-                 env, bin()),
+                 env, t_bin()),
             0);
   ASSERT_STR_EQ(out, "/p\\xff\x1b[2J/c.db\n");
   /* A right-to-left override in a name would show the rest reversed. */
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES (CAST(X'72e280ae78' AS TEXT), 'h', 'GPU', '{}', '{}', 1, 1, 1)"),
             0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list \"$(printf 'r\\342\\200\\256x')\" --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list \"$(printf 'r\\342\\200\\256x')\" --cache %s", t_bin(), db), 0);
   ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list "
                                   "\"$(printf 'r\\342\\200\\256x')\" --cache %s", db),
@@ -770,14 +776,13 @@ static void text_from_files_is_printed_escaped(void) {
   ASSERT_CONTAINS(out, "\nr\\xe2\\x80\\xaex  GPU ");
 }
 
-/* An empty cache NAME in a fresh directory (ktune gc makes one), its path
-** into db: 0, or -1. */
+/* An empty cache NAME in a fresh directory, its path into db: 0, or -1. */
 static int empty_cache(const char *name, char *db, size_t n) {
   char out[4096];
   const char *dir = t_tmpdir();
   if (!dir) return -1;
   snprintf(db, n, "%s/%s", dir, name);
-  return t_sh(out, sizeof out, "%s gc --cache %s", bin(), db) ? -1 : 0;
+  return t_empty_cache(db, out, sizeof out);
 }
 
 /* A configs row whose time is no time (text, which SQLite reads as 0; a
@@ -791,14 +796,14 @@ static void rows_without_a_time_show_none(void) {
                           " ('k', 'h', 'GPU', '{\"D\":2}', '{}', -3, 1, strftime('%s', 'now')),"
                           " ('k', 'h', 'GPU', '{\"D\":3}', '{}', 2.5, 1, strftime('%s', 'now'))"),
             0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "kernel  device  key      config  time_us  age  source\n"
                      "k       GPU     {\"D\":1}  {}            -  0s   user\n"
                      "k       GPU     {\"D\":2}  {}            -  0s   user\n"
                      "k       GPU     {\"D\":3}  {}         2.50  0s   user\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s | grep -o '\"time_us\":[^,]*'", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s | grep -o '\"time_us\":[^,]*'", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "\"time_us\":null\n\"time_us\":null\n\"time_us\":2.5\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s show k --cache %s | grep '  config'", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show k --cache %s | grep '  config'", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "  config {}: - us\n  config {}: - us\n  config {}: 2.50 us\n");
   ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list --cache %s",
                  db),
@@ -821,7 +826,7 @@ static void show_leaves_no_resources_for_compile_errors(void) {
                           " ('k', 'h', 'GPU', '{}', '{\"B\":1}', 'ok', 1, 0.5, 32, 1024, 0, '', 1),"
                           " ('k', 'h', 'GPU', '{}', '{\"B\":2}', 'compile_error', NULL, NULL, 0, 0, 0, 'no', 1)"),
             0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s show k --json --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show k --json --cache %s", t_bin(), db), 0);
   ASSERT_CONTAINS(out, "{\"config\":{\"B\":1},\"status\":\"ok\",\"median_us\":1,\"spread_us\":0.5,\"registers\":32,"
                        "\"smem_bytes\":1024,\"spill_bytes\":0,\"detail\":\"\"}");
   ASSERT_CONTAINS(out, "{\"config\":{\"B\":2},\"status\":\"compile_error\",\"median_us\":null,\"spread_us\":null,"
@@ -837,9 +842,36 @@ static void rows_from_the_future_are_0s_old(void) {
   ASSERT_EQ(t_db_exec(db, "INSERT INTO configs (kernel, spec_hash, device, key, config, time_us, created_at,"
                           " updated_at) VALUES ('k', 'h', 'GPU', '{}', '{}', 1, 1, strftime('%s', 'now') + 3600)"),
             0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache %s", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "kernel  device  key  config  time_us  age  source\n"
                      "k       GPU     {}   {}         1.00  0s   user\n");
+}
+
+/* Commands that write the cache and cannot do without it fail on one that
+** cannot open, in one line, before any work: an import, a gc, and a tune
+** (which would tune for minutes and keep nothing) start no worker. */
+static void writing_commands_refuse_a_cache_they_cannot_open(void) {
+  char out[8192], db[700], want[900];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  ASSERT_EQ(t_write_file(dir, "app.db", "", db, sizeof db), 0); /* SQLite's empty database */
+  ASSERT_EQ(t_db_exec(db, "CREATE TABLE people (name TEXT)"), 0);
+  static const char *const cmds[] = {"import tests/fixtures/shapes.jsonl", "gc",
+                                     "tune kernels_src/rmsnorm.json --shape N=8,D=256,T=bf16 --isolate",
+                                     "tune kernels_src/rmsnorm.json --shape N=8,D=256,T=bf16 --devices 0,1"};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    const char *name = cmds[i], *sp = strchr(name, ' ');
+    int len = sp ? (int)(sp - name) : (int)strlen(name);
+    snprintf(want, sizeof want,
+             "ktune %.*s: %s: not a ktune cache (it holds tables of another application); it is left as it is\n", len,
+             name, db);
+    ASSERT_EQ(t_sh(out, sizeof out, "%s %s --cache %s", t_bin(), name, db), 1);
+    ASSERT_STR_EQ(out, want);
+    snprintf(want, sizeof want, "ktune %.*s: %s: is a directory, not a cache file\n", len, name, dir);
+    ASSERT_EQ(t_sh(out, sizeof out, "%s %s --cache %s", t_bin(), name, dir), 1);
+    ASSERT_STR_EQ(out, want);
+  }
+  ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM sqlite_master"), 1);
 }
 
 const kt_test t_cli_tests[] = {
@@ -859,6 +891,8 @@ const kt_test t_cli_tests[] = {
     {"cli: compile --shape: the norm pipeline only where it runs", compile_norm_pipeline_where_it_runs},
     {"cli: compile --shape: the one-program backward's rows over segments and clusters", compile_norm_row_spreads_rows},
     {"cli: tune and bench: argument and shapes-file errors", tune_arguments},
+    {"cli: import, gc and tune refuse a cache they cannot open, before any work",
+     writing_commands_refuse_a_cache_they_cannot_open},
     {"cli: tune: a worker's result line round-trips, timed_at included", tune_worker_result_line},
     {"cli: a shape's made-up addresses leave a long call's params apart", shape_addresses_apart},
     {"tools: host dtype conversions (f16, bf16, i32)", host_dtype_conversions},

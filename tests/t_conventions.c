@@ -10,11 +10,6 @@
 #include "harness.h"
 #include "ktune.h"
 
-static const char *bin(void) {
-  const char *b = getenv("KTUNE_BIN");
-  return b && *b ? b : "build/ktune";
-}
-
 /* Whether out is one valid JSON document (python3's json module says). */
 static int valid_json(const char *dir, const char *out) {
   char path[800], res[256];
@@ -24,25 +19,27 @@ static int valid_json(const char *dir, const char *out) {
 
 /* --name=value, -oVALUE, `--` and `-` for standard input work everywhere. */
 static void options_as_getopt_reads_them(void) {
-  char out[16384];
+  char out[16384], db[700];
   const char *dir = t_tmpdir();
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache=%s/c.db", bin(), dir), 0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache=%s/c.db -o%s/e.json", bin(), dir, dir), 0);
+  snprintf(db, sizeof db, "%s/c.db", dir);
+  ASSERT_EQ(t_empty_cache(db, out, sizeof out), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache=%s/c.db", t_bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache=%s/c.db -o%s/e.json", t_bin(), dir, dir), 0);
   /* - is standard input for import, as it is standard output for export. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache %s/c.db -o - | %s import - --cache=%s/d.db", bin(), dir, bin(), dir),
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache %s/c.db -o - | %s import - --cache=%s/d.db", t_bin(), dir, t_bin(), dir),
             0);
   ASSERT_STR_EQ(out, "0 added, 0 kept, 0 replaced, 0 binaries added\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "echo '{\"format\": 1}' | %s import --cache %s/d.db -", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "echo '{\"format\": 1}' | %s import --cache %s/d.db -", t_bin(), dir), 1);
   ASSERT_STR_EQ(out, "ktune import: standard input: not a ktune cache export (expected \"format\": \"ktune-cache\", "
                      "\"version\": 1)\n");
   /* After --, an argument that starts with - is a positional one. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=8,T=f32 -- -odd", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=8,T=f32 -- -odd", t_bin()), 2);
   ASSERT_CONTAINS(out, "ktune key: unexpected argument '-odd'");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --cache", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune list: option '--cache' needs a value\nTry 'ktune list --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list -q", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list -q", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune list: unknown option '-q'\nTry 'ktune list --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list -h", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list -h", t_bin()), 0);
   ASSERT_CONTAINS(out, "usage: ktune list");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
@@ -51,18 +48,18 @@ static void options_as_getopt_reads_them(void) {
 ** library's function names; a bad dtype lists the good ones. */
 static void one_exit_code_rule(void) {
   char out[16384];
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=8,T=bf17", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/rmsnorm.json --shape N=1,D=8,T=bf17", t_bin()), 2);
   ASSERT_STR_EQ(out, "ktune key: --shape N=1,D=8,T=bf17: T=bf17: bf17 is not a dtype (f32, f16, bf16, f64, i32, i64, "
                      "u8, i8, i16, u32)\nTry 'ktune key --help'.\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/rmsnorm.json --shape N=1,D=8,T=bf17", bin()), 2);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s tune kernels_src/rmsnorm.json --shape N=1,D=8,T=bf17", t_bin()), 2);
   ASSERT_CONTAINS(out, "T=bf17: bf17 is not a dtype");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s lint tests/specs/nope.json tests/specs/add_one.json", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s lint tests/specs/nope.json tests/specs/add_one.json", t_bin()), 1);
   ASSERT_CONTAINS(out, "ktune lint: tests/specs/nope.json: cannot read: No such file or directory\n");
   ASSERT_CONTAINS(out, "0 problems in 1 spec; 1 spec did not load\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm9 kernels_src/rmsnorm.json", t_bin()), 1);
   ASSERT_STR_EQ(out, "ktune compile: arch \"sm9\" is not of the form sm_90, sm_90a or sm_100f\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/nope.json --shape N=1", bin()), 1);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache /nonexistent/x.db 2>&1 | grep -c 'kt_[a-z_]*: '", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key kernels_src/nope.json --shape N=1", t_bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s info --cache /nonexistent/x.db 2>&1 | grep -c 'kt_[a-z_]*: '", t_bin()), 1);
   ASSERT_STR_EQ(out, "0\n");
 }
 
@@ -71,22 +68,25 @@ static void one_exit_code_rule(void) {
 static void json_everywhere(void) {
   char out[16384];
   const char *dir = t_tmpdir();
-  ASSERT_EQ(t_sh(out, sizeof out, "%s info --json --cache %s/none.db 2>/dev/null", bin(), dir), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s info --json --cache %s/none.db 2>/dev/null", t_bin(), dir), 1);
   ASSERT_TRUE(valid_json(dir, out));
   ASSERT_CONTAINS(out, "\"path\":null");
   ASSERT_CONTAINS(out, "\"configs\":null");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s key --json kernels_src/rmsnorm.json --shape N=1,D=8,T=f32", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s key --json kernels_src/rmsnorm.json --shape N=1,D=8,T=f32", t_bin()), 0);
   ASSERT_TRUE(valid_json(dir, out));
-  ASSERT_EQ(t_sh(out, sizeof out, "%s lint --json tests/specs/phantom.json tests/specs/nope.json 2>/dev/null", bin()), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s lint --json tests/specs/phantom.json tests/specs/nope.json 2>/dev/null", t_bin()), 1);
   ASSERT_TRUE(valid_json(dir, out));
   ASSERT_CONTAINS(out, "\"not_loaded\":1");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --json --cache %s/c.db", bin(), dir), 0);
+  char db[700];
+  snprintf(db, sizeof db, "%s/c.db", dir);
+  ASSERT_EQ(t_empty_cache(db, out, sizeof out), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --json --cache %s", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "{\"configs_removed\":0,\"binaries_removed\":0}\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache %s/c.db | %s import --json - --cache %s/c.db", bin(), dir, bin(),
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache %s/c.db | %s import --json - --cache %s/c.db", t_bin(), dir, t_bin(),
                  dir),
             0);
   ASSERT_STR_EQ(out, "{\"added\":0,\"kept\":0,\"replaced\":0,\"binaries_added\":0,\"binaries_left_out\":0}\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s/c.db", bin(), dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s list --json --cache %s/c.db", t_bin(), dir), 0);
   ASSERT_STR_EQ(out, "[]\n");
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
@@ -94,13 +94,13 @@ static void json_everywhere(void) {
 /* The environment's table in --help and docs/cli.md; unknown values warn. */
 static void environment(void) {
   char out[16384];
-  ASSERT_EQ(t_sh(out, sizeof out, "%s --help", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s --help", t_bin()), 0);
   ASSERT_CONTAINS(out, "environment:\n  KTUNE_CACHE ");
   ASSERT_CONTAINS(out, "  KTUNE_MODE           what a miss does: tune, async, cache-only or off");
-  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_MODE=cacheonly %s key kernels_src/rmsnorm.json --shape N=1,D=8,T=f32", bin()),
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_MODE=cacheonly %s key kernels_src/rmsnorm.json --shape N=1,D=8,T=f32", t_bin()),
             0);
   ASSERT_CONTAINS(out, "ktune: warn: KTUNE_MODE=cacheonly is not a mode (tune, cache-only, off, async): tune is used\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LOG=verbose %s key kernels_src/rmsnorm.json --shape N=1,D=8,T=f32", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "KTUNE_LOG=verbose %s key kernels_src/rmsnorm.json --shape N=1,D=8,T=f32", t_bin()), 0);
   ASSERT_CONTAINS(out, "ktune: warn: KTUNE_LOG=verbose is not a level (error, warn, info, debug): warn is used\n");
 }
 
@@ -122,15 +122,15 @@ static void progress_and_large_spaces(void) {
                          " \"config\": {\"A\": [1, 2, 3, 4]}, \"default\": {\"A\": 1}, \"grid\": 1, \"block\": 32}\n",
                          path, sizeof path),
             0);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s/c.db %s", bin(), dir, path), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s/c.db %s", t_bin(), dir, path), 1);
   ASSERT_CONTAINS(out, "m: 4 variants to compile\n");
   ASSERT_CONTAINS(out, "1 variants compiled for sm_90, 3 failed\n");
-  ASSERT_EQ(t_sh(out, sizeof out, "%s lint %s", bin(), path), 1);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s lint %s", t_bin(), path), 1);
   ASSERT_CONTAINS(out, ": most of the space does not compile: 3 of 4 variants fail;");
   ASSERT_CONTAINS(out, "4 problems in 1 spec\n");
   /* A space compile refuses (millions of variants; a specialized param):
   ** lint compiles none, says so in a note, and its other checks stand. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s lint kernels_src/layernorm_bwd.json tests/specs/chunk_state_fwd_n.json", bin()),
+  ASSERT_EQ(t_sh(out, sizeof out, "%s lint kernels_src/layernorm_bwd.json tests/specs/chunk_state_fwd_n.json", t_bin()),
             0);
   ASSERT_STR_EQ(out,
                 "kernels_src/layernorm_bwd.json: note: no variant was compiled: layernorm_bwd: the space holds more "
@@ -208,7 +208,7 @@ static void python_package_installs_with_pip(void) {
 ** ktune.ops is in its __all__; the package's version is the library's. */
 static void docs_and_package_claims(void) {
   char out[16384];
-  ASSERT_EQ(t_sh(out, sizeof out, "python3 tests/docs_check.py %s", bin()), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "python3 tests/docs_check.py %s", t_bin()), 0);
   ASSERT_STR_EQ(out, "0 claims that do not hold\n");
   ASSERT_EQ(t_sh(out, sizeof out,
                  "python3 -c 'import ast; m = ast.parse(open(\"tools/python/ktune/ops.py\").read()); "

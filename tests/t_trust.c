@@ -665,11 +665,6 @@ static void exports_are_valid_json(void) {
   ASSERT_STR_EQ(db, da);
 }
 
-static const char *bin(void) {
-  const char *b = getenv("KTUNE_BIN");
-  return b && *b ? b : "build/ktune";
-}
-
 /* Commands that only read never create or change a file: a missing cache
 ** is an error naming it, and another application's SQLite file is refused
 ** and left as it was (no ktune tables, no switch to WAL). */
@@ -680,7 +675,7 @@ static void reading_commands_change_nothing(void) {
   static const char *const reading[] = {"list", "show k", "export", "info"};
   for (size_t i = 0; i < 4; i++) {
     snprintf(path, sizeof path, "%s/none.db", dir);
-    int rc = t_sh(out, sizeof out, "%s %s --cache %s", bin(), reading[i], path);
+    int rc = t_sh(out, sizeof out, "%s %s --cache %s", t_bin(), reading[i], path);
     struct stat sb;
     if (!stat(path, &sb)) t_fail(__FILE__, __LINE__, "ktune %s created %s", reading[i], path);
     ASSERT_EQ(rc, 1);
@@ -694,7 +689,7 @@ static void reading_commands_change_nothing(void) {
   ASSERT_TRUE(before);
   static const char *const all[] = {"list", "show k", "export", "info", "import tests/fixtures/shapes.jsonl", "gc"};
   for (size_t i = 0; i < 6; i++) {
-    int rc = t_sh(out, sizeof out, "%s %s --cache %s", bin(), all[i], path);
+    int rc = t_sh(out, sizeof out, "%s %s --cache %s", t_bin(), all[i], path);
     if (rc != 1 || !strstr(out, "not a ktune cache (it holds tables of another application); it is left as it is")) {
       kt__free(before);
       t_fail(__FILE__, __LINE__, "ktune %s: exit %d: %s", all[i], rc, out);
@@ -717,13 +712,13 @@ static void compile_then_gc_keeps_cubins(void) {
   ASSERT_TRUE(dir);
   char out[16384], db[700];
   snprintf(db, sizeof db, "%s/c.db", dir);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s -o %s/out tests/specs/small.json", bin(), db, dir), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 --cache %s -o %s/out tests/specs/small.json", t_bin(), db, dir), 0);
   ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 8);
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc tests/specs/small.json --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc tests/specs/small.json --cache %s", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "0 stale configs removed, 0 unreferenced binaries removed\n");
   ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM binaries"), 8);
   /* Without the spec named, nothing refers to them. */
-  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s gc --cache %s", t_bin(), db), 0);
   ASSERT_STR_EQ(out, "0 stale configs removed, 8 unreferenced binaries removed\n");
   char manifest[800];
   snprintf(manifest, sizeof manifest, "%s/out/rmsnorm_small.manifest.json", dir);
@@ -978,7 +973,7 @@ static void rows_shown_escaped_find_their_trials(void) {
   kt_runtime_close(rt);
   ASSERT_STR_EQ(w.out, "k\\xff GPU\n\nmismatch y\n");
   char out[1024];
-  ASSERT_EQ(t_sh(out, sizeof out, "%s show \"$(printf 'k\\377')\" --cache %s", bin(), db), 0);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s show \"$(printf 'k\\377')\" --cache %s", t_bin(), db), 0);
   ASSERT_CONTAINS(out, "mismatch");
 }
 

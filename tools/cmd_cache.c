@@ -39,7 +39,8 @@ static const char gc_help[] =
     "\n"
     "Remove configs of each SPEC's kernel whose spec hash is not the spec's\n"
     "current one (with their trials and quarantine entries), then compiled\n"
-    "binaries that neither a config nor a named spec's current hash uses.\n";
+    "binaries that neither a config nor a named spec's current hash uses.\n"
+    "Where there is no cache, says so and makes none.\n";
 
 typedef struct args {
   cli_list pos;
@@ -47,19 +48,19 @@ typedef struct args {
   int json, binaries;
 } args;
 
-/* The cache of a command: read-only for those that only read, so that
-** they never create, change or convert a file. */
+/* The cache of a command, which these commands cannot do without (so the
+** open fails with its reason, not a warning beside it): read-only for
+** those that only read, so that they never create, change or convert a
+** file. */
 static kt_runtime *open_cache(const char *cmd, const args *a, int readonly) {
   kt_options o;
   cli_options(&o, NULL, 1);
   o.cache_path = a->cache;
   o.cache_readonly = readonly;
+  o.cache_required = 1;
   kt_runtime *rt;
-  kt_status st = kt_runtime_open(&rt, &o);
-  if (!st && kt_cache_path(rt)[0]) return rt;
-  kt_runtime_info in = {.size = sizeof in};
-  if (!st) st = kt_runtime_get_info(rt, &in);
-  cli_fail(cmd, "%s", st ? cli_errmsg(rt) : in.cache_error);
+  if (!kt_runtime_open(&rt, &o)) return rt;
+  cli_fail(cmd, "%s", cli_errmsg(rt));
   kt_runtime_close(rt);
   return NULL;
 }
@@ -312,7 +313,11 @@ int cmd_gc(int argc, char **argv) {
   cli_cmd c = {"gc", gc_help, opts, &a.pos, 0, 256, "spec"};
   int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
-  kt_runtime *rt = open_cache("gc", &a, 0);
+  /* Nothing to collect where there is no cache: as list says, and none is
+  ** made. */
+  kt_runtime *rt = open_cache("gc", &a, 1);
+  kt_runtime_close(rt);
+  if (rt) rt = open_cache("gc", &a, 0);
   if (!rt) return EXIT_FAIL;
   kt_kernel *ks[256];
   for (int i = 0; i < a.pos.n; i++)

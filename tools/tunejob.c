@@ -111,6 +111,7 @@ int tunejob_worker(const topts *o, int device, int in, int out) {
   opt.strategy = o->strategy;
   opt.budget_s = o->budget;
   opt.mode = KT_MODE_TUNE;
+  opt.cache_required = 1;
   kt_runtime *rt;
   kt_status st = kt_runtime_open(&rt, &opt);
   kt_kernel *ks[256] = {0};

@@ -26,6 +26,7 @@ int run_inprocess(tune_run *r) {
   o.strategy = r->o.strategy;
   o.budget_s = r->o.budget;
   o.mode = KT_MODE_TUNE;
+  o.cache_required = 1; /* winners that cannot be stored are a tuning lost */
   kt_runtime *rt;
   kt_kernel *ks[256];
   int st = kt_runtime_open(&rt, &o) ? -1 : 0;
@@ -254,12 +255,21 @@ static int serve(tune_run *r, worker *w, int ndev, kt_runtime *meta) {
 int run_workers(tune_run *r) {
   if (r->o.ndev < 0 && count_devices(r)) return -1;
   int ndev = r->o.ndev;
-  /* A runtime without a device, for the quarantine rows of dead workers. */
+  /* A runtime without a device, for the quarantine rows of dead workers;
+  ** a cache it cannot open, the workers cannot either: said once, before
+  ** any of them starts. */
   kt_options mo;
   cli_options(&mo, "sm_90", 1);
   mo.cache_path = r->o.cache;
+  mo.cache_required = 1;
   kt_runtime *meta = NULL;
-  if (kt_runtime_open(&meta, &mo)) {
+  kt_status ms = kt_runtime_open(&meta, &mo);
+  if (ms == KT_ERR_CACHE) {
+    cli_fail("tune", "%s", cli_errmsg(meta));
+    kt_runtime_close(meta);
+    return -1;
+  }
+  if (ms) {
     kt_runtime_close(meta);
     meta = NULL;
   }
