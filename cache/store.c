@@ -287,7 +287,13 @@ static int note_file(const char *path, kt__fileid *f, char *err, size_t errlen) 
   return KT__C_OK;
 }
 
-static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
+/* Why a file that must be written would be opened read-only, into err. */
+static int cannot_write(const char *file, const char *why, char *err, size_t errlen) {
+  snprintf(err, errlen, "%s: %s: the cache would be read-only, and it is to be written", file, why);
+  return KT__C_CACHE;
+}
+
+static int open_user(kt_store *s, int want_ro, int must_write, char *err, size_t errlen) {
   const char *path = s->path, *why = NULL;
   char side[PATH_MAX + 8];
   struct stat sb;
@@ -300,6 +306,8 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   const char *at = exists && realpath(path, real) ? real : path;
   int foreign_side = exists && foreign_side_file(at, side, sizeof side, &why);
   s->readonly = want_ro || foreign_side || (exists && !writable(at));
+  if (must_write && !want_ro && s->readonly)
+    return foreign_side ? cannot_write(side, why, err, errlen) : cannot_write(path, "not writable", err, errlen);
   if (!s->readonly && !exists && make_parent(path, err, errlen)) return KT__C_CACHE;
   if ((st = s->readonly ? open_ro(&s->db, path, err, errlen) : open_rw(s, path, err, errlen)) ||
       (st = note_file(path, &s->file, err, errlen)))
@@ -312,6 +320,12 @@ static int open_user(kt_store *s, int want_ro, char *err, size_t errlen) {
   if ((st = check_integrity(s->db, path, err, errlen)) || (st = check_schema(s, err, errlen))) return st;
   if (s->version > KT__SCHEMA_VERSION && !s->readonly) {
     /* Written by a newer ktune: read what we understand, change nothing. */
+    if (must_write) {
+      char newer[96];
+      snprintf(newer, sizeof newer, "written by a newer ktune (schema %d, this one knows %d)", s->version,
+               KT__SCHEMA_VERSION);
+      return cannot_write(path, newer, err, errlen);
+    }
     sqlite3_close(s->db);
     s->db = NULL;
     s->readonly = 1;
@@ -386,7 +400,7 @@ int kt__store_open(kt_store **out, const kt__store_opts *o, char *err, size_t er
     sqlite3_free(s);
     return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
   }
-  int st = open_user(s, o->readonly, err, errlen);
+  int st = open_user(s, o->readonly, o->must_write, err, errlen);
   if (st) {
     kt__store_close(s);
     return st;

@@ -40,6 +40,9 @@ typedef struct kt__store_opts {
   const char *system_path;  /* a read-only cache consulted after it, or NULL */
   int readonly;             /* open an existing file for reading only: it
                                is never created, changed or converted */
+  int must_write;           /* without readonly: a file that would be opened
+                               read-only (not writable, a foreign side
+                               file, a newer schema) is refused instead */
   kt__clog log;
 } kt__store_opts;
 
@@ -54,7 +57,8 @@ int kt__store_default_path(char *out, size_t n, char *err, size_t errlen);
 ** cache when one is named. A file ktune cannot trust, a newer schema, or a
 ** read-only file or directory is opened read-only. Returns KT__C_OK,
 ** KT__C_NOMEM, or KT__C_CACHE (corrupt, not a database, not a ktune cache,
-** a directory, cannot be created; with readonly: missing). */
+** a directory, cannot be created; with readonly: missing; with must_write:
+** one that would be read-only). */
 int kt__store_open(kt_store **out, const kt__store_opts *o, char *err, size_t errlen);
 void kt__store_close(kt_store *s);
 const char *kt__store_path(const kt_store *s);

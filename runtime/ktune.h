@@ -472,11 +472,14 @@ typedef struct kt_options {
                              and in 2 or more beside each of its other
                              values (docs/tuning.md, "Pruning") */
   int cache_required;     /* nonzero: a cache that cannot be opened as asked
-                             (cache_readonly: an existing file, read) fails
+                             (to be written: made where missing, and one that
+                             would be read-only, not writable, with a foreign
+                             -wal or -shm or a newer schema, refused; with
+                             cache_readonly: an existing file, read) fails
                              kt_runtime_open with KT_ERR_CACHE and the reason,
                              creating nothing, where by default the runtime
-                             runs without one and logs why. With no_cache,
-                             KT_ERR_INVALID */
+                             runs without one, or reads one, and logs why.
+                             With no_cache, KT_ERR_INVALID */
 } kt_options;
 
 /* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */

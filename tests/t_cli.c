@@ -848,14 +848,19 @@ static void rows_from_the_future_are_0s_old(void) {
 }
 
 /* Commands that write the cache and cannot do without it fail on one that
-** cannot open, in one line, before any work: an import, a gc, and a tune
-** (which would tune for minutes and keep nothing) start no worker. */
+** cannot open, or would open only to be read, in one line, before any
+** work: an import, a gc, and a tune (which would tune for minutes and keep
+** nothing, and starts no worker). */
 static void writing_commands_refuse_a_cache_they_cannot_open(void) {
   char out[8192], db[700], want[900];
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
   ASSERT_EQ(t_write_file(dir, "app.db", "", db, sizeof db), 0); /* SQLite's empty database */
   ASSERT_EQ(t_db_exec(db, "CREATE TABLE people (name TEXT)"), 0);
+  char newer[700];
+  snprintf(newer, sizeof newer, "%s/newer.db", dir);
+  ASSERT_EQ(t_empty_cache(newer, out, sizeof out), 0);
+  ASSERT_EQ(t_db_exec(newer, "UPDATE meta SET value = '99' WHERE name = 'schema_version'"), 0);
   static const char *const cmds[] = {"import tests/fixtures/shapes.jsonl", "gc",
                                      "tune kernels_src/rmsnorm.json --shape N=8,D=256,T=bf16 --isolate",
                                      "tune kernels_src/rmsnorm.json --shape N=8,D=256,T=bf16 --devices 0,1"};
@@ -870,7 +875,14 @@ static void writing_commands_refuse_a_cache_they_cannot_open(void) {
     snprintf(want, sizeof want, "ktune %.*s: %s: is a directory, not a cache file\n", len, name, dir);
     ASSERT_EQ(t_sh(out, sizeof out, "%s %s --cache %s", t_bin(), name, dir), 1);
     ASSERT_STR_EQ(out, want);
+    snprintf(want, sizeof want,
+             "ktune %.*s: %s: written by a newer ktune (schema 99, this one knows 4): the cache would be read-only, and "
+             "it is to be written\n",
+             len, name, newer);
+    ASSERT_EQ(t_sh(out, sizeof out, "%s %s --cache %s", t_bin(), name, newer), 1);
+    ASSERT_STR_EQ(out, want);
   }
+  ASSERT_EQ(t_db_int(newer, "SELECT value FROM meta WHERE name = 'schema_version'"), 99);
   ASSERT_EQ(t_db_int(db, "SELECT count(*) FROM sqlite_master"), 1);
 }
 

@@ -366,6 +366,17 @@ static void newer_schema_is_read_only(void) {
   ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_ERR_READONLY);
   ASSERT_CONTAINS(err, "the cache is read-only");
   kt__store_close(s);
+  /* A caller that is to write it is refused, with why, nothing logged. */
+  logged[0] = 0;
+  kt__store_opts w = {.path = p, .must_write = 1, .log = lg};
+  ASSERT_STATUS(kt__store_open(&s, &w, err, sizeof err), KT_ERR_CACHE);
+  ASSERT_TRUE(s == NULL);
+  char want[900];
+  snprintf(want, sizeof want,
+           "%s: written by a newer ktune (schema 99, this one knows 4): the cache would be read-only, and it is to be "
+           "written", p);
+  ASSERT_STR_EQ(err, want);
+  ASSERT_STR_EQ(logged, "");
   stat_sig(p, after, sizeof after);
   ASSERT_STR_EQ(after, before);
   ASSERT_EQ(t_db_int(p, "SELECT value FROM meta WHERE name = 'schema_version'"), 99);

@@ -302,6 +302,12 @@ static void a_linked_wal_is_never_written_through(void) {
   ASSERT_TRUE(same_bytes(victim, "precious\n", 9));
   snprintf(want, sizeof want, "%s: a link: opened read-only for configs", wal);
   ASSERT_CONTAINS(logged, want);
+  /* To be written, it is refused, naming the link. */
+  kt__store_opts w = {.path = db, .must_write = 1};
+  ASSERT_STATUS(kt__store_open(&s, &w, err, sizeof err), KT_ERR_CACHE);
+  snprintf(want, sizeof want, "%s: a link: the cache would be read-only, and it is to be written", wal);
+  ASSERT_STR_EQ(err, want);
+  ASSERT_TRUE(same_bytes(victim, "precious\n", 9));
 }
 
 /* An export never replaces the cache: not under another name of its file

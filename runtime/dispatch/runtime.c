@@ -118,7 +118,7 @@ static kt_status open_cache(kt_runtime *rt, int readonly, int required) {
     snprintf(rt->cache_error, sizeof rt->cache_error, "the cache is disabled (no_cache)");
     return KT_OK;
   }
-  kt__store_opts so = {rt->cache_path, rt->system_cache_path, readonly,
+  kt__store_opts so = {rt->cache_path, rt->system_cache_path, readonly, required,
                        {cache_log, &rt->env.log, rt->env.log.level}};
   kt_status st = kt__store_open(&rt->env.store, &so, rt->cache_error, sizeof rt->cache_error);
   kt__as_utf8(rt->cache_error, sizeof rt->cache_error, 0); /* kt_runtime_info hands it out */
