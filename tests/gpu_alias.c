@@ -319,6 +319,8 @@ static void data_sensitive_rejections_are_not_stored(void) {
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE config LIKE '%\"MODE\":1%'"), 0);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE config LIKE '%\"MODE\":2%' AND status = 'mismatch'"),
             2);
+  /* A verdict on compiled code names its compiler (tune/tuner.c). */
+  ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'mismatch' AND detail LIKE 'NVRTC %: %'"), 2);
   ASSERT_EQ(t_db_int(cache, "SELECT count(*) FROM trials WHERE status = 'ok'"), 2);
   kt_runtime_close(rt);
   rt = open_on(cache, &lb, 0);

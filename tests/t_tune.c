@@ -435,8 +435,12 @@ static void rejected_keys_are_measured_again(void) {
   ** rejection like the others; the quarantined config stays out, also
   ** where its own row says "fault" as a faulting tuning leaves it. */
   static const char *status[] = {"mismatch", "fault", "mismatch", "fault"};
-  char err[KT_ERRMAX];
-  for (int i = 0; i < 4; i++) ASSERT_EQ(put_small_trial(&sc, cfgs[i], status[i], -1), 0);
+  char err[KT_ERRMAX], said[128];
+  /* A mismatch is this NVRTC's verdict: it names it (tune/tuner.c). */
+  int v = kt__nvrtc_version();
+  snprintf(said, sizeof said, "NVRTC %d.%d: y[0] differs", v / 1000, v % 1000 / 10);
+  for (int i = 0; i < 4; i++)
+    ASSERT_EQ(put_small_trial_said(&sc, cfgs[i], status[i], -1, strcmp(status[i], "fault") ? said : ""), 0);
   ASSERT_EQ(kt__store_quarantine(rt->env.store, "rmsnorm_small", k->p.spec_hash, rt->env.fingerprint, key, cfgs[3],
                                  "fault: illegal address", err, sizeof err),
             0);
@@ -521,39 +525,55 @@ static void damaged_ok_trials_are_measured_again(void) {
   kt_runtime_close(rt);
 }
 
-/* A compile_error trial is the verdict of the NVRTC that gave it, named at
+/* A rejection of the code a compiler made (compile_error, resources,
+** mismatch, oob_write) is the verdict of the NVRTC that gave it, named at
 ** the start of its detail: a row without this NVRTC's name (another
 ** version's, or one an older ktune wrote without a name) settles nothing,
-** since this compiler may take the source. */
+** since this compiler may take the source, use fewer registers or make
+** code that computes right. A fault or a timeout settles whatever its
+** detail says. */
 static void compile_verdicts_of_another_nvrtc_are_measured_again(void) {
-  static char logged[4096];
-  small_call sc;
-  ASSERT_EQ(small_call_open(&sc, "verdicts.db", logged), 0);
-  const char *const *cfgs = small_cfgs;
-  kt__tuner *t;
-  ASSERT_STATUS(kt__tuner_new(&sc.k->p, &sc.rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
-  kt__tuner_free(t);
+  static const struct {
+    const char *status;
+    kt_trial_status ts;
+    const char *said;
+  } verdicts[] = {{"compile_error", KT_TRIAL_COMPILE_ERROR, "small.cu(3): error: B too large"},
+                  {"resources", KT_TRIAL_RESOURCES, "spills 24 bytes per thread to local memory"},
+                  {"mismatch", KT_TRIAL_MISMATCH, "y[3] = 1.5, the reference 1.25"},
+                  {"oob_write", KT_TRIAL_OOB_WRITE, "y: 4 bytes written past its end"},
+                  {"fault", KT_TRIAL_FAULT, "an illegal memory access was encountered"}};
   int v = kt__nvrtc_version();
   ASSERT_TRUE(v >= 12000);
-  char mine[128], other[128];
-  snprintf(mine, sizeof mine, "NVRTC %d.%d: small.cu(3): error: B too large", v / 1000, v % 1000 / 10);
-  snprintf(other, sizeof other, "NVRTC %d.%d: small.cu(3): error: B too large", v / 1000 - 1, 8);
-  ASSERT_EQ(put_small_trial_said(&sc, cfgs[0], "compile_error", -1, "small.cu(3): error: B too large"), 0);
-  ASSERT_EQ(put_small_trial_said(&sc, cfgs[1], "compile_error", -1, other), 0);
-  ASSERT_EQ(put_small_trial_said(&sc, cfgs[2], "compile_error", -1, mine), 0);
-  ASSERT_EQ(put_small_trial(&sc, cfgs[3], "ok", 5), 0);
-  ASSERT_STATUS(kt__tuner_new(&sc.k->p, &sc.rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
-  ASSERT_EQ(kt__tuner_pending(t), 2);
-  int n;
-  const kt__cand *cd = kt__tuner_candidates(t, &n);
-  ASSERT_EQ(n, 4);
-  for (int i = 0; i < n; i++) {
-    int settled = !strcmp(cd[i].json, cfgs[2]) || !strcmp(cd[i].json, cfgs[3]);
-    ASSERT_EQ(cd[i].prior, settled);
-    if (!strcmp(cd[i].json, cfgs[2])) ASSERT_EQ(cd[i].status, KT_TRIAL_COMPILE_ERROR);
+  for (size_t k = 0; k < sizeof verdicts / sizeof verdicts[0]; k++) {
+    static char logged[4096];
+    char db[64], mine[256], other[256];
+    small_call sc;
+    snprintf(db, sizeof db, "verdicts-%s.db", verdicts[k].status);
+    ASSERT_EQ(small_call_open(&sc, db, logged), 0);
+    const char *const *cfgs = small_cfgs;
+    kt__tuner *t;
+    ASSERT_STATUS(kt__tuner_new(&sc.k->p, &sc.rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
+    kt__tuner_free(t);
+    snprintf(mine, sizeof mine, "NVRTC %d.%d: %s", v / 1000, v % 1000 / 10, verdicts[k].said);
+    snprintf(other, sizeof other, "NVRTC %d.%d: %s", v / 1000 - 1, 8, verdicts[k].said);
+    ASSERT_EQ(put_small_trial_said(&sc, cfgs[0], verdicts[k].status, -1, verdicts[k].said), 0);
+    ASSERT_EQ(put_small_trial_said(&sc, cfgs[1], verdicts[k].status, -1, other), 0);
+    ASSERT_EQ(put_small_trial_said(&sc, cfgs[2], verdicts[k].status, -1, mine), 0);
+    ASSERT_EQ(put_small_trial(&sc, cfgs[3], "ok", 5), 0);
+    ASSERT_STATUS(kt__tuner_new(&sc.k->p, &sc.rt->tune, &sc.c, sc.a, sc.key, &t), KT_OK);
+    int by_compiler = verdicts[k].ts != KT_TRIAL_FAULT;
+    ASSERT_EQ(kt__tuner_pending(t), by_compiler ? 2 : 0);
+    int n;
+    const kt__cand *cd = kt__tuner_candidates(t, &n);
+    ASSERT_EQ(n, 4);
+    for (int i = 0; i < n; i++) {
+      int settled = !by_compiler || !strcmp(cd[i].json, cfgs[2]) || !strcmp(cd[i].json, cfgs[3]);
+      ASSERT_EQ(cd[i].prior, settled);
+      if (!strcmp(cd[i].json, cfgs[2])) ASSERT_EQ(cd[i].status, verdicts[k].ts);
+    }
+    kt__tuner_free(t);
+    kt_runtime_close(sc.rt);
   }
-  kt__tuner_free(t);
-  kt_runtime_close(sc.rt);
 }
 
 /* The plan of where a key is timed (tune/tuneat.h), for the call at N rows
@@ -1364,7 +1384,8 @@ const kt_test t_tune_tests[] = {
     {"tune: alias rules on ranges", alias_partners},
     {"tune: a key with only rejected rows is measured again", rejected_keys_are_measured_again},
     {"tune: an ok trial whose time is no time is measured again", damaged_ok_trials_are_measured_again},
-    {"tune: a compile_error trial of another NVRTC is measured again", compile_verdicts_of_another_nvrtc_are_measured_again},
+    {"tune: a compiler's verdict (compile_error, resources, mismatch, oob_write) of another NVRTC is measured again",
+     compile_verdicts_of_another_nvrtc_are_measured_again},
     {"tune: reports as data without a device; the codec in the public header", tune_reports_without_a_device},
     {"tune: the inputs' values, the same on any number of threads", inputs_fill_values},
     {"tune: a report says where its call's key is timed (tune_at)", reports_say_where_a_key_is_timed},

@@ -79,20 +79,32 @@ static void candidate_list(kt__tuner *t) {
   } while (kt__spec_config_next(s, idx));
 }
 
+/* Rejections that judge the code a compiler made: another NVRTC may make
+** other code (take the source, use fewer registers, not miscompile). */
+static int compiler_verdict(int status) {
+  return status == KT_TRIAL_COMPILE_ERROR || status == KT_TRIAL_RESOURCES || status == KT_TRIAL_MISMATCH ||
+         status == KT_TRIAL_OOB_WRITE;
+}
+
+/* Whether a stored detail names this process's NVRTC, as store_trial
+** writes a compiler verdict's. */
+static int tagged_here(const kt__tuner *t, const char *detail) {
+  return t->nvrtc_tag[0] && !strncmp(detail, t->nvrtc_tag, strlen(t->nvrtc_tag));
+}
+
 /* A stored trial settles its candidate, unless the row is damaged or
 ** stale: a status this version does not know or never stores ("pruned");
 ** an "ok" whose time is no time (NULL, text, zero, negative, not
 ** finite), which would win every tuning of the key and skew the pruning's
-** evidence; or a "compile_error" that another NVRTC gave (its detail does
-** not begin with this one's tag), since a newer compiler may take the
-** source. Such a candidate is measured again, its row written anew. */
+** evidence; or a compiler's verdict that another NVRTC gave (its detail
+** does not begin with this one's tag). Such a candidate is measured
+** again, its row written anew. */
 static int on_prior(void *user, const kt__trialrow *r) {
   kt__tuner *t = user;
   kt_trial_status ts;
   if (kt_trial_status_parse(r->status, &ts) || ts == KT_TRIAL_PRUNED) return 0;
   if (ts == KT_TRIAL_OK && !(r->median_us > 0 && isfinite(r->median_us))) return 0;
-  if (ts == KT_TRIAL_COMPILE_ERROR && (!t->nvrtc_tag[0] || strncmp(r->detail, t->nvrtc_tag, strlen(t->nvrtc_tag))))
-    return 0;
+  if (compiler_verdict(ts) && !tagged_here(t, r->detail)) return 0;
   for (int i = 0; i < t->ncand; i++) {
     kt__cand *cd = &t->cand[i];
     if (cd->status != KT__PENDING || strcmp(cd->json, r->config)) continue;
@@ -256,11 +268,16 @@ static int writable(const kt__tuner *t) { return t->env->store && !kt__store_rea
 static void store_trial(kt__tuner *t, const kt__cand *cd) {
   if (!writable(t) || cd->prior || !kt__cand_keepable(cd)) return;
   int ok = cd->status == KT_TRIAL_OK;
+  /* A compiler's verdict names the compiler (a compile_error's detail
+  ** does already), for on_prior. */
+  char tagged[sizeof t->nvrtc_tag + sizeof cd->detail];
+  snprintf(tagged, sizeof tagged, "%s%s", compiler_verdict(cd->status) && !tagged_here(t, cd->detail) ? t->nvrtc_tag : "",
+           cd->detail);
   kt__trialrow tr = {.kernel = t->p->spec->name, .spec_hash = t->p->spec_hash, .device = t->env->fingerprint,
                      .key = t->key, .config = cd->json, .status = kt_trial_status_name((kt_trial_status)cd->status),
                      .median_us = ok ? cd->median : -1, .spread_us = ok ? cd->spread : -1,
                      .registers = cd->attrs.regs, .smem_bytes = cd->attrs.static_smem,
-                     .spill_bytes = cd->attrs.local_bytes, .detail = cd->detail};
+                     .spill_bytes = cd->attrs.local_bytes, .detail = tagged};
   char err[KT_ERRMAX];
   if (kt__store_put_trial(t->env->store, &tr, err, sizeof err)) kt__log(&t->env->log, KT_LOG_WARN, "%s", err);
 }

@@ -6,8 +6,9 @@
 ** must match this model exactly:
 **   - a config quarantined for the key is never run (a fault, decided);
 **   - a sound row decides its config: a status ktune stores, for "ok" a
-**     time > 0 and finite, for "compile_error" a detail that begins with
-**     this NVRTC's name;
+**     time > 0 and finite, for a verdict on compiled code
+**     ("compile_error", "resources", "mismatch", "oob_write") a detail
+**     that begins with this NVRTC's name;
 **   - every other candidate is measured;
 **   - and a key is never a dead end: when nothing is left to measure and
 **     no sound "ok" row exists, every rejection is measured again.
@@ -121,6 +122,11 @@ static void bind_detail(sqlite3_stmt *st, int i, kt_fuzz_bytes *b, int *named) {
   *named = c == 0 && tag[0];
 }
 
+/* Whether a status is a verdict on the code one NVRTC made. */
+static int by_compiler(int s) {
+  return s == KT_TRIAL_COMPILE_ERROR || s == KT_TRIAL_RESOURCES || s == KT_TRIAL_MISMATCH || s == KT_TRIAL_OOB_WRITE;
+}
+
 /* The rows the bytes say, written; the model of each candidate's fate. */
 typedef struct model {
   int quarantined[NCAND], sound[NCAND], status[NCAND];
@@ -160,7 +166,7 @@ static void put_rows(kt_fuzz_bytes *b, model *m) {
     if (c == NCAND) continue;
     if (quarantine) m->quarantined[c] = 1;
     else /* a later row replaces the earlier */
-      m->sound[c] = s < KNOWN && (s == KT_TRIAL_OK ? sound : s != KT_TRIAL_COMPILE_ERROR || named), m->status[c] = s;
+      m->sound[c] = s < KNOWN && (s == KT_TRIAL_OK ? sound : !by_compiler(s) || named), m->status[c] = s;
   }
   sqlite3_finalize(ins);
   sqlite3_finalize(q);
