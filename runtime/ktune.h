@@ -471,7 +471,9 @@ typedef struct kt_options {
                              in the 6 or more candidates measured with it,
                              and in 2 or more beside each of its other
                              values (docs/tuning.md, "Pruning") */
-  int cache_required;     /* nonzero: a cache that cannot be opened as asked
+  int cache_required;     /* nonzero: a cache (the user's; a system cache
+                             that cannot be read is still left out with a
+                             warning) that cannot be opened as asked
                              (to be written: made where missing, and one that
                              would be read-only, not writable, with a foreign
                              -wal or -shm or a newer schema, refused; with

@@ -564,6 +564,14 @@ static void a_required_cache_that_cannot_open_fails_the_open(void) {
   kt_runtime_close(rt);
   ASSERT_EQ(stat(db, &sb), 0);
   ASSERT_STR_EQ(logged, "");
+  /* The system cache is never required: one that cannot be read is left
+  ** out, as ever, with a warning. */
+  o.system_cache_path = dir;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  kt_runtime_close(rt);
+  snprintf(want, sizeof want, "%s: system cache not used: %s: is a directory, not a cache file", dir, dir);
+  ASSERT_STR_EQ(logged, want);
+  o.system_cache_path = NULL;
   o.no_cache = 1;
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_ERR_INVALID);
   ASSERT_STR_EQ(kt_errmsg(rt), "kt_runtime_open: no_cache and cache_required are both set");
