@@ -15,7 +15,8 @@ void kt__store_digest(const void *p, size_t n, char out[33]) {
 }
 
 int kt__store_put_binary(kt_store *s, const kt__binrow *r, char *err, size_t errlen) {
-  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  int writable = kt__db_writable(s, err, errlen);
+  if (writable) return writable;
   char digest[33];
   kt__store_digest(r->cubin, (size_t)r->size, digest);
   kt__binrow w = *r;

@@ -47,7 +47,8 @@ int kt__configs_merge(kt_store *s, const kt__cfgrow *r, const char *stale, int *
 
 int kt__store_replace_config(kt_store *s, const kt__cfgrow *r, const char *stale, int *outcome, char *err,
                              size_t errlen) {
-  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  int writable = kt__db_writable(s, err, errlen);
+  if (writable) return writable;
   if (!(r->time_us >= 0) || !isfinite(r->time_us)) {
     snprintf(err, errlen, "%s: configs: time_us %g is not a finite number >= 0", s->path, r->time_us);
     return KT__C_INVALID;
@@ -95,7 +96,8 @@ int kt__store_get_config(kt_store *s, const char *kernel, const char *spec_hash,
 }
 
 int kt__store_put_trial(kt_store *s, const kt__trialrow *r, char *err, size_t errlen) {
-  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  int writable = kt__db_writable(s, err, errlen);
+  if (writable) return writable;
   pthread_mutex_lock(&s->lock);
   int st = KT__C_OK;
   sqlite3_stmt *t = kt__db_stmt(s, ST_PUT_TRIAL, &st, err, errlen);

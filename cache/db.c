@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,23 @@ int kt__db_err(kt_store *s, sqlite3 *db, const char *what, char *err, size_t err
 
 int kt__db_readonly_err(const kt_store *s, char *err, size_t errlen) {
   snprintf(err, errlen, "%s: the cache is read-only", s->path);
+  return KT__C_READONLY;
+}
+
+/* A file removed since it was opened (rm, or mv elsewhere), or replaced
+** (another file moved over its name), is written no more: rows would go
+** where no one reads them again, or the name now holds a file this store
+** never checked. One stat a write, which is rare (a tuning's results);
+** said once. */
+int kt__db_writable(kt_store *s, char *err, size_t errlen) {
+  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  struct stat sb;
+  int here = s->file.real && !stat(s->file.real, &sb) && sb.st_dev == s->file.dev && sb.st_ino == s->file.ino;
+  if (here && !atomic_load(&s->gone)) return KT__C_OK;
+  if (!atomic_exchange(&s->gone, 1))
+    kt__db_log(s, 1, "%s: removed or replaced since this process opened it: nothing more is written to it, tunings "
+                     "stay in memory (a runtime opened anew uses the file there now)", s->path);
+  snprintf(err, errlen, "%s: removed or replaced since this process opened it; nothing more is written to it", s->path);
   return KT__C_READONLY;
 }
 

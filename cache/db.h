@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "cache/store.h"
@@ -42,6 +43,8 @@ struct kt_store {
   int version;             /* of the user database's schema */
   int sys_version;         /* of the system database's */
   int readonly;
+  atomic_int gone;         /* the file was removed or replaced since it was
+                              opened: written no more (kt__db_writable) */
   int trusted;             /* binaries may be loaded */
   kt__clog log;
 };
@@ -78,6 +81,9 @@ void kt__db_bind_key(sqlite3_stmt *st, const char *kernel, const char *spec_hash
 int64_t kt__db_now(void);
 void kt__db_log(const kt_store *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int kt__db_readonly_err(const kt_store *s, char *err, size_t errlen);
+/* KT__C_OK where the store may write: not read-only, and its file still
+** where it was opened; else KT__C_READONLY with why in err. */
+int kt__db_writable(kt_store *s, char *err, size_t errlen);
 
 /* configs.c: within a transaction, how a config compares with the stored
 ** one (KT__ADDED, KT__KEPT, KT__REPLACED), and the row written when it is

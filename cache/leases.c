@@ -12,7 +12,8 @@
 
 int kt__store_quarantine(kt_store *s, const char *kernel, const char *spec_hash, const char *device, const char *key,
                          const char *config, const char *reason, char *err, size_t errlen) {
-  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  int writable = kt__db_writable(s, err, errlen);
+  if (writable) return writable;
   pthread_mutex_lock(&s->lock);
   int st = KT__C_OK;
   sqlite3_stmt *q = kt__db_stmt(s, reason ? ST_Q_ADD : ST_Q_DEL, &st, err, errlen);
@@ -124,7 +125,8 @@ static int claim(kt_store *s, long pid, const char *reason, void (*fn)(void *, c
 int kt__store_quarantine_claim(kt_store *s, long pid, const char *reason,
                                void (*fn)(void *, const char *, const char *, const char *), void *user, char *err,
                                size_t errlen) {
-  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  int writable = kt__db_writable(s, err, errlen);
+  if (writable) return writable;
   pthread_mutex_lock(&s->lock);
   int st = claim(s, pid, reason, fn, user, err, errlen);
   pthread_mutex_unlock(&s->lock);
@@ -254,7 +256,7 @@ int kt__store_lease(kt_store *s, const char *kernel, const char *spec_hash, cons
                     const char *host, long pid, int ttl_s, int *taken, long *holder, char *err, size_t errlen) {
   *taken = 0;
   *holder = 0;
-  if (s->readonly) {
+  if (kt__db_writable(s, err, errlen)) {
     *taken = 1; /* nothing to coordinate through */
     return KT__C_OK;
   }
@@ -275,6 +277,7 @@ int kt__store_lease_release(kt_store *s, const char *kernel, const char *spec_ha
   kt__leaserow r = {.kernel = kernel, .spec_hash = spec_hash, .device = device, .key = key};
   char *id = held_id(s, &r);
   if (id) held_mark(s, id, 0);
+  if (kt__db_writable(s, err, errlen)) return KT__C_OK; /* the lease went with its file */
   pthread_mutex_lock(&s->lock);
   int st = KT__C_OK;
   sqlite3_stmt *q = keyed(s, "DELETE FROM leases" KT__WHERE_KEY " AND host=?5 AND pid=?6", kernel, spec_hash, device, key,

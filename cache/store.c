@@ -387,6 +387,7 @@ int kt__store_open(kt_store **out, const kt__store_opts *o, char *err, size_t er
   kt_store *s = sqlite3_malloc(sizeof *s);
   if (!s) return snprintf(err, errlen, "%s: out of memory", path), KT__C_NOMEM;
   memset(s, 0, sizeof *s);
+  atomic_init(&s->gone, 0);
   s->log = o->log;
   /* Recursive: a listing's callback may query the store (ktune show reads
   ** each config's trials while the configs are being listed). */
@@ -453,5 +454,5 @@ int kt__store_is_own_file(const kt_store *s, const char *path) {
   return s && (names_file(&s->file, path) || names_file(&s->sys_file, path));
 }
 
-int kt__store_readonly(const kt_store *s) { return s ? s->readonly : 1; }
+int kt__store_readonly(const kt_store *s) { return s ? s->readonly || atomic_load(&((kt_store *)s)->gone) : 1; }
 int kt__store_binaries_trusted(const kt_store *s) { return s && s->trusted; }

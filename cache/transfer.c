@@ -490,7 +490,8 @@ static int import_rows(kt_store *s, const char *name, const char *json, int bina
 int kt__store_import(kt_store *s, const char *name, const char *json, int with_binaries, long counts[5], char *err,
                      size_t errlen) {
   memset(counts, 0, 5 * sizeof *counts);
-  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  int writable = kt__db_writable(s, err, errlen);
+  if (writable) return writable;
   pthread_mutex_lock(&s->lock);
   int st = check_header(s, name, json, err, errlen);
   if (!st) st = kt__db_begin(s, err, errlen);
@@ -548,7 +549,8 @@ int kt__store_gc(kt_store *s, const char *const *kernels, const char *const *has
       " k.kernel = binaries.kernel AND k.spec_hash = binaries.spec_hash)";
   char q[sizeof stale + 64];
   *configs_removed = *binaries_removed = 0;
-  if (s->readonly) return kt__db_readonly_err(s, err, errlen);
+  int writable = kt__db_writable(s, err, errlen);
+  if (writable) return writable;
   pthread_mutex_lock(&s->lock);
   int st = kt__db_begin(s, err, errlen);
   if (!st) st = gc_current(s, kernels, hashes, n, err, errlen);

@@ -384,6 +384,61 @@ static void newer_schema_is_read_only(void) {
 
 
 
+/* A cache file removed (rm, mv elsewhere) or replaced (another file moved
+** over its name) while a store has it open is written no more, said once:
+** nothing goes where no one reads it again, or through the -wal that keeps
+** its name into the file now there; what it holds is still read. (SQLite
+** leaves the -wal of a moved file where it was, so the next reader of the
+** name sees what that -wal already held: replace a cache only while no
+** process has it open.) */
+static void a_file_removed_or_replaced_is_written_no_more(void) {
+  const char *p = tmpfile_in("moved.db"), *q = tmpfile_in("moved-away.db");
+  static char logged[4096];
+  logged[0] = 0;
+  kt__clog lg = {ccapture, logged, KT_LOG_DEBUG};
+  kt_store *s;
+  ASSERT_STATUS(open_store(&s, p, NULL, &lg, err, sizeof err), KT_OK);
+  kt__cfgrow r = row("{\"D\":64}", "{\"BLOCK\":128}", 3.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  ASSERT_EQ(rename(p, q), 0);
+  r = row("{\"D\":128}", "{\"BLOCK\":128}", 3.0);
+  char want[900];
+  snprintf(want, sizeof want, "%s: removed or replaced since this process opened it; nothing more is written to it", p);
+  for (int i = 0; i < 2; i++) {
+    ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_ERR_READONLY);
+    ASSERT_STR_EQ(err, want);
+  }
+  kt__trialrow tr = {.kernel = "k", .spec_hash = "h", .device = "d", .key = "{}", .config = "{}", .status = "ok",
+                     .median_us = 1, .spread_us = 0.1, .detail = ""};
+  ASSERT_STATUS(kt__store_put_trial(s, &tr, err, sizeof err), KT_ERR_READONLY);
+  ASSERT_EQ(kt__store_readonly(s), 1);
+  int taken;
+  long holder;
+  ASSERT_STATUS(kt__store_lease(s, "k", "h", "d", "{}", "host", 1, 60, &taken, &holder, err, sizeof err), KT_OK);
+  ASSERT_EQ(taken, 1);
+  char cfg[64];
+  ASSERT_STATUS(get_config(s, "{\"D\":64}", cfg, sizeof cfg, NULL), KT_OK);
+  ASSERT_STR_EQ(cfg, "{\"BLOCK\":128}");
+  kt__store_close(s);
+  snprintf(want, sizeof want, "%s: removed or replaced since this process opened it: nothing more is written to it, "
+           "tunings stay in memory (a runtime opened anew uses the file there now)\n", p);
+  ASSERT_STR_EQ(logged, want);
+  /* Replaced: the cache moved over the name is left as it was. */
+  const char *other = tmpfile_in("other.db"), *live = tmpfile_in("live.db");
+  ASSERT_STATUS(open_store(&s, other, NULL, NULL, err, sizeof err), KT_OK);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_OK);
+  kt__store_close(s);
+  ASSERT_STATUS(open_store(&s, live, NULL, NULL, err, sizeof err), KT_OK);
+  char before[128], after[128];
+  stat_sig(other, before, sizeof before);
+  ASSERT_EQ(rename(other, live), 0);
+  r = row("{\"D\":256}", "{\"BLOCK\":128}", 3.0);
+  ASSERT_STATUS(kt__store_put_config(s, &r, NULL, err, sizeof err), KT_ERR_READONLY);
+  kt__store_close(s);
+  stat_sig(live, after, sizeof after);
+  ASSERT_STR_EQ(after, before);
+}
+
 /* Many processes with several threads each, tuning and reading the same keys:
 ** the file stays valid, there is one row per key holding the fastest time
 ** any writer reported, and no call fails with "database is locked". */
@@ -964,6 +1019,7 @@ const kt_test t_store_tests[] = {
     {"cache: the configs other keys chose, most chosen first", winners_of_other_keys},
     {"cache: schema 1 is migrated in place", migrates_schema_1},
     {"cache: a newer schema is opened read-only, never rewritten", newer_schema_is_read_only},
+    {"cache: a file removed or replaced while open is written no more", a_file_removed_or_replaced_is_written_no_more},
     {"cache: 8 processes x 4 threads on overlapping keys", many_processes_and_threads},
     {"cache: a killed writer loses nothing committed", killed_writer_loses_nothing_committed},
     {"cache: corrupt and truncated files are reported and kept", damaged_files_are_reported_and_kept},
