@@ -484,7 +484,10 @@ typedef struct kt_options {
                              With no_cache, KT_ERR_INVALID */
 } kt_options;
 
-/* Fill o with defaults. Always KT_OK unless o is NULL (KT_ERR_INVALID). */
+/* Fill o with defaults: sizeof(kt_options) of this version of the library
+** bytes are written, whatever the caller's header declared (a binding that
+** declares the struct itself fills a buffer at least that large, then
+** copies what it knows). Always KT_OK unless o is NULL (KT_ERR_INVALID). */
 KT_API kt_status kt_options_init(kt_options *o);
 
 /* Open a runtime for one device. On failure *out is still set when a handle

@@ -221,6 +221,45 @@ static void docs_and_package_claims(void) {
   ASSERT_STR_EQ(out, KT_VERSION_STRING "\n");
 }
 
+/* kt_options_init writes its own version's sizeof(kt_options) bytes: the
+** Python package, whose declaration was 8 bytes shorter, had it write past
+** the end of its ctypes struct at every runtime it opened (Python's debug
+** allocator stopped on it: "bad trailing pad byte"). The package's
+** declaration is the header's whole, and it fills its struct from a scratch
+** buffer, so a declaration shorter than the library's (an older package) is
+** never written past either; under the debug allocator nothing is. */
+static void the_package_never_writes_past_its_options(void) {
+  char out[4096];
+  int rc = t_sh(out, sizeof out,
+                "PYTHONMALLOC=debug KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -c '"
+                "import ctypes, gc, ktune\n"
+                "from ktune import _capi\n"
+                "L = ktune.lib()\n"
+                "o = _capi.options(L)\n"
+                "print(o.size, ctypes.sizeof(o), o.log_level, o.cache_required, _capi.knows(o, \"cache_required\"))\n"
+                "class Short(ctypes.Structure): _fields_ = _capi.Options._fields_[:-2]\n"
+                "s = _capi.options(L, Short)\n"
+                "print(s.size, ctypes.sizeof(s), s.log_level)\n"
+                "del o, s\n"
+                "gc.collect()\n"
+                "' 2>&1");
+  char want[128];
+  snprintf(want, sizeof want, "%zu %zu -1 0 True\n%zu %zu -1\n", sizeof(kt_options), sizeof(kt_options),
+           sizeof(kt_options) - 2 * sizeof(int), sizeof(kt_options) - 2 * sizeof(int));
+  ASSERT_EQ(rc, 0);
+  ASSERT_STR_EQ(out, want);
+  /* python -m ktune opens its runtime the same way. */
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  rc = t_sh(out, sizeof out,
+            "PYTHONMALLOC=debug KTUNE_LIB=build/libktune.so PYTHONPATH=tools/python python3 -m ktune list --cache "
+            "%s/none.db 2>&1",
+            dir);
+  ASSERT_EQ(rc, 1);
+  ASSERT_CONTAINS(out, "/none.db: no cache there (nothing was created)");
+  ASSERT_TRUE(!strstr(out, "Fatal Python error"));
+}
+
 const kt_test t_convention_tests[] = {
     {"conventions: options as getopt_long reads them; - is standard input", options_as_getopt_reads_them},
     {"conventions: one exit-code rule, messages in the user's words", one_exit_code_rule},
@@ -229,6 +268,7 @@ const kt_test t_convention_tests[] = {
     {"conventions: compile says the count up front; lint a mostly broken space", progress_and_large_spaces},
     {"conventions: make check, install LIBDIR, uninstall, rpath in ktune.pc", build_conventions},
     {"conventions: pip install into a fresh venv; python -m ktune; library search", python_package_installs_with_pip},
+    {"conventions: the Python package never writes past its kt_options", the_package_never_writes_past_its_options},
     {"conventions: docs name only flags, variables and columns that exist", docs_and_package_claims},
     {NULL, NULL},
 };

@@ -23,8 +23,7 @@ def args(d):
 
 
 def open_rank(coord, path):
-    o = _capi.Options()
-    L.kt_options_init(ctypes.byref(o))
+    o = _capi.options(L)
     o.no_device, o.arch, o.cache_path, o.log_level = 1, b"sm_90", path.encode(), 0
     o.coord = coord.c_struct()
     h = ctypes.c_void_p()

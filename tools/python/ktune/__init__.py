@@ -345,15 +345,17 @@ def _choice(what, value, table):
 
 class Runtime:
     """A kt_runtime on one device. close() (or process exit) frees it.
-    mode, cache_path, pdl and budget_s are kt_options' fields (cache_path: a
-    str, bytes or os.PathLike, without a NUL byte; budget_s: the
-    seconds a tuning may spend; None: its strategy's own, 10 s for the
-    random search)."""
+    mode, cache_path, pdl, budget_s and cache_required are kt_options'
+    fields (cache_path: a str, bytes or os.PathLike, without a NUL byte;
+    budget_s: the seconds a tuning may spend; None: its strategy's own, 10 s
+    for the random search; cache_required: a cache that cannot be opened
+    raises KtuneError KT_ERR_CACHE, where by default the runtime runs
+    without one and logs why)."""
 
-    def __init__(self, device=0, mode=None, cache_path=None, log=None, log_level=None, pdl=True, budget_s=None):
+    def __init__(self, device=0, mode=None, cache_path=None, log=None, log_level=None, pdl=True, budget_s=None,
+                 cache_required=False):
         L = lib()
-        o = _capi.Options()
-        L.kt_options_init(ctypes.byref(o))
+        o = _capi.options(L)
         try:
             device = operator.index(device)
         except TypeError:
@@ -368,6 +370,10 @@ class Runtime:
             o.cache_path = _c_text("ktune.Runtime: cache_path", cache_path)
         if budget_s is not None:
             o.budget_s = float(budget_s)
+        if cache_required:
+            if not _capi.knows(o, "cache_required"):
+                raise KtuneError("KT_ERR_INVALID", "ktune.Runtime: cache_required: the loaded libktune does not have it")
+            o.cache_required = 1
         if log_level is not None:
             o.log_level = _choice("log_level", log_level, _LOG_LEVELS)
         self._log_cb = None

@@ -38,8 +38,7 @@ def _binary():
 
 def _runtime(cache_path=None):
     L = lib()
-    o = _capi.Options()
-    L.kt_options_init(ctypes.byref(o))
+    o = _capi.options(L)
     o.no_device = 1
     o.cache_readonly = 1
     o.log_level = 0

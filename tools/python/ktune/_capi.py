@@ -90,7 +90,35 @@ class Options(ctypes.Structure):
                 ("miss_runs_default", ctypes.c_int), ("progress", ctypes.c_void_p),
                 ("progress_user", ctypes.c_void_p), ("retune", ctypes.c_int), ("strategy", ctypes.c_int),
                 ("budget_s", ctypes.c_double), ("no_pdl", ctypes.c_int), ("cache_readonly", ctypes.c_int),
-                ("async_copy_limit", ctypes.c_size_t), ("coord", Coordinator), ("record_path", ctypes.c_char_p)]
+                ("async_copy_limit", ctypes.c_size_t), ("coord", Coordinator), ("record_path", ctypes.c_char_p),
+                ("no_prune", ctypes.c_int), ("cache_required", ctypes.c_int)]
+
+
+def options(lib, cls=Options):
+    """A cls (this package's kt_options) holding the defaults the loaded
+    library's kt_options_init gives. That function writes its own version's
+    sizeof(kt_options) bytes whatever the caller declared, which past a
+    shorter declaration is memory of something else; so it fills a scratch
+    buffer larger than any version's, and the fields both know are kept.
+    size says how many bytes the library reads; it takes its defaults for
+    the rest."""
+    scratch = (ctypes.c_char * (1 << 16))()
+    if lib.kt_options_init(ctypes.cast(scratch, ctypes.POINTER(Options))):
+        raise OSError("kt_options_init failed")
+    theirs = ctypes.c_size_t.from_buffer(scratch).value
+    if not ctypes.sizeof(ctypes.c_size_t) <= theirs <= len(scratch):
+        raise OSError("kt_options_init gave a kt_options of %d bytes" % theirs)
+    o = cls()
+    n = min(theirs, ctypes.sizeof(cls))
+    ctypes.memmove(ctypes.byref(o), scratch, n)
+    o.size = n
+    return o
+
+
+def knows(o, field):
+    """Whether the library reads field of o (its kt_options has it)."""
+    f = getattr(type(o), field)
+    return f.offset + f.size <= o.size
 
 
 class Sized(ctypes.Structure):
