@@ -1,0 +1,218 @@
+"""The end of a backward program, where its dw/db sums leave the SMs: a
+probe for issue 17's backward target, not part of `make bench`. Two parts.
+
+First, what two changes to layernorm.cu (the sixty-first run) gain against
+the code before them:
+
+- A pipelined program of ROWS > 1 subgroups (STAGES > 0) adds their dw/db
+  sums in shared memory (merge_sums, in the free pipeline slots) and
+  writes its partial row once, where each subgroup in turn added its sums
+  into the partial row in global memory, waiting for the one before's to
+  come back from L2.
+- add_sums at VEC = 8 takes a thread's two 16-byte halves in the other
+  order in threads 4 to 7 of every 8: no two threads of a quarter warp
+  share a bank (merge_sums' stores into shared memory).
+
+The other side of the change (CHANGE: the code before where the shipped
+source holds it, else the code after) is a patched copy under another
+name (layernorm_bwd_before or layernorm_bwd_after). For each case (bf16,
+with the weight, and the bias for LayerNorm; CASES as TxDxRMS,
+comma-separated) at the P that ktune.ops passes: the shipped spec tuned
+and the old one tuned (each its own key); then the shipped pick and every
+FORCED config (ROWS > 1, pipelined) forced on both, ROUNDS times in turn,
+the fastest of each; the bytes of dx, dw and db of the two compared (the
+same additions in the same order: they must be equal), and both against
+float64 (probe_norm_bwd.reference).
+
+Second, programs that end at two times (SKEW_PATCHES, as the spec
+layernorm_bwd_skew, whose config field SK the shipped spec lacks): every
+odd program whose whole share lies inside the rows starts SK rows late, so
+the even programs own bs + SK rows and the odd ones bs - SK (bs = cdiv(N,
+P)). Which rows a program sums is still fixed by N, P and the config (the
+same bits every run); the question is whether the odd programs' partial
+rows, written while the even ones still stream, shorten the launch's end,
+where every program now writes its partial row at the same moment. The
+shipped pick forced with SK = 0 (the shipped code) and each SKEW value,
+ROUNDS times in turn, the fastest of each, and the error against
+float64."""
+import os
+import shutil
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench_kernels as bk  # noqa: E402
+import probe_norm_bwd as pb  # noqa: E402
+import ktune  # noqa: E402
+
+# The change, as (before, after) pairs of layernorm.cu's text: the probe
+# makes the other side of whichever the shipped source holds.
+CHANGE = [
+    ("    constexpr int C = VEC < 4 ? VEC : 4;\n#pragma unroll\n    for (int k = 0; k < VEC; k += C) {\n"
+     "      Vec<float, C> a;\n      if (add) a = *reinterpret_cast<const Vec<float, C> *>(dst + k);\n"
+     "#pragma unroll\n      for (int c = 0; c < C; c++) a.v[c] = (add ? a.v[c] : 0.f) + src[k + c];\n",
+     "    constexpr int C = VEC < 4 ? VEC : 4;\n    const bool flip = VEC == 2 * C && (threadIdx.x & 4);\n"
+     "#pragma unroll\n    for (int q = 0; q < VEC; q += C) {\n      const int k = flip ? VEC - C - q : q;\n"
+     "      Vec<float, C> a;\n      if (add) a = *reinterpret_cast<const Vec<float, C> *>(dst + k);\n"
+     "#pragma unroll\n"
+     "      for (int c = 0; c < C; c++) a.v[c] = (add ? a.v[c] : 0.f) + (flip ? src[VEC - C - q + c] : src[q + c]);\n"),
+    ("  constexpr bool MERGE = (MG > 1 || (ROWS > 1 && sizeof(PT) != 4)) && (HAS_DW || HAS_BIAS);\n",
+     "  constexpr bool MERGE =\n      (MG > 1 || (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0))) && (HAS_DW || HAS_BIAS);\n"),
+]
+
+
+def other_side():
+    """(patches, name, whether the shipped source holds the change): the
+    patches that make the side of CHANGE the shipped source lacks."""
+    with open(os.path.join(ktune.kernels_dir(), "layernorm.cu")) as f:
+        text = f.read()
+    shipped_new = all(after in text for _, after in CHANGE)
+    if shipped_new:
+        return [(a, b) for b, a in CHANGE], "layernorm_bwd_before", True
+    return list(CHANGE), "layernorm_bwd_after", False
+
+
+SKEW_PATCHES = [
+    ("          int GROUPED>\n__device__ __forceinline__ void\nnorm_bwd(",
+     "          int GROUPED, int SK = 0>\n__device__ __forceinline__ void\nnorm_bwd("),
+    ("  const long long p0 = (long long)prog * bs;\n",
+     "  auto start_ = [&](long long i) -> long long {\n"
+     "    const long long s = i * bs + ((i & 1) && (i + 1) * bs <= n_rows ? SK : 0);\n"
+     "    return s < n_rows ? s : n_rows;\n"
+     "  };\n"
+     "  const long long p0 = start_(prog);\n"),
+    ("  const long long p1 = min(p0 + bs, (long long)n_rows);\n", "  const long long p1 = start_(prog + 1);\n"),
+    ("int GROUPED, typename kt::enable_if", "int GROUPED, int SK, typename kt::enable_if"),
+    ("HAS_BIAS, GROUPED>(dx, dw_part, db_part,", "HAS_BIAS, GROUPED, SK>(dx, dw_part, db_part,"),
+]
+SKEW = [int(v) for v in os.environ.get("SKEW", "1,2,4").split(",")]
+
+
+def skew_spec(spec):
+    """layernorm_bwd's spec with the config field SK (0 and SKEW)."""
+    spec["template"].append("SK")
+    spec["config"]["SK"] = sorted({0, *SKEW})
+    spec["default"]["SK"] = 0
+    spec["constraints"].append("SK == 0 || SK < cdiv(N, P)")
+
+
+CASES = pb.cases_from_env("4096x4096x1,4096x4096x0,2048x8192x1,2048x8192x0,1366x12288x0,1024x16384x1,"
+                          "1024x16384x0,16778x1000x0")
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+FORCED = {4096: ["BLOCK=1024,ROWS=2,VEC=8,ITEMS=1,STAGES=2,ACC=0,CL=1,MG=1,REREAD=0,HOLD=0",
+                 "BLOCK=512,ROWS=2,VEC=8,ITEMS=2,STAGES=3,ACC=0,CL=1,MG=1,REREAD=0,HOLD=0"],
+          1000: ["BLOCK=512,ROWS=4,VEC=8,ITEMS=1,STAGES=2,ACC=0,CL=1,MG=1,REREAD=0,HOLD=0"]}
+
+
+def launcher(k, c, P, config):
+    """(launch of backward + reduce with k forced to config (tuned where
+    None), outputs (dx, dw, db))."""
+    T, D = c.T, c.D
+    dx = torch.empty_like(c.x)
+    dwp = torch.empty(P, D, device=bk.dev)
+    dbp = torch.empty(P, D, device=bk.dev) if c.b is not None else None
+    dw = torch.empty_like(c.w)
+    db = torch.empty_like(c.b) if c.b is not None else None
+    bargs = [dx, dwp, dbp, c.dy, c.x, c.w, None if c.rms else c.mean, c.rstd, None, T, D, 1, P, c.rms]
+    rargs = [dw, c.arg(db), dwp, dbp, T, D, P]
+
+    def both():
+        k.launch(bargs, config=config)
+        RED.launch(rargs)
+    return both, (dx, dw, db), bargs
+
+
+def outputs_of(k, c, P, config):
+    """dx, dw, db (None for RMSNorm) of one launch, poisoned first."""
+    both, outs, _ = launcher(k, c, P, config)
+    for t in outs:
+        if t is not None:
+            t.fill_(float("nan"))
+    both()
+    torch.cuda.synchronize()
+    return outs
+
+
+def same_bytes(a, b):
+    """Whether two output triples hold the same bytes."""
+    return all((x is None and y is None) or torch.equal(x.view(torch.int16), y.view(torch.int16))
+               for x, y in zip(a, b))
+
+
+def compare(rows, name, new, old, c, P, config):
+    """Times of config forced on new and old, ROUNDS in turn (the fastest
+    of each), their bytes compared, their error against float64."""
+    runs = [launcher(k, c, P, config)[0] for k in (new, old)]
+    best = [float("inf"), float("inf")]
+    for _ in range(ROUNDS):
+        for i, fn in enumerate(runs):
+            best[i] = min(best[i], bk.graph_time_us(fn))
+    a, b = outputs_of(new, c, P, config), outputs_of(old, c, P, config)
+    err = pb.grads_error(c, *a)
+    pct = lambda us: 100.0 * 3 * c.T * c.D * c.es / us / 1e3 / COPY[0]  # noqa: E731
+    rows.append((name, config, best[1], pct(best[1]), best[0], pct(best[0]), same_bytes(a, b), err))
+    print("  %-24s old %6.2f us %4.1f%%  new %6.2f us %4.1f%%  same bytes %s  err %.1e  [%s]"
+          % (name, best[1], pct(best[1]), best[0], pct(best[0]), rows[-1][6], err, config), flush=True)
+
+
+def skewed(rows, name, k, c, P, config):
+    """config forced on the skew spec with SK = 0 and each SKEW value,
+    ROUNDS times in turn: the fastest of each, and its error."""
+    runs = [(sk, launcher(k, c, P, "%s,SK=%d" % (config, sk))[0]) for sk in [0] + SKEW]
+    best = {sk: float("inf") for sk, _ in runs}
+    for _ in range(ROUNDS):
+        for sk, fn in runs:
+            try:
+                best[sk] = min(best[sk], bk.graph_time_us(fn))
+            except ktune.KtuneError as e:
+                print("  %s SK=%d: %s" % (name, sk, e), flush=True)
+                best[sk] = float("nan")
+    for sk, _ in runs:
+        if best[sk] == best[sk]:
+            err = pb.grads_error(c, *outputs_of(k, c, P, "%s,SK=%d" % (config, sk)))
+            pct = 100.0 * 3 * c.T * c.D * c.es / best[sk] / 1e3 / COPY[0]
+            rows.append((name, sk, best[sk], pct, err, config))
+            print("  %-24s SK=%d %6.2f us %4.1f%%  err %.1e  [%s]" % rows[-1], flush=True)
+
+
+COPY = [0.0]
+RED = None
+
+
+def main():
+    global RED
+    rt, _, COPY[0], tmp = pb.probe_start(8)
+    fwd, new, RED = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
+    patches, other, shipped_new = other_side()
+    copy = rt.kernel(pb.patched_copy(ktune.kernels_dir(), tmp, "layernorm_bwd", other, patches, lambda spec: None))
+    new, old = (new, copy) if shipped_new else (copy, new)
+    print("shipped source: %s the change; the other side as %s" % ("with" if shipped_new else "without", other))
+    skew = rt.kernel(pb.patched_copy(ktune.kernels_dir(), tmp, "layernorm_bwd", "layernorm_bwd_skew", SKEW_PATCHES,
+                                     skew_spec))
+    tuned, rows, srows = [], [], []
+
+    def runs_of(c):
+        P = pb.shipped_programs(c)
+        name = "%s P=%d" % (pb.case_name(c), P)
+        picks = [pb.run(tuned, COPY[0], name, label, k, RED, c, P) for label, k in (("new", new), ("old", old))]
+        for cfg in dict.fromkeys([p for p in picks if p] + FORCED.get(c.D, [])):
+            try:
+                compare(rows, name, new, old, c, P, cfg)
+            except ktune.KtuneError as e:
+                print("  %s [%s]: %s" % (name, cfg, e), flush=True)
+        if picks[0]:
+            skewed(srows, name, skew, c, P, picks[0])
+
+    pb.each_case(fwd, CASES, runs_of)
+    pb.print_table(tuned)
+    pb.markdown_rows(("case", "config", "old µs:", "% of copy:", "new µs:", "% of copy:", "same bytes", "error:"),
+                     "%s | %s | %.2f | %.1f%% | %.2f | %.1f%% | %s | %.1e", rows)
+    pb.markdown_rows(("case", "SK", "µs:", "% of copy:", "error:", "config"), "%s | %d | %.2f | %.1f%% | %.1e | %s",
+                     srows)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
