@@ -781,7 +781,12 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   // The sums meet in f32 in shared memory before they are written: across a
   // cluster's blocks, or across the subgroups of a program that writes W's
   // dw and db itself (adding them in turn there would round each time).
-  constexpr bool MERGE = (MG > 1 || (ROWS > 1 && sizeof(PT) != 4)) && (HAS_DW || HAS_BIAS);
+  // Subgroups meet there too where the pipeline's slots are free to hold
+  // them (STAGES > 0: they hold ROWS rows of x and dy, more than two sums of
+  // a row): in global memory, each subgroup in turn would wait for the
+  // one before's partial row to come back from L2.
+  constexpr bool MERGE =
+      (MG > 1 || (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0))) && (HAS_DW || HAS_BIAS);
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
   // Dynamic shared memory: the weight's sums, the bias's, then the stages.
