@@ -1,17 +1,15 @@
 """The end of a backward program, where its dw/db sums leave the SMs: a
 probe for issue 17's backward target, not part of `make bench`. Two parts.
 
-First, what two changes to layernorm.cu (the sixty-first run) gain against
-the code before them:
-
-- A pipelined program of ROWS > 1 subgroups (STAGES > 0) adds their dw/db
-  sums in shared memory (merge_sums, in the free pipeline slots) and
-  writes its partial row once, where each subgroup in turn added its sums
-  into the partial row in global memory, waiting for the one before's to
-  come back from L2.
-- add_sums at VEC = 8 takes a thread's two 16-byte halves in the other
-  order in threads 4 to 7 of every 8: no two threads of a quarter warp
-  share a bank (merge_sums' stores into shared memory).
+First, what a change to layernorm.cu (the sixty-first run) gains against
+the code before it: a pipelined program of ROWS > 1 subgroups (STAGES >
+0) adds their dw/db sums in shared memory (merge_sums, in the free
+pipeline slots) and writes its partial row once, where each subgroup in
+turn added its sums into the partial row in global memory, waiting for
+the one before's to come back from L2. (The run's first version of the
+probe also took a thread's two 16-byte halves in add_sums in the other
+order in threads 4 to 7 of every 8, against bank conflicts; that part was
+left out: docs/kernels.md, the sixty-first run.)
 
 The other side of the change (CHANGE: the code before where the shipped
 source holds it, else the code after) is a patched copy under another
@@ -50,14 +48,6 @@ import ktune  # noqa: E402
 # The change, as (before, after) pairs of layernorm.cu's text: the probe
 # makes the other side of whichever the shipped source holds.
 CHANGE = [
-    ("    constexpr int C = VEC < 4 ? VEC : 4;\n#pragma unroll\n    for (int k = 0; k < VEC; k += C) {\n"
-     "      Vec<float, C> a;\n      if (add) a = *reinterpret_cast<const Vec<float, C> *>(dst + k);\n"
-     "#pragma unroll\n      for (int c = 0; c < C; c++) a.v[c] = (add ? a.v[c] : 0.f) + src[k + c];\n",
-     "    constexpr int C = VEC < 4 ? VEC : 4;\n    const bool flip = VEC == 2 * C && (threadIdx.x & 4);\n"
-     "#pragma unroll\n    for (int q = 0; q < VEC; q += C) {\n      const int k = flip ? VEC - C - q : q;\n"
-     "      Vec<float, C> a;\n      if (add) a = *reinterpret_cast<const Vec<float, C> *>(dst + k);\n"
-     "#pragma unroll\n"
-     "      for (int c = 0; c < C; c++) a.v[c] = (add ? a.v[c] : 0.f) + (flip ? src[VEC - C - q + c] : src[q + c]);\n"),
     ("  constexpr bool MERGE = (MG > 1 || (ROWS > 1 && sizeof(PT) != 4)) && (HAS_DW || HAS_BIAS);\n",
      "  constexpr bool MERGE =\n      (MG > 1 || (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0))) && (HAS_DW || HAS_BIAS);\n"),
 ]
