@@ -43,12 +43,14 @@ int kt__db_readonly_err(const kt_store *s, char *err, size_t errlen) {
 ** said once. */
 int kt__db_writable(kt_store *s, char *err, size_t errlen) {
   if (s->readonly) return kt__db_readonly_err(s, err, errlen);
-  struct stat sb;
-  int here = s->file.real && !stat(s->file.real, &sb) && sb.st_dev == s->file.dev && sb.st_ino == s->file.ino;
-  if (here && !atomic_load(&s->gone)) return KT__C_OK;
-  if (!atomic_exchange(&s->gone, 1))
-    kt__db_log(s, 1, "%s: removed or replaced since this process opened it: nothing more is written to it, tunings "
-                     "stay in memory (a runtime opened anew uses the file there now)", s->path);
+  if (!atomic_load(&s->gone)) { /* once gone, no stat again */
+    struct stat sb;
+    if (s->file.real && !stat(s->file.real, &sb) && sb.st_dev == s->file.dev && sb.st_ino == s->file.ino)
+      return KT__C_OK;
+    if (!atomic_exchange(&s->gone, 1))
+      kt__db_log(s, 1, "%s: removed or replaced since this process opened it: nothing more is written to it, "
+                       "tunings stay in memory (a runtime opened anew uses the file there now)", s->path);
+  }
   snprintf(err, errlen, "%s: removed or replaced since this process opened it; nothing more is written to it", s->path);
   return KT__C_READONLY;
 }

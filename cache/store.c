@@ -454,5 +454,5 @@ int kt__store_is_own_file(const kt_store *s, const char *path) {
   return s && (names_file(&s->file, path) || names_file(&s->sys_file, path));
 }
 
-int kt__store_readonly(const kt_store *s) { return s ? s->readonly || atomic_load(&((kt_store *)s)->gone) : 1; }
+int kt__store_readonly(const kt_store *s) { return s ? s->readonly || atomic_load(&s->gone) : 1; }
 int kt__store_binaries_trusted(const kt_store *s) { return s && s->trusted; }

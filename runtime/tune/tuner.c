@@ -187,7 +187,7 @@ static void evidence_note(kt__tuner *t, const kt__cand *cd) {
 }
 
 /* The compiler a refusal came from, named in its stored detail: a
-** compile_error trial is a verdict of that NVRTC only. */
+** verdict on compiled code (compiler_verdict) is that NVRTC's only. */
 static void nvrtc_tag(kt__tuner *t) {
   char err[KT_ERRMAX], name[32];
   if (!kt__nvrtc_load(t->env->cuda_home, err, sizeof err) && !kt__nvrtc_name(name, sizeof name))
