@@ -11,7 +11,11 @@ quarter, a half, one and two programs an SM. Each P is a key of its own
 alone and with its reduce, % of the copy bandwidth measured at the start,
 and dx, dw and db against float64 (probe_norm_bwd.reference). The
 thirty-first run in docs/kernels.md is an example. PROBE_P=32,... : the
-shipped spec at those P instead of the wide spec's runs."""
+shipped spec at those P instead of the wide spec's runs. With PICK_MG=4 as
+well, after each such P is tuned, the pick at the shipped P forced there
+with MG = PICK_MG, and forced at the shipped P as it is, in two rounds
+taken in turn (the sixty-second run: P = 30, the clusters of four that fit
+an H100 at once)."""
 import os
 import shutil
 import sys
@@ -27,6 +31,13 @@ pb.WIDE = {"MG": [1, 2, 4, 8]}
 CASES = pb.cases_from_env("16778x1000x0,16778x1000x1,4096x4096x0,4096x4096x1,1024x16384x0,65536x256x0,3277x5120x0")
 
 
+def with_field(cfg, name, value):
+    """Config text cfg with field name set to value."""
+    f = dict(kv.split("=") for kv in cfg.split(","))
+    f[name] = str(value)
+    return ",".join("%s=%s" % kv for kv in f.items())
+
+
 def main():
     rt, _, copy_gbs, tmp = pb.probe_start(8)
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
@@ -35,14 +46,19 @@ def main():
     out = []
 
     only = [int(p) for p in os.environ.get("PROBE_P", "").split(",") if p]
+    pick_mg = os.environ.get("PICK_MG")
 
     def runs_of(c):
         P = pb.shipped_programs(c)
         name = pb.case_name(c)
-        pb.run(out, copy_gbs, name, "base P=%d" % P, bwd, red, c, P)
+        cfg = pb.run(out, copy_gbs, name, "base P=%d" % P, bwd, red, c, P)
         if only:
             for p in only:
                 pb.run(out, copy_gbs, name, "base P=%d" % p, bwd, red, c, p)
+                for _ in range(2 if pick_mg and cfg else 0):
+                    pb.run(out, copy_gbs, name, "pick MG=%s P=%d" % (pick_mg, p), bwd, red, c, p,
+                           config=with_field(cfg, "MG", pick_mg))
+                    pb.run(out, copy_gbs, name, "pick P=%d" % P, bwd, red, c, P, config=cfg)
             return
         for p in sorted({P, nsm, nsm // 2, 2 * nsm, nsm // 4}):
             pb.run(out, copy_gbs, name, "mg8 P=%d" % p, wide, red, c, p)
