@@ -99,19 +99,12 @@ FORCED = {4096: ["BLOCK=1024,ROWS=2,VEC=8,ITEMS=1,STAGES=2,ACC=0,CL=1,MG=1,REREA
 def launcher(k, c, P, config):
     """(launch of backward + reduce with k forced to config (tuned where
     None), outputs (dx, dw, db))."""
-    T, D = c.T, c.D
-    dx = torch.empty_like(c.x)
-    dwp = torch.empty(P, D, device=bk.dev)
-    dbp = torch.empty(P, D, device=bk.dev) if c.b is not None else None
-    dw = torch.empty_like(c.w)
-    db = torch.empty_like(c.b) if c.b is not None else None
-    bargs = [dx, dwp, dbp, c.dy, c.x, c.w, None if c.rms else c.mean, c.rstd, None, T, D, 1, P, c.rms]
-    rargs = [dw, c.arg(db), dwp, dbp, T, D, P]
+    outs, bargs, rargs = pb.bwd_buffers(c, P, c.w, c.b)
 
     def both():
         k.launch(bargs, config=config)
         RED.launch(rargs)
-    return both, (dx, dw, db), bargs
+    return both, outs, bargs
 
 
 def outputs_of(k, c, P, config):
@@ -141,7 +134,7 @@ def compare(rows, name, new, old, c, P, config):
             best[i] = min(best[i], bk.graph_time_us(fn))
     a, b = outputs_of(new, c, P, config), outputs_of(old, c, P, config)
     err = pb.grads_error(c, *a)
-    pct = lambda us: 100.0 * 3 * c.T * c.D * c.es / us / 1e3 / COPY[0]  # noqa: E731
+    pct = lambda us: pb.bwd_pct(c, us, COPY[0])  # noqa: E731
     rows.append((name, config, best[1], pct(best[1]), best[0], pct(best[0]), same_bytes(a, b), err))
     print("  %-24s old %6.2f us %4.1f%%  new %6.2f us %4.1f%%  same bytes %s  err %.1e  [%s]"
           % (name, best[1], pct(best[1]), best[0], pct(best[0]), rows[-1][6], err, config), flush=True)
@@ -162,7 +155,7 @@ def skewed(rows, name, k, c, P, config):
     for sk, _ in runs:
         if best[sk] == best[sk]:
             err = pb.grads_error(c, *outputs_of(k, c, P, "%s,SK=%d" % (config, sk)))
-            pct = 100.0 * 3 * c.T * c.D * c.es / best[sk] / 1e3 / COPY[0]
+            pct = pb.bwd_pct(c, best[sk], COPY[0])
             rows.append((name, sk, best[sk], pct, err, config))
             print("  %-24s SK=%d %6.2f us %4.1f%%  err %.1e  [%s]" % rows[-1], flush=True)
 

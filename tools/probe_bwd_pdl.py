@@ -118,7 +118,7 @@ def main():
                 fwd.launch(fargs)
                 both()
             return go
-        pct = lambda us: 100.0 * 3 * c.T * c.D * c.es / us / 1e3 / copy_gbs  # noqa: E731
+        pct = lambda us: pb.bwd_pct(c, us, copy_gbs)  # noqa: E731
         timed = ("bwd", "fwd + bwd") if row else ("bwd + reduce", "fwd + bwd + reduce")
         for what, make in zip(timed, (pair, triple)):
             times = {s: [] for s, _ in specs}

@@ -31,13 +31,6 @@ pb.WIDE = {"MG": [1, 2, 4, 8]}
 CASES = pb.cases_from_env("16778x1000x0,16778x1000x1,4096x4096x0,4096x4096x1,1024x16384x0,65536x256x0,3277x5120x0")
 
 
-def with_field(cfg, name, value):
-    """Config text cfg with field name set to value."""
-    f = dict(kv.split("=") for kv in cfg.split(","))
-    f[name] = str(value)
-    return ",".join("%s=%s" % kv for kv in f.items())
-
-
 def main():
     rt, _, copy_gbs, tmp = pb.probe_start(8)
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
@@ -57,7 +50,7 @@ def main():
                 pb.run(out, copy_gbs, name, "base P=%d" % p, bwd, red, c, p)
                 for _ in range(2 if pick_mg and cfg else 0):
                     pb.run(out, copy_gbs, name, "pick MG=%s P=%d" % (pick_mg, p), bwd, red, c, p,
-                           config=with_field(cfg, "MG", pick_mg))
+                           config=pb.with_fields(cfg, MG=pick_mg))
                     pb.run(out, copy_gbs, name, "pick P=%d" % P, bwd, red, c, P, config=cfg)
             return
         for p in sorted({P, nsm, nsm // 2, 2 * nsm, nsm // 4}):

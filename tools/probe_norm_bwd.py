@@ -103,14 +103,11 @@ def grads_error(c, dx, dw, db):
     return max(errs) if all(e == e for e in errs) else float("nan")
 
 
-def bwd_times(bwd, red, c, P, weight, config=None):
-    """(backward alone, backward + reduce, config, largest error) at P,
-    tuned or with config forced; weight False drops weight and bias (and
-    the reduce). The error (dx, dw and db against float64, over their
-    largest value) is checked with the weight only."""
+def bwd_buffers(c, P, w, b):
+    """A backward's outputs and arguments at P for case c with weight w and
+    bias b (either None): ((dx, dw, db), layernorm_bwd's arguments,
+    layernorm_bwd_reduce's), dw and db None where w and b are."""
     T, D = c.T, c.D
-    w = c.w if weight else None
-    b = c.b if weight else None
     dx = torch.empty_like(c.x)
     dwp = torch.empty(P, D, device=bk.dev) if w is not None else None
     dbp = torch.empty(P, D, device=bk.dev) if b is not None else None
@@ -118,6 +115,35 @@ def bwd_times(bwd, red, c, P, weight, config=None):
     db = torch.empty_like(b) if b is not None else None
     bargs = [dx, dwp, dbp, c.dy, c.x, c.arg(w), None if c.rms else c.mean, c.rstd, None, T, D, 1, P, c.rms]
     rargs = [c.arg(dw), c.arg(db), dwp, dbp, T, D, P]
+    return (dx, dw, db), bargs, rargs
+
+
+def bwd_pct(c, us, copy_gbs):
+    """A backward of case c taking us µs as % of the copy bandwidth: three
+    passes over the rows (dy and x read, dx written)."""
+    return 100.0 * 3 * c.T * c.D * c.es / us / 1e3 / copy_gbs
+
+
+def config_fields(cfg):
+    """Config text "A=1,B=2" as a dict of its fields' texts, in order."""
+    return dict(kv.split("=") for kv in cfg.split(","))
+
+
+def with_fields(cfg, **fields):
+    """Config text cfg with the fields named set to the values given."""
+    f = config_fields(cfg)
+    f.update((k, str(v)) for k, v in fields.items())
+    return ",".join("%s=%s" % kv for kv in f.items())
+
+
+def bwd_times(bwd, red, c, P, weight, config=None):
+    """(backward alone, backward + reduce, config, largest error) at P,
+    tuned or with config forced; weight False drops weight and bias (and
+    the reduce). The error (dx, dw and db against float64, over their
+    largest value) is checked with the weight only."""
+    w = c.w if weight else None
+    b = c.b if weight else None
+    (dx, dw, db), bargs, rargs = bwd_buffers(c, P, w, b)
     launch = lambda: bwd.launch(bargs, config=config)  # noqa: E731
     err = None
     if w is not None:
@@ -183,8 +209,8 @@ def run(out, copy_gbs, name, label, k, red, c, P, weight=True, config=None):
     except ktune.KtuneError as e:
         print("  %s %s: %s" % (name, label, e), flush=True)
         return None
-    pct = lambda us: 100.0 * 3 * c.T * c.D * c.es / us / 1e3 / copy_gbs  # noqa: E731
-    out.append((name, label, a, pct(a), t, pct(t), "-" if err is None else "%.1e" % err, cfg))
+    out.append((name, label, a, bwd_pct(c, a, copy_gbs), t, bwd_pct(c, t, copy_gbs),
+                "-" if err is None else "%.1e" % err, cfg))
     print("  %-26s %-16s alone %6.1f us %3.0f%%  with reduce %6.1f us %3.0f%%  err %s  [%s]" % out[-1], flush=True)
     return cfg
 
@@ -207,10 +233,9 @@ def print_table(out):
 
 def variants_of(cfg):
     """Forced configs near a tuned one: its pipeline deeper."""
-    f = dict(kv.split("=") for kv in cfg.split(","))
-    if f["STAGES"] == "0":
+    if config_fields(cfg)["STAGES"] == "0":
         return []
-    return [("stages " + n, ",".join("%s=%s" % kv for kv in dict(f, STAGES=n).items())) for n in ("6", "8")]
+    return [("stages " + n, with_fields(cfg, STAGES=n)) for n in ("6", "8")]
 
 
 def main():
