@@ -1,5 +1,6 @@
 """The end of a backward program, where its dw/db sums leave the SMs: a
-probe for issue 17's backward target, not part of `make bench`. Two parts.
+probe for issue 17's backward target, not part of `make bench`. Three
+parts (PARTS, comma-separated: change, skew, noend; default all).
 
 First, what a change to layernorm.cu (the sixty-first run) gains against
 the code before it: a pipelined program of ROWS > 1 subgroups (STAGES >
@@ -32,7 +33,23 @@ rows, written while the even ones still stream, shorten the launch's end,
 where every program now writes its partial row at the same moment. The
 shipped pick forced with SK = 0 (the shipped code) and each SKEW value,
 ROUNDS times in turn, the fastest of each, and the error against
-float64."""
+float64.
+
+Third, what the end costs (ENDS, as specs layernorm_bwd_noend,
+layernorm_bwd_nostore, layernorm_bwd_dxcs and layernorm_bwd_unmerged):
+the shipped pick forced on the shipped spec and on copies of it, ROUNDS
+times in turn, the fastest of each: with no end at all (the merge and
+the partial rows' stores guarded by a condition on the unused argument
+rms that never holds, so the compiler keeps every sum); with the merge
+of the cluster's sums through shared memory but not the partial row's
+stores (guarded so); with the end kept and dx stored evict-first
+(st.global.cs), so that L2 may write dx back early and the partial rows
+stored at the end find lines to take (the same outputs); and with each
+block of a cluster storing its own sums straight from registers, no
+merge (MG blocks then write one partial row each, unordered: timing
+only). Beside them the same rows without weight and bias (no sums, no
+partial rows), tuned at the same P. The backward alone; the copies'
+outputs are not checked."""
 import os
 import shutil
 import sys
@@ -77,7 +94,44 @@ SKEW_PATCHES = [
     ("int GROUPED, typename kt::enable_if", "int GROUPED, int SK, typename kt::enable_if"),
     ("HAS_BIAS, GROUPED>(dx, dw_part, db_part,", "HAS_BIAS, GROUPED, SK>(dx, dw_part, db_part,"),
 ]
-SKEW = [int(v) for v in os.environ.get("SKEW", "1,2,4").split(",")]
+SKEW = [int(v) for v in os.environ.get("SKEW", "1,2,4").split(",") if v]
+# The third part's copies of layernorm_bwd: (label, spec name, patches). The
+# conditions on rms never hold (ktune passes 0 or 1), and the compiler
+# cannot know it, so every sum and every load they guard stays.
+ENDS = [
+    ("no end", "layernorm_bwd_noend",
+     [("  kt::grid_trigger();\n  if constexpr (SACC) {",
+       "  kt::grid_trigger();\n  if (rms != 0x7fffffff) {\n  } else if constexpr (SACC) {")]),
+    ("merged, not stored", "layernorm_bwd_nostore",
+     [("                                           int sub, int LEN, PT *dwp, PT *dbp) {",
+       "                                           int sub, int LEN, PT *dwp, PT *dbp, int rms) {"),
+      ("    if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n    if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n",
+       "    if (rms == 0x7fffffff) {\n      if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n"
+       "      if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n    }\n"),
+      ("                                                          LEN, dwp, dbp);",
+       "                                                          LEN, dwp, dbp, rms);")]),
+    ("dx stored evict-first", "layernorm_bwd_dxcs",
+     [("// The subgroups' dw/db sums (of the thread's NACC items)",
+       "template <int VEC, typename T> __device__ __forceinline__ void vstore_cs(T *dst, const float *src) {\n"
+       "  kt::Vec<T, VEC> a;\n"
+       "#pragma unroll\n"
+       "  for (int k = 0; k < VEC; k++) a.v[k] = kt::from_f<T>(src[k]);\n"
+       "  if constexpr (sizeof(a) == 16) {\n"
+       "    const uint4 u = *reinterpret_cast<const uint4 *>(&a);\n"
+       "    asm volatile(\"st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};\" ::\"l\"(dst), \"r\"(u.x), \"r\"(u.y),\n"
+       "                 \"r\"(u.z), \"r\"(u.w) : \"memory\");\n"
+       "  } else {\n"
+       "    *reinterpret_cast<kt::Vec<T, VEC> *>(dst) = a;\n"
+       "  }\n"
+       "}\n\n"
+       "// The subgroups' dw/db sums (of the thread's NACC items)"),
+      ("      kt::vstore<VEC>(dx + base + i, o);\n    }\n  };", "      vstore_cs<VEC>(dx + base + i, o);\n    }\n  };"),
+      ("          kt::vstore<VEC>(dx + base + i, o);\n", "          vstore_cs<VEC>(dx + base + i, o);\n")]),
+    ("stored, not merged", "layernorm_bwd_unmerged",
+     [("      (MG > 1 || (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0))) && (HAS_DW || HAS_BIAS);",
+       "      (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0)) && (HAS_DW || HAS_BIAS);")]),
+]
+PARTS = os.environ.get("PARTS", "change,skew,noend").split(",")
 
 
 def skew_spec(spec):
@@ -160,6 +214,23 @@ def skewed(rows, name, k, c, P, config):
             print("  %-24s SK=%d %6.2f us %4.1f%%  err %.1e  [%s]" % rows[-1], flush=True)
 
 
+def endless(rows, name, k, cuts, c, P, config):
+    """config forced on k and on each copy of cuts, ROUNDS times in turn
+    (the fastest of each), and the rows without weight and bias tuned at P:
+    a row of rows, printed."""
+    _, bargs, _ = pb.bwd_buffers(c, P, c.w, c.b)
+    runs = [lambda kk=kk: kk.launch(bargs, config=config) for kk in [k] + cuts]
+    best = [float("inf")] * len(runs)
+    for _ in range(ROUNDS):
+        for i, fn in enumerate(runs):
+            best[i] = min(best[i], bk.graph_time_us(fn))
+    best.append(pb.bwd_times(k, RED, c, P, False)[0])
+    rows.append((name,) + tuple(v for us in best for v in (us, pb.bwd_pct(c, us, COPY[0]))) + (config,))
+    print("  %s: %s  [%s]" % (name, "  ".join("%s %.2f us %.1f%%" % (label, us, pb.bwd_pct(c, us, COPY[0]))
+                                               for label, us in zip(["shipped"] + [e[0] for e in ENDS] +
+                                                                    ["no weight"], best)), config), flush=True)
+
+
 COPY = [0.0]
 RED = None
 
@@ -167,26 +238,34 @@ RED = None
 def main():
     global RED
     rt, _, COPY[0], tmp = pb.probe_start(8)
-    fwd, new, RED = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
+    fwd, shipped, RED = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
     patches, other, shipped_new = other_side()
     copy = rt.kernel(pb.patched_copy(ktune.kernels_dir(), tmp, "layernorm_bwd", other, patches, lambda spec: None))
-    new, old = (new, copy) if shipped_new else (copy, new)
+    new, old = (shipped, copy) if shipped_new else (copy, shipped)
     print("shipped source: %s the change; the other side as %s" % ("with" if shipped_new else "without", other))
     skew = rt.kernel(pb.patched_copy(ktune.kernels_dir(), tmp, "layernorm_bwd", "layernorm_bwd_skew", SKEW_PATCHES,
                                      skew_spec))
-    tuned, rows, srows = [], [], []
+    cuts = [rt.kernel(pb.patched_copy(ktune.kernels_dir(), tmp, "layernorm_bwd", spec, patches, lambda spec: None))
+            for _, spec, patches in ENDS] if "noend" in PARTS else []
+    tuned, rows, srows, erows = [], [], [], []
 
     def runs_of(c):
         P = pb.shipped_programs(c)
         name = "%s P=%d" % (pb.case_name(c), P)
-        picks = [pb.run(tuned, COPY[0], name, label, k, RED, c, P) for label, k in (("new", new), ("old", old))]
-        for cfg in dict.fromkeys([p for p in picks if p] + FORCED.get(c.D, [])):
-            try:
-                compare(rows, name, new, old, c, P, cfg)
-            except ktune.KtuneError as e:
-                print("  %s [%s]: %s" % (name, cfg, e), flush=True)
-        if picks[0]:
-            skewed(srows, name, skew, c, P, picks[0])
+        if "change" in PARTS:
+            picks = [pb.run(tuned, COPY[0], name, label, k, RED, c, P) for label, k in (("new", new), ("old", old))]
+            for cfg in dict.fromkeys([p for p in picks if p] + FORCED.get(c.D, [])):
+                try:
+                    compare(rows, name, new, old, c, P, cfg)
+                except ktune.KtuneError as e:
+                    print("  %s [%s]: %s" % (name, cfg, e), flush=True)
+            pick = picks[0] if shipped_new else picks[1]
+        else:
+            pick = pb.run(tuned, COPY[0], name, "shipped", shipped, RED, c, P)
+        if pick and SKEW and "skew" in PARTS:
+            skewed(srows, name, skew, c, P, pick)
+        if pick and "noend" in PARTS:
+            endless(erows, name, shipped, cuts, c, P, pick)
 
     pb.each_case(fwd, CASES, runs_of)
     pb.print_table(tuned)
@@ -194,8 +273,10 @@ def main():
                      "%s | %s | %.2f | %.1f%% | %.2f | %.1f%% | %s | %.1e", rows)
     pb.markdown_rows(("case", "SK", "µs:", "% of copy:", "error:", "config"), "%s | %d | %.2f | %.1f%% | %.1e | %s",
                      srows)
+    labels = ["shipped"] + [e[0] for e in ENDS] + ["no weight"]
+    pb.markdown_rows(("case",) + tuple(h for label in labels for h in (label + " µs:", "% of copy:")) + ("config",),
+                     " | ".join(["%s"] + ["%.2f | %.1f%%"] * len(labels) + ["%s"]), erows)
     shutil.rmtree(tmp, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
