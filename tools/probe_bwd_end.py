@@ -131,6 +131,7 @@ ENDS = [
      [("      (MG > 1 || (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0))) && (HAS_DW || HAS_BIAS);",
        "      (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0)) && (HAS_DW || HAS_BIAS);")]),
 ]
+END_LABELS = ["shipped"] + [e[0] for e in ENDS] + ["no weight"]  # the third part's columns
 PARTS = os.environ.get("PARTS", "change,skew,noend").split(",")
 
 
@@ -178,14 +179,20 @@ def same_bytes(a, b):
                for x, y in zip(a, b))
 
 
-def compare(rows, name, new, old, c, P, config):
-    """Times of config forced on new and old, ROUNDS in turn (the fastest
-    of each), their bytes compared, their error against float64."""
-    runs = [launcher(k, c, P, config)[0] for k in (new, old)]
-    best = [float("inf"), float("inf")]
+def fastest(runs):
+    """The GPU time of each of runs (functions that launch), ROUNDS times
+    in turn, the fastest of each."""
+    best = [float("inf")] * len(runs)
     for _ in range(ROUNDS):
         for i, fn in enumerate(runs):
             best[i] = min(best[i], bk.graph_time_us(fn))
+    return best
+
+
+def compare(rows, name, new, old, c, P, config):
+    """Times of config forced on new and old, ROUNDS in turn (the fastest
+    of each), their bytes compared, their error against float64."""
+    best = fastest([launcher(k, c, P, config)[0] for k in (new, old)])
     a, b = outputs_of(new, c, P, config), outputs_of(old, c, P, config)
     err = pb.grads_error(c, *a)
     pct = lambda us: pb.bwd_pct(c, us, COPY[0])  # noqa: E731
@@ -219,16 +226,12 @@ def endless(rows, name, k, cuts, c, P, config):
     (the fastest of each), and the rows without weight and bias tuned at P:
     a row of rows, printed."""
     _, bargs, _ = pb.bwd_buffers(c, P, c.w, c.b)
-    runs = [lambda kk=kk: kk.launch(bargs, config=config) for kk in [k] + cuts]
-    best = [float("inf")] * len(runs)
-    for _ in range(ROUNDS):
-        for i, fn in enumerate(runs):
-            best[i] = min(best[i], bk.graph_time_us(fn))
+    best = fastest([lambda kk=kk: kk.launch(bargs, config=config) for kk in [k] + cuts])
     best.append(pb.bwd_times(k, RED, c, P, False)[0])
-    rows.append((name,) + tuple(v for us in best for v in (us, pb.bwd_pct(c, us, COPY[0]))) + (config,))
-    print("  %s: %s  [%s]" % (name, "  ".join("%s %.2f us %.1f%%" % (label, us, pb.bwd_pct(c, us, COPY[0]))
-                                               for label, us in zip(["shipped"] + [e[0] for e in ENDS] +
-                                                                    ["no weight"], best)), config), flush=True)
+    pcts = [pb.bwd_pct(c, us, COPY[0]) for us in best]
+    rows.append((name,) + tuple(v for pair in zip(best, pcts) for v in pair) + (config,))
+    print("  %s: %s  [%s]" % (name, "  ".join("%s %.2f us %.1f%%" % t for t in zip(END_LABELS, best, pcts)), config),
+          flush=True)
 
 
 COPY = [0.0]
@@ -273,10 +276,10 @@ def main():
                      "%s | %s | %.2f | %.1f%% | %.2f | %.1f%% | %s | %.1e", rows)
     pb.markdown_rows(("case", "SK", "µs:", "% of copy:", "error:", "config"), "%s | %d | %.2f | %.1f%% | %.1e | %s",
                      srows)
-    labels = ["shipped"] + [e[0] for e in ENDS] + ["no weight"]
-    pb.markdown_rows(("case",) + tuple(h for label in labels for h in (label + " µs:", "% of copy:")) + ("config",),
-                     " | ".join(["%s"] + ["%.2f | %.1f%%"] * len(labels) + ["%s"]), erows)
+    pb.markdown_rows(("case",) + tuple(h for label in END_LABELS for h in (label + " µs:", "% of copy:")) +
+                     ("config",), " | ".join(["%s"] + ["%.2f | %.1f%%"] * len(END_LABELS) + ["%s"]), erows)
     shutil.rmtree(tmp, ignore_errors=True)
+
 
 if __name__ == "__main__":
     main()
