@@ -1,0 +1,272 @@
+"""Where a backward program's partial row goes at its end: a probe for
+issue 17's backward target, not part of `make bench`.
+
+At D >= 8192 a program of layernorm_bwd is a cluster of two blocks (MG =
+2) that merge their dw/db sums through distributed shared memory and store
+one partial row; layernorm_bwd_reduce then sums the partial rows and drops
+their lines from L2. This probe forces the shipped pick on the shipped spec
+and on copies of it that move those bytes differently (STORES below):
+
+- push merge: with one subgroup a block (ROWS = 1), item j of every thread
+  belongs to block j * MG / ITEMS of the cluster; each block stores the
+  items it does not own straight into their owner's shared memory
+  (st.shared::cluster, past the pipeline's stages: the spec's smem grows
+  by that much), arrives at the cluster barrier at once and waits there,
+  then adds its own items over the blocks in rank order and stores them.
+  No reads of another block's shared memory, one barrier where
+  merge_sums has two, and the same additions in the same order;
+- partial lines touched early: right after it starts, each block stores
+  zeros where it will store its share of the partial row, with an L2
+  evict-last policy (or none), so that the end's stores find their lines
+  in L2;
+- stored evict-last: the end's stores of the partial row with an L2
+  evict-last policy.
+
+Each copy must give the same bytes as the shipped spec (dx, and the
+partial rows compared bit for bit). Times are GPU time through CUDA
+graphs, the backward alone and with its reduce, ROUNDS times in turn, the
+fastest of each; bf16, with the weight (and the bias for LayerNorm), at
+the P that ktune.ops passes (tools/probe_bwd_programs.py times other P).
+
+CASES as TxDxRMS, comma-separated. $KTUNE_CACHE should name a fresh cache."""
+import os
+import shutil
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench_kernels as bk  # noqa: E402
+import probe_norm_bwd as pb  # noqa: E402
+import ktune  # noqa: E402
+
+# Device helpers the copies share, put before merge_sums.
+HELPERS_AT = "// The dw/db sums of a program's subgroups, and with MG > 1 of a cluster's\n"
+HELPERS = r'''namespace kt {
+// C floats stored at p in the shared memory of block rank of this cluster:
+// no reply awaited; a later cluster arrive (release) makes them visible.
+template <int C> __device__ __forceinline__ void cluster_st(float *p, unsigned rank, const float *v) {
+#if __CUDA_ARCH__ >= 900
+  const unsigned a = cluster_addr(p, rank);
+  if constexpr (C == 4)
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(v[0]), "f"(v[1]), "f"(v[2]),
+                 "f"(v[3]) : "memory");
+  else if constexpr (C == 2)
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(v[0]), "f"(v[1]) : "memory");
+  else
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v[0]) : "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_arrive() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+// C floats (v, or zeros where v is null) stored at p with L2 policy pol.
+template <int C> __device__ __forceinline__ void st_policy(float *p, const float *v, unsigned long long pol) {
+  float z[C];
+#pragma unroll
+  for (int k = 0; k < C; k++) z[k] = v ? v[k] : 0.f;
+  if constexpr (C == 4)
+    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(z[0]), "f"(z[1]),
+                 "f"(z[2]), "f"(z[3]), "l"(pol) : "memory");
+  else if constexpr (C == 2)
+    asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;" ::"l"(p), "f"(z[0]), "f"(z[1]), "l"(pol)
+                 : "memory");
+  else
+    asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(z[0]), "l"(pol) : "memory");
+}
+__device__ __forceinline__ unsigned long long evict_last() {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ unsigned long long evict_normal() {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+}  // namespace kt
+
+'''
+PUSH_FN = r'''// MG > 1, ROWS == 1: see tools/probe_bwd_stores.py.
+template <int VEC, int NACC, int TPR, int MG, int HAS_DW, int HAS_BIAS, typename PT>
+__device__ __forceinline__ void push_sums(float *box, const float (*dwa)[VEC], const float (*dba)[VEC], int lane,
+                                          int LEN, PT *dwp, PT *dbp) {
+  constexpr int C = VEC < 4 ? VEC : 4, H = VEC / C, OWN = (NACC + MG - 1) / MG;
+  const int me = (int)blockIdx.x % MG;
+  // Sum a's slot from sender s (its rank, less one past the owner's), for
+  // owned item q, half h: a warp's lanes on consecutive C floats.
+  auto at = [&](int a, int s, int q, int h) {
+    return box + ((((a * (MG - 1) + s) * OWN + q) * H + h) * TPR + lane) * C;
+  };
+#pragma unroll
+  for (int j = 0; j < NACC; j++) {
+    const int o = j * MG / NACC;
+    if (o == me || (lane + j * TPR) * VEC >= LEN) continue;
+    const int q = j - (o * NACC + MG - 1) / MG, s = me < o ? me : me - 1;
+#pragma unroll
+    for (int h = 0; h < H; h++) {
+      if constexpr (HAS_DW) kt::cluster_st<C>(at(0, s, q, h), (unsigned)o, dwa[j] + h * C);
+      if constexpr (HAS_BIAS) kt::cluster_st<C>(at(HAS_DW, s, q, h), (unsigned)o, dba[j] + h * C);
+    }
+  }
+  kt::cluster_arrive();
+  kt::cluster_wait();
+#pragma unroll
+  for (int j = 0; j < NACC; j++) {
+    const int i = (lane + j * TPR) * VEC;
+    if (j * MG / NACC != me || i >= LEN) continue;
+    const int q = j - (me * NACC + MG - 1) / MG;
+#pragma unroll
+    for (int h = 0; h < H; h++) {
+      float w[C], b[C];
+#pragma unroll
+      for (int k = 0; k < C; k++) w[k] = b[k] = 0.f;
+#pragma unroll
+      for (int r = 0; r < MG; r++) {
+        const int s = r < me ? r : r - 1;
+#pragma unroll
+        for (int k = 0; k < C; k++) {
+          if constexpr (HAS_DW) w[k] += r == me ? dwa[j][h * C + k] : at(0, s, q, h)[k];
+          if constexpr (HAS_BIAS) b[k] += r == me ? dba[j][h * C + k] : at(HAS_DW, s, q, h)[k];
+        }
+      }
+      if constexpr (HAS_DW) kt::vstore<C>(dwp + i + h * C, w);
+      if constexpr (HAS_BIAS) kt::vstore<C>(dbp + i + h * C, b);
+    }
+  }
+}
+
+'''
+PUSH_CALL = ("  } else if constexpr (MERGE) {\n",
+             "  } else if constexpr (MERGE && MG > 1 && ROWS == 1) {\n"
+             "    push_sums<VEC, NACC, TPR, MG, HAS_DW, HAS_BIAS>(\n"
+             "        reinterpret_cast<float *>(stages + (long long)STAGES * ROWS * (HAS_DRESIDUAL ? 3 : 2) * ITEMS *"
+             " TPR * VEC),\n"
+             "        dwa, dba, lane, LEN, dwp, dbp);\n"
+             "  } else if constexpr (MERGE) {\n")
+PUSH_SMEM = " + (MG > 1 && ROWS == 1) * (MG - 1) * cdiv(ITEMS, MG) * BLOCK * VEC * 4 * ((dw_part != 0) + (db_part != 0))"
+TOUCH_AT = "  PT *dbp = HAS_BIAS ? db_part + (long long)prog * D + c0 : nullptr;\n"
+
+
+def touch(policy):
+    """The patch that stores zeros over the block's share of its partial row
+    (merge_sums's columns) at its start, with L2 policy kt::policy()."""
+    return (TOUCH_AT, TOUCH_AT +
+            "  if constexpr (MERGE && sizeof(PT) == 4) {\n"
+            "    constexpr int C = VEC < 4 ? VEC : 4;\n"
+            "    const int rank = (int)blockIdx.x % MG, per = (LEN / C + MG - 1) / MG * C;\n"
+            "    const int end = min(LEN, (rank + 1) * per);\n"
+            "    const unsigned long long pol = kt::" + policy + "();\n"
+            "    for (int c = rank * per + (int)threadIdx.x * C; c < end; c += (int)blockDim.x * C) {\n"
+            "      if constexpr (HAS_DW) kt::st_policy<C>(reinterpret_cast<float *>(dwp) + c, nullptr, pol);\n"
+            "      if constexpr (HAS_BIAS) kt::st_policy<C>(reinterpret_cast<float *>(dbp) + c, nullptr, pol);\n"
+            "    }\n"
+            "  }\n")
+
+
+END_EVICT_LAST = (
+    "    if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n    if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n",
+    "    if constexpr (sizeof(PT) == 4) {\n"
+    "      const unsigned long long pol = kt::evict_last();\n"
+    "      if constexpr (HAS_DW) kt::st_policy<C>(reinterpret_cast<float *>(dwp) + c, w, pol);\n"
+    "      if constexpr (HAS_BIAS) kt::st_policy<C>(reinterpret_cast<float *>(dbp) + c, b, pol);\n"
+    "    } else {\n"
+    "      if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n"
+    "      if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n"
+    "    }\n")
+
+
+def push_spec(spec):
+    spec["smem"] += PUSH_SMEM
+
+
+# (label, spec name, patches, spec edit)
+STORES = [
+    ("push merge", "layernorm_bwd_push", [(HELPERS_AT, HELPERS + HELPERS_AT),
+                                          ("// dx = rstd * (wdy - (xhat", PUSH_FN + "// dx = rstd * (wdy - (xhat"),
+                                          PUSH_CALL], push_spec),
+    ("touched early, evict-last", "layernorm_bwd_touchlast", [(HELPERS_AT, HELPERS + HELPERS_AT),
+                                                              touch("evict_last")], None),
+    ("touched early", "layernorm_bwd_touch", [(HELPERS_AT, HELPERS + HELPERS_AT), touch("evict_normal")], None),
+    ("stored evict-last", "layernorm_bwd_endlast", [(HELPERS_AT, HELPERS + HELPERS_AT), END_EVICT_LAST], None),
+]
+LABELS = ["shipped"] + [s[0] for s in STORES]
+CASES = pb.cases_from_env("1024x16384x0,1024x16384x1,2048x8192x0,2048x8192x1,1366x12288x0,4096x4096x0")
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+
+
+def bits(t):
+    """t's bytes as integers (NaN compares equal to the same NaN)."""
+    return t.view(torch.int32) if t.element_size() == 4 else t.view(torch.int16)
+
+
+def outputs(k, bargs, config):
+    """dx and the partial rows of one launch of k, poisoned first."""
+    outs = [t for t in bargs[:3] if t is not None]
+    for t in outs:
+        t.fill_(float("nan"))
+    k.launch(bargs, config=config)
+    torch.cuda.synchronize()
+    return [bits(t).clone() for t in outs]
+
+
+def stores_row(ks, red, c, P, config):
+    """config forced on each of ks (the shipped spec first), alone and with
+    the reduce, ROUNDS times in turn: (whether each copy gave the shipped
+    bytes, the fastest times, alone and with the reduce, of each)."""
+    _, bargs, rargs = pb.bwd_buffers(c, P, c.w, c.b)
+    ref = outputs(ks[0], bargs, config)
+    same = [all(torch.equal(a, b) for a, b in zip(ref, outputs(k, bargs, config))) for k in ks[1:]]
+    runs = []
+    for k in ks:
+        runs.append(lambda k=k: k.launch(bargs, config=config))
+        runs.append(lambda k=k: (k.launch(bargs, config=config), red.launch(rargs)))
+    best = [float("inf")] * len(runs)
+    for _ in range(ROUNDS):
+        for i, fn in enumerate(runs):
+            best[i] = min(best[i], bk.graph_time_us(fn))
+    return same, best
+
+
+def main():
+    rt, _, copy_gbs, tmp = pb.probe_start(8)
+    fwd, shipped, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
+    ks = [shipped]
+    for _, name, patches, edit in STORES:
+        d = os.path.join(tmp, name)
+        os.mkdir(d)
+        ks.append(rt.kernel(pb.patched_copy(ktune.kernels_dir(), d, "layernorm_bwd", name, patches,
+                                            edit or (lambda spec: None))))
+    rows = []
+
+    def one(c):
+        P = pb.shipped_programs(c)
+        name = "%s P=%d" % (pb.case_name(c), P)
+        cfg = pb.run([], copy_gbs, name, "shipped", shipped, red, c, P)
+        if cfg:
+            same, best = stores_row(ks, red, c, P, cfg)
+            print("  %s: same bytes %s" % (name, same), flush=True)
+            for label, alone, both in zip(LABELS, best[0::2], best[1::2]):
+                print("    %-26s alone %6.2f us %4.1f%%  with reduce %6.2f us %4.1f%%"
+                      % (label, alone, pb.bwd_pct(c, alone, copy_gbs), both, pb.bwd_pct(c, both, copy_gbs)),
+                      flush=True)
+            rows.append((name, "%.2f / %.2f" % tuple(best[:2])) + tuple(
+                "%.2f / %.2f%s" % (a, b, "" if s else " (other bytes)")
+                for a, b, s in zip(best[2::2], best[3::2], same)) + (cfg,))
+
+    pb.each_case(fwd, CASES, one)
+    pb.markdown_rows(("case",) + tuple(label + " µs, alone / with reduce:" for label in LABELS) + ("config",),
+                     " | ".join(["%s"] * (len(LABELS) + 2)), rows)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
