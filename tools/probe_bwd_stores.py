@@ -28,6 +28,17 @@ graphs, the backward alone and with its reduce, ROUNDS times in turn, the
 fastest of each; bf16, with the weight (and the bias for LayerNorm), at
 the P that ktune.ops passes (tools/probe_bwd_programs.py times other P).
 
+PARTS (comma-separated: stores, fused; default both) adds a grid that
+sums its own partial rows (layernorm_bwd_fused, params dwo, dbo and sync
+added): after its stores each block adds one to a counter and spins until
+every block of the launch has, then block b sums its share of the columns
+over the partial rows, in order, into dw and db; no reduce is launched.
+The spin needs every block resident at once, which holds for the shipped
+picks at the shipped P on an idle GPU but is not safe in general: a probe
+only. It is timed against the shipped backward with its reduce and alone,
+and its dw and db compared with float64 (another order of additions than
+the reduce's, so not the same bytes).
+
 CASES as TxDxRMS, comma-separated. $KTUNE_CACHE should name a fresh cache."""
 import os
 import shutil
@@ -199,8 +210,84 @@ STORES = [
     ("stored evict-last", "layernorm_bwd_endlast", [(HELPERS_AT, HELPERS + HELPERS_AT), END_EVICT_LAST], None),
 ]
 LABELS = ["shipped"] + [s[0] for s in STORES]
-CASES = pb.cases_from_env("1024x16384x0,1024x16384x1,2048x8192x0,2048x8192x1,1366x12288x0,4096x4096x0")
+# The fused copy: its reduce beside the entry, called after norm_bwd.
+FUSED_AT = "\n// The entry, twice: CL * MG == 1 without a cluster attribute, so those\n"
+FUSED_FN = r'''
+// Probe (tools/probe_bwd_stores.py): every block meets the others after its
+// partial row, spinning on a counter (every block resident: not safe in
+// general), then sums its share of the columns over the partial rows.
+template <typename W, int BLOCK>
+__device__ __forceinline__ void fused_reduce(const float *dw_part, const float *db_part, W *dwo, W *dbo, int *sync,
+                                             int n_rows, int D, int P) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned nb = gridDim.x;
+    const unsigned t = atomicAdd(reinterpret_cast<unsigned *>(sync), 1u);
+    const unsigned target = (t / nb + 1) * nb;
+    unsigned v;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(sync) : "memory");
+    } while ((int)(v - target) < 0);
+  }
+  __syncthreads();
+  const int bs = (n_rows + P - 1) / P, parts = (n_rows + bs - 1) / bs;
+  const int nb = (int)gridDim.x, per = (D + nb - 1) / nb;
+  const int C = per < BLOCK ? per : BLOCK, S = BLOCK / C;
+  const int c0 = (int)blockIdx.x * per, c1 = min(D, c0 + per);
+  __shared__ float red[2][BLOCK];
+  const int j = (int)threadIdx.x % C, s = (int)threadIdx.x / C;
+  for (int cb = c0; cb < c1; cb += C) {
+    const int c = cb + j;
+    float a = 0.f, b = 0.f;
+    if (s < S && c < c1) {
+#pragma unroll 4
+      for (int p = s; p < parts; p += S) {
+        if (dwo) a += __ldcg(dw_part + (long long)p * D + c);
+        if (dbo) b += __ldcg(db_part + (long long)p * D + c);
+      }
+    }
+    red[0][threadIdx.x] = a;
+    red[1][threadIdx.x] = b;
+    __syncthreads();
+    if (s == 0 && c < c1) {
+      for (int k = 1; k < S; k++) {
+        a += red[0][k * C + j];
+        b += red[1][k * C + j];
+      }
+      if (dwo) dwo[c] = kt::from_f<W>(a);
+      if (dbo) dbo[c] = kt::from_f<W>(b);
+    }
+    __syncthreads();
+  }
+}
+
+// The entry, twice: CL * MG == 1 without a cluster attribute, so those
+'''
+FUSED_PATCHES = [
+    (FUSED_AT, FUSED_FN),
+    ("                int n_rows, int D, int G, int P, int rms) {                                                        \\\n"
+     "    norm_bwd<T, W, float,",
+     "                int n_rows, int D, int G, int P, int rms, W *dwo, W *dbo, int *sync) {                           \\\n"
+     "    norm_bwd<T, W, float,"),
+    ("                                                    P, rms);                                                       \\\n"
+     "  }\nKT_NORM_BWD_ENTRY(, CL * MG == 1)",
+     "                                                    P, rms);                                                       \\\n"
+     "    fused_reduce<W, BLOCK>(dw_part, db_part, dwo, dbo, sync, n_rows, D, P);                                        \\\n"
+     "  }\nKT_NORM_BWD_ENTRY(, CL * MG == 1)"),
+]
+
+
+def fused_spec(spec):
+    """layernorm_bwd's spec with the fused copy's outputs and its counter."""
+    spec["params"] += [
+        {"name": "dwo", "type": "ptr", "dtype": "W", "access": "out", "extent": "D", "optional": True},
+        {"name": "dbo", "type": "ptr", "dtype": "W", "access": "out", "extent": "D", "optional": True},
+        {"name": "sync", "type": "ptr", "dtype": "i32", "access": "inout", "extent": "1"}]
+CASES = pb.cases_from_env("1024x16384x0,1024x16384x1,2048x8192x0,2048x8192x1,1366x12288x0,4096x4096x0,"
+                          "16778x1000x0,65536x256x0")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
+PARTS = os.environ.get("PARTS", "stores,fused").split(",")
 
 
 def bits(t):
@@ -236,22 +323,55 @@ def stores_row(ks, red, c, P, config):
     return same, best
 
 
+def fused_row(fused, shipped, red, c, P, config, copy_gbs):
+    """config forced on the fused copy, and on the shipped spec with and
+    without its reduce, ROUNDS times in turn: a row of the fastest of each
+    and the errors against float64."""
+    (dx, dw, db), bargs, rargs = pb.bwd_buffers(c, P, c.w, c.b)
+    dwo, dbo = torch.empty_like(dw), torch.empty_like(db) if db is not None else None
+    fargs = bargs + [dwo, c.arg(dbo), torch.zeros(1, dtype=torch.int32, device=bk.dev)]
+    shipped.launch(bargs, config=config)
+    red.launch(rargs)
+    err = pb.grads_error(c, dx, dw, db)
+    fused.launch(fargs, config=config)
+    torch.cuda.synchronize()
+    ferr = pb.grads_error(c, dx, dwo, dbo)
+    runs = [lambda: (shipped.launch(bargs, config=config), red.launch(rargs)),
+            lambda: shipped.launch(bargs, config=config), lambda: fused.launch(fargs, config=config)]
+    best = [float("inf")] * len(runs)
+    for _ in range(ROUNDS):
+        for i, fn in enumerate(runs):
+            best[i] = min(best[i], bk.graph_time_us(fn))
+    pct = [pb.bwd_pct(c, us, copy_gbs) for us in best]
+    return ("%s P=%d" % (pb.case_name(c), P), best[0], pct[0], best[1], pct[1], best[2], pct[2], err, ferr, config)
+
+
 def main():
     rt, _, copy_gbs, tmp = pb.probe_start(8)
     fwd, shipped, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
     ks = [shipped]
-    for _, name, patches, edit in STORES:
+    for _, name, patches, edit in STORES if "stores" in PARTS else []:
         d = os.path.join(tmp, name)
         os.mkdir(d)
         ks.append(rt.kernel(pb.patched_copy(ktune.kernels_dir(), d, "layernorm_bwd", name, patches,
                                             edit or (lambda spec: None))))
-    rows = []
+    fused = None
+    if "fused" in PARTS:
+        d = os.path.join(tmp, "layernorm_bwd_fused")
+        os.mkdir(d)
+        fused = rt.kernel(pb.patched_copy(ktune.kernels_dir(), d, "layernorm_bwd", "layernorm_bwd_fused",
+                                          FUSED_PATCHES, fused_spec))
+    rows, frows = [], []
 
     def one(c):
         P = pb.shipped_programs(c)
         name = "%s P=%d" % (pb.case_name(c), P)
         cfg = pb.run([], copy_gbs, name, "shipped", shipped, red, c, P)
-        if cfg:
+        if cfg and fused:
+            frows.append(fused_row(fused, shipped, red, c, P, cfg, copy_gbs))
+            print("  %s: with reduce %.2f us %.1f%%, alone %.2f us %.1f%%, fused %.2f us %.1f%%; "
+                  "error %.1e, fused %.1e  [%s]" % frows[-1], flush=True)
+        if cfg and len(ks) > 1:
             same, best = stores_row(ks, red, c, P, cfg)
             print("  %s: same bytes %s" % (name, same), flush=True)
             for label, alone, both in zip(LABELS, best[0::2], best[1::2]):
@@ -263,8 +383,13 @@ def main():
                 for a, b, s in zip(best[2::2], best[3::2], same)) + (cfg,))
 
     pb.each_case(fwd, CASES, one)
-    pb.markdown_rows(("case",) + tuple(label + " µs, alone / with reduce:" for label in LABELS) + ("config",),
-                     " | ".join(["%s"] * (len(LABELS) + 2)), rows)
+    if rows:
+        pb.markdown_rows(("case",) + tuple(label + " µs, alone / with reduce:" for label in LABELS) + ("config",),
+                         " | ".join(["%s"] * (len(LABELS) + 2)), rows)
+    if frows:
+        pb.markdown_rows(("case", "with reduce µs:", "% of copy:", "alone µs:", "% of copy:", "fused µs:",
+                          "% of copy:", "error:", "fused error:", "config"),
+                         "%s | %.2f | %.1f%% | %.2f | %.1f%% | %.2f | %.1f%% | %.1e | %.1e | %s", frows)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
