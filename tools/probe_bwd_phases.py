@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_kernels as bk  # noqa: E402
+import probe_norm_bwd as pb  # noqa: E402
 import ktune  # noqa: E402
 from ktune import ops  # noqa: E402
 
@@ -105,7 +106,7 @@ def probe(ks, kp, rms, D, P, cfg):
     dbp = torch.empty(P, D, device=bk.dev) if c.b is not None else None
     args = [dx, dwp, dbp, dy, c.x, c.arg(c.w), mean, rstd, None, T, D, 1, P, rms]
     cfg = cfg or bwd.config_for(args)
-    fields = dict(kv.split("=") for kv in cfg.split(","))
+    fields = pb.config_fields(cfg)
     blocks = int(fields["MG"]) * int(fields["CL"])
     outs = [t for t in (dx, dwp, dbp) if t is not None]
     bwd._slow_launch(args, None, cfg)
