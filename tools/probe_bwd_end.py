@@ -179,20 +179,10 @@ def same_bytes(a, b):
                for x, y in zip(a, b))
 
 
-def fastest(runs):
-    """The GPU time of each of runs (functions that launch), ROUNDS times
-    in turn, the fastest of each."""
-    best = [float("inf")] * len(runs)
-    for _ in range(ROUNDS):
-        for i, fn in enumerate(runs):
-            best[i] = min(best[i], bk.graph_time_us(fn))
-    return best
-
-
 def compare(rows, name, new, old, c, P, config):
     """Times of config forced on new and old, ROUNDS in turn (the fastest
     of each), their bytes compared, their error against float64."""
-    best = fastest([launcher(k, c, P, config)[0] for k in (new, old)])
+    best = pb.fastest([launcher(k, c, P, config)[0] for k in (new, old)], ROUNDS)
     a, b = outputs_of(new, c, P, config), outputs_of(old, c, P, config)
     err = pb.grads_error(c, *a)
     pct = lambda us: pb.bwd_pct(c, us, COPY[0])  # noqa: E731
@@ -226,7 +216,7 @@ def endless(rows, name, k, cuts, c, P, config):
     (the fastest of each), and the rows without weight and bias tuned at P:
     a row of rows, printed."""
     _, bargs, _ = pb.bwd_buffers(c, P, c.w, c.b)
-    best = fastest([lambda kk=kk: kk.launch(bargs, config=config) for kk in [k] + cuts])
+    best = pb.fastest([lambda kk=kk: kk.launch(bargs, config=config) for kk in [k] + cuts], ROUNDS)
     best.append(pb.bwd_times(k, RED, c, P, False)[0])
     pcts = [pb.bwd_pct(c, us, COPY[0]) for us in best]
     rows.append((name,) + tuple(v for pair in zip(best, pcts) for v in pair) + (config,))

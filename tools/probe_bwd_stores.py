@@ -305,16 +305,6 @@ def outputs(k, bargs, config):
     return [bits(t).clone() for t in outs]
 
 
-def fastest(runs):
-    """The GPU time of each of runs (functions that launch), ROUNDS times
-    in turn, the fastest of each."""
-    best = [float("inf")] * len(runs)
-    for _ in range(ROUNDS):
-        for i, fn in enumerate(runs):
-            best[i] = min(best[i], bk.graph_time_us(fn))
-    return best
-
-
 def stores_row(ks, red, c, P, config):
     """config forced on each of ks (the shipped spec first), alone and with
     the reduce, ROUNDS times in turn: (whether each copy gave the shipped
@@ -326,7 +316,7 @@ def stores_row(ks, red, c, P, config):
     for k in ks:
         runs.append(lambda k=k: k.launch(bargs, config=config))
         runs.append(lambda k=k: (k.launch(bargs, config=config), red.launch(rargs)))
-    return same, fastest(runs)
+    return same, pb.fastest(runs, ROUNDS)
 
 
 def fused_row(fused, shipped, red, c, P, config, copy_gbs):
@@ -342,8 +332,8 @@ def fused_row(fused, shipped, red, c, P, config, copy_gbs):
     fused.launch(fargs, config=config)
     torch.cuda.synchronize()
     ferr = pb.grads_error(c, dx, dwo, dbo)
-    best = fastest([lambda: (shipped.launch(bargs, config=config), red.launch(rargs)),
-                    lambda: shipped.launch(bargs, config=config), lambda: fused.launch(fargs, config=config)])
+    best = pb.fastest([lambda: (shipped.launch(bargs, config=config), red.launch(rargs)),
+                       lambda: shipped.launch(bargs, config=config), lambda: fused.launch(fargs, config=config)], ROUNDS)
     pct = [pb.bwd_pct(c, us, copy_gbs) for us in best]
     return ("%s P=%d" % (pb.case_name(c), P), best[0], pct[0], best[1], pct[1], best[2], pct[2], err, ferr, config)
 

@@ -118,6 +118,16 @@ def bwd_buffers(c, P, w, b):
     return (dx, dw, db), bargs, rargs
 
 
+def fastest(runs, rounds):
+    """The GPU time of each of runs (functions that launch), rounds times
+    in turn, the fastest of each."""
+    best = [float("inf")] * len(runs)
+    for _ in range(rounds):
+        for i, fn in enumerate(runs):
+            best[i] = min(best[i], bk.graph_time_us(fn))
+    return best
+
+
 def bwd_pct(c, us, copy_gbs):
     """A backward of case c taking us µs as % of the copy bandwidth: three
     passes over the rows (dy and x read, dx written)."""
