@@ -106,6 +106,7 @@ __device__ __forceinline__ unsigned long long evict_normal() {
 }  // namespace kt
 
 '''
+WITH_HELPERS = (HELPERS_AT, HELPERS + HELPERS_AT)  # the patch every STORES copy starts with
 PUSH_FN = r'''// MG > 1, ROWS == 1: see tools/probe_bwd_stores.py.
 template <int VEC, int NACC, int TPR, int MG, int HAS_DW, int HAS_BIAS, typename PT>
 __device__ __forceinline__ void push_sums(float *box, const float (*dwa)[VEC], const float (*dba)[VEC], int lane,
@@ -199,15 +200,17 @@ def push_spec(spec):
     spec["smem"] += PUSH_SMEM
 
 
+def same_spec(spec):
+    """The spec of a copy that changes only device code."""
+
+
 # (label, spec name, patches, spec edit)
 STORES = [
-    ("push merge", "layernorm_bwd_push", [(HELPERS_AT, HELPERS + HELPERS_AT),
-                                          ("// dx = rstd * (wdy - (xhat", PUSH_FN + "// dx = rstd * (wdy - (xhat"),
-                                          PUSH_CALL], push_spec),
-    ("touched early, evict-last", "layernorm_bwd_touchlast", [(HELPERS_AT, HELPERS + HELPERS_AT),
-                                                              touch("evict_last")], None),
-    ("touched early", "layernorm_bwd_touch", [(HELPERS_AT, HELPERS + HELPERS_AT), touch("evict_normal")], None),
-    ("stored evict-last", "layernorm_bwd_endlast", [(HELPERS_AT, HELPERS + HELPERS_AT), END_EVICT_LAST], None),
+    ("push merge", "layernorm_bwd_push",
+     [WITH_HELPERS, ("// dx = rstd * (wdy - (xhat", PUSH_FN + "// dx = rstd * (wdy - (xhat"), PUSH_CALL], push_spec),
+    ("touched early, evict-last", "layernorm_bwd_touchlast", [WITH_HELPERS, touch("evict_last")], same_spec),
+    ("touched early", "layernorm_bwd_touch", [WITH_HELPERS, touch("evict_normal")], same_spec),
+    ("stored evict-last", "layernorm_bwd_endlast", [WITH_HELPERS, END_EVICT_LAST], same_spec),
 ]
 LABELS = ["shipped"] + [s[0] for s in STORES]
 # The fused copy: its reduce beside the entry, called after norm_bwd.
@@ -342,18 +345,16 @@ def fused_row(fused, shipped, red, c, P, config, copy_gbs):
 def main():
     rt, _, copy_gbs, tmp = pb.probe_start(8)
     fwd, shipped, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
-    ks = [shipped]
-    for _, name, patches, edit in STORES if "stores" in PARTS else []:
+
+    def copy_of(name, patches, edit):
+        """A patched copy of layernorm_bwd loaded as name, from a folder of
+        its own (each copy writes its own layernorm.cu)."""
         d = os.path.join(tmp, name)
         os.mkdir(d)
-        ks.append(rt.kernel(pb.patched_copy(ktune.kernels_dir(), d, "layernorm_bwd", name, patches,
-                                            edit or (lambda spec: None))))
-    fused = None
-    if "fused" in PARTS:
-        d = os.path.join(tmp, "layernorm_bwd_fused")
-        os.mkdir(d)
-        fused = rt.kernel(pb.patched_copy(ktune.kernels_dir(), d, "layernorm_bwd", "layernorm_bwd_fused",
-                                          FUSED_PATCHES, fused_spec))
+        return rt.kernel(pb.patched_copy(ktune.kernels_dir(), d, "layernorm_bwd", name, patches, edit))
+
+    ks = [shipped] + [copy_of(name, patches, edit) for _, name, patches, edit in STORES if "stores" in PARTS]
+    fused = copy_of("layernorm_bwd_fused", FUSED_PATCHES, fused_spec) if "fused" in PARTS else None
     rows, frows = [], []
 
     def one(c):
