@@ -686,6 +686,38 @@ static void export_whole_or_not_at_all(void) {
   t_sh(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* The commands that only read leave a cache's bytes as they were. What a
+** reader of a WAL database leaves beside it (an empty -wal, the -shm) is
+** gone once a writer has closed it (docs/cli.md). */
+static void read_commands_leave_the_cache_as_it_is(void) {
+  char out[4096], json[800];
+  const char *dir = t_tmpdir();
+  ASSERT_TRUE(dir);
+  snprintf(json, sizeof json, "%s/in.json", dir);
+  FILE *f = fopen(json, "w");
+  ASSERT_TRUE(f);
+  fputs("{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [\n {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": "
+        "\"0000000000000001\", \"device\": \"d/sm_90/132\", \"key\": {\"D\":256}, \"config\": {\"BLOCK\":128}, "
+        "\"time_us\": 4.25}]}\n",
+        f);
+  fclose(f);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db && cd '%s' && ls && md5sum c.db > sum", t_bin(), json,
+                 dir, dir),
+            0);
+  ASSERT_STR_EQ(out, "1 added, 0 kept, 0 replaced, 0 binaries added\nc.db\nin.json\n");
+  ASSERT_EQ(t_sh(out, sizeof out,
+                 "K='%s' C='%s/c.db' && $K list --cache $C && $K show rmsnorm_fwd --cache $C && "
+                 "$K export --cache $C && { $K info --cache $C; true; }",
+                 t_bin(), dir),
+            0);
+  ASSERT_CONTAINS(out, "{\"BLOCK\":128}");
+  ASSERT_EQ(t_sh(out, sizeof out, "cd '%s' && md5sum -c --quiet sum && test ! -s c.db-wal && echo same", dir), 0);
+  ASSERT_STR_EQ(out, "same\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s import %s --cache %s/c.db && ls '%s'", t_bin(), json, dir, dir), 0);
+  ASSERT_STR_EQ(out, "0 added, 1 kept, 0 replaced, 0 binaries added\nc.db\nin.json\nsum\n");
+  t_sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 /* Text a cache file holds (a device, a kernel, a path) reaches the terminal
 ** with its control bytes written \xNN: a hostile row can neither forge a
 ** line of the table nor send the terminal escape sequences. Bytes that are
@@ -889,6 +921,7 @@ static void writing_commands_refuse_a_cache_they_cannot_open(void) {
 const kt_test t_cli_tests[] = {
     {"cli: cache commands: list, show, export, import, gc", cache_commands},
     {"cli: an export is written whole or not at all, and never into the cache", export_whole_or_not_at_all},
+    {"cli: the commands that only read leave the cache's bytes as they were", read_commands_leave_the_cache_as_it_is},
     {"cli: --help and --version", help_and_version},
     {"cli: text from a cache file is printed with control and non-UTF-8 bytes escaped", text_from_files_is_printed_escaped},
     {"cli: a row from the future is 0s old", rows_from_the_future_are_0s_old},
