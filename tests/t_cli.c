@@ -177,6 +177,13 @@ static void gpu_commands_without_a_gpu(void) {
   ASSERT_CONTAINS(out, "ktune demo: needs a GPU: cannot load the CUDA driver");
 }
 
+/* dir/in.json, an export to import, opened for writing; its path into
+** json. */
+static FILE *in_json(const char *dir, char *json, size_t n) {
+  snprintf(json, n, "%s/in.json", dir);
+  return fopen(json, "w");
+}
+
 /* The cache commands on a cache filled through an import, as an engineer
 ** moving results between machines would. */
 static void cache_commands(void) {
@@ -184,8 +191,7 @@ static void cache_commands(void) {
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
   char json[700];
-  snprintf(json, sizeof json, "%s/in.json", dir);
-  FILE *f = fopen(json, "w");
+  FILE *f = in_json(dir, json, sizeof json);
   ASSERT_TRUE(f);
   fputs("{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [\n"
         " {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": \"0000000000000001\", \"device\": \"NVIDIA H100 80GB HBM3/sm_90/132\",\n"
@@ -645,8 +651,7 @@ static void export_whole_or_not_at_all(void) {
   char out[4096], json[800];
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
-  snprintf(json, sizeof json, "%s/in.json", dir);
-  FILE *f = fopen(json, "w");
+  FILE *f = in_json(dir, json, sizeof json);
   ASSERT_TRUE(f);
   fputs("{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [\n", f);
   for (int i = 0; i < 2000; i++)
@@ -693,8 +698,7 @@ static void read_commands_leave_the_cache_as_it_is(void) {
   char out[4096], json[800];
   const char *dir = t_tmpdir();
   ASSERT_TRUE(dir);
-  snprintf(json, sizeof json, "%s/in.json", dir);
-  FILE *f = fopen(json, "w");
+  FILE *f = in_json(dir, json, sizeof json);
   ASSERT_TRUE(f);
   fputs("{\"format\": \"ktune-cache\", \"version\": 1, \"configs\": [\n {\"kernel\": \"rmsnorm_fwd\", \"spec_hash\": "
         "\"0000000000000001\", \"device\": \"d/sm_90/132\", \"key\": {\"D\":256}, \"config\": {\"BLOCK\":128}, "
