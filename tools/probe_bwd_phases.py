@@ -95,7 +95,11 @@ def same(a, b):
     return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
-def probe(ks, kp, rms, D, P, cfg):
+def case_args(ks, rms, D, P, cfg):
+    """A case of T = 16M / D rows (bf16, with the weight, and the bias for
+    LayerNorm) for layernorm_bwd: (T, P, its arguments, cfg, the blocks a
+    program), P the one ktune.ops passes where none is given, cfg tuned
+    there where none is given. ks: layernorm_fwd, layernorm_bwd."""
     fwd, bwd = ks
     T = -(-(1 << 24) // D)
     c = bk.NormCase(T, D, "bf16", rms)
@@ -107,8 +111,20 @@ def probe(ks, kp, rms, D, P, cfg):
     args = [dx, dwp, dbp, dy, c.x, c.arg(c.w), mean, rstd, None, T, D, 1, P, rms]
     cfg = cfg or bwd.config_for(args)
     fields = pb.config_fields(cfg)
-    blocks = int(fields["MG"]) * int(fields["CL"])
-    outs = [t for t in (dx, dwp, dbp) if t is not None]
+    return T, P, args, cfg, int(fields["MG"]) * int(fields["CL"])
+
+
+def stamps(args, P, blocks):
+    """The eight stamps of each block of the stamped launch just run, from
+    the partial rows (args[1]), a list a block."""
+    return args[1].view(torch.int64)[:, :8 * blocks].reshape(P * blocks, 8).cpu().tolist()
+
+
+def probe(ks, kp, rms, D, P, cfg):
+    bwd = ks[1]
+    T, P, args, cfg, blocks = case_args(ks, rms, D, P, cfg)
+    dx = args[0]
+    outs = [t for t in args[:3] if t is not None]
     bwd._slow_launch(args, None, cfg)
     ref = [t.clone() for t in outs]
     shipped = min(bk.gpu_time_us(lambda: bwd._slow_launch(args, None, cfg)) for _ in range(3))
@@ -123,8 +139,7 @@ def probe(ks, kp, rms, D, P, cfg):
     for _ in range(5):  # the last of five back to back
         kp._slow_launch(args, None, cfg)
     torch.cuda.synchronize()
-    rows = dwp.view(torch.int64)[:, :8 * blocks].reshape(P * blocks, 8).cpu().tolist()
-    st = [s for s in rows if 0 < s[0] < (1 << 62)]  # programs without rows hold no stamps
+    st = [s for s in stamps(args, P, blocks) if 0 < s[0] < (1 << 62)]  # programs without rows hold no stamps
     t0 = min(s[0] for s in st)
     print("%s %dx%d P=%d [%s]: shipped %.2f us, stamped %.2f us, the same dx and partial rows: %s"
           % ("rmsnorm" if rms else "layernorm", T, D, P, cfg, shipped, stamped, "yes" if equal else "NO"))
@@ -133,9 +148,14 @@ def probe(ks, kp, rms, D, P, cfg):
     print("  %-13s %s (%d blocks)" % ("block ends", spread([(s[3] - t0) / 1e3 for s in st]), len(st)), flush=True)
 
 
-def main():
+def each_spec(prog, usage, fn):
+    """fn(ks, kp, rms, D, P, cfg) for each of sys.argv's ln:D|rms:D[@P[/CONFIG]]
+    (P and cfg None where not given): ks the shipped layernorm_fwd and
+    layernorm_bwd, kp the stamped copy of layernorm_bwd (stamped_tree),
+    in a tuning runtime. prog names the probe in errors; usage is printed
+    without arguments."""
     if len(sys.argv) < 2:
-        sys.exit(__doc__.split("Usage: ")[1])
+        sys.exit(usage)
     rt = ktune.Runtime(mode="tune")
     ks = [rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd")]
     tree = stamped_tree()
@@ -146,12 +166,12 @@ def main():
             d, _, at = rest.partition("@")
             p, _, cfg = at.partition("/")
             if norm not in ("ln", "rms") or not d.isdigit() or (p and not p.isdigit()):
-                sys.exit("probe_bwd_phases.py: %r is not ln:D or rms:D[@P[/CONFIG]]" % spec)
-            probe(ks, kp, norm == "rms", int(d), int(p) if p else None, cfg or None)
+                sys.exit("%s: %r is not ln:D or rms:D[@P[/CONFIG]]" % (prog, spec))
+            fn(ks, kp, norm == "rms", int(d), int(p) if p else None, cfg or None)
             torch.cuda.empty_cache()
     finally:
         shutil.rmtree(tree, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    each_spec("probe_bwd_phases.py", __doc__.split("Usage: ")[1], probe)

@@ -36,9 +36,7 @@ def main():
                                          [], lambda spec: spec["config"].update(WIDE)))
 
     def one(c):
-        P = pb.shipped_programs(c)
-        name = "%s P=%d" % (pb.case_name(c), P)
-        cfg = pb.run([], copy_gbs, name, "shipped", bwd, red, c, P)
+        name, P, cfg = pb.shipped_pick(copy_gbs, bwd, red, c)
         if not cfg:
             return
         _, bargs, rargs = pb.bwd_buffers(c, P, c.w, c.b)

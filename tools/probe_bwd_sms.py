@@ -3,31 +3,27 @@ launch to the next: a probe for issue 17's backward target, not part of
 `make bench`.
 
 probe_bwd_phases.py's stamped copy of the kernels, with each block's SM
-(%smid) kept beside its stamps. For each case (ln:D or rms:D; bf16, T =
-16M / D, with the weight, and the bias for LayerNorm, tuned cold at the P
-that ktune.ops passes) the stamped launch runs LAUNCHES times (default
-10, after two to settle); per launch, when the blocks end (from the first
-block's start) and how long they stream (first tile landed to last tile
-done); then, between consecutive launches, the share of blocks that ran
-on the same SM, and the correlation of their stream times taken block by
-block and SM by SM; and the SMs that streamed fastest and slowest on
-average. A correlation near 1 says the slow blocks are slow because of
+(%smid) kept beside its stamps. For each case (as for probe_bwd_phases:
+ln:D or rms:D, bf16, T = 16M / D, with the weight, and the bias for
+LayerNorm, tuned cold at the P that ktune.ops passes, or at P given as
+ln:D@P, or a config forced as ln:D@P/CONFIG) the stamped launch runs
+LAUNCHES times (default 10, after two to settle); per launch, when the
+blocks end (from the first block's start) and how long they stream
+(first tile landed to last tile done); then, between consecutive
+launches, the share of blocks that ran on the same SM, and the
+correlation of their stream times taken block by block and SM by SM; and
+the SMs that streamed fastest and slowest on average. A correlation near 1 says the slow blocks are slow because of
 where they run; near 0, that it changes from launch to launch.
 $KTUNE_CACHE should name a fresh cache.
 
-Usage: probe_bwd_sms.py ln:D|rms:D ..."""
+Usage: probe_bwd_sms.py ln:D|rms:D[@P[/CONFIG]] ..."""
 import os
-import shutil
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_kernels as bk  # noqa: E402
 import probe_bwd_phases as ph  # noqa: E402
-import probe_norm_bwd as pb  # noqa: E402
-import ktune  # noqa: E402
-from ktune import ops  # noqa: E402
 
 LAUNCHES = int(os.environ.get("LAUNCHES", "10"))
 AT = "  unsigned long long ts[8] = {0, 0, 0, 0, 0, 0, 0, 0};\n"
@@ -50,8 +46,8 @@ def launches(kp, args, cfg, P, blocks):
     for i in range(LAUNCHES + 2):
         kp._slow_launch(args, None, cfg)
         torch.cuda.synchronize()
-        rows = args[1].view(torch.int64)[:, :8 * blocks].reshape(P * blocks, 8).cpu().tolist()
-        st = [(b, s) for b, s in enumerate(rows) if 0 < s[0] <= s[1] <= s[2] <= s[3] and s[3] - s[0] < 10 ** 9]
+        st = [(b, s) for b, s in enumerate(ph.stamps(args, P, blocks))
+              if 0 < s[0] <= s[1] <= s[2] <= s[3] and s[3] - s[0] < 10 ** 9]
         t0 = min(s[0] for _, s in st)
         if i >= 2:
             out.append({b: ((s[3] - t0) / 1e3, (s[2] - s[1]) / 1e3, s[7]) for b, s in st})
@@ -83,40 +79,12 @@ def report(ls):
                                                             " ".join("%d:%.1f" % (s, t) for t, s in m[-6:])))
 
 
-def probe(ks, kp, rms, D):
-    fwd, bwd = ks
-    T = -(-(1 << 24) // D)
-    c = bk.NormCase(T, D, "bf16", rms)
-    mean, rstd = bk.saved_stats(fwd, c)
-    dy, dx = torch.randn_like(c.x), torch.empty_like(c.x)
-    P = ops._bwd_programs(c.x, dy, None, T, D, 1, c.w, c.b is not None)
-    dwp = torch.empty(P, D, device=bk.dev)
-    dbp = torch.empty(P, D, device=bk.dev) if c.b is not None else None
-    args = [dx, dwp, dbp, dy, c.x, c.arg(c.w), mean, rstd, None, T, D, 1, P, rms]
-    cfg = bwd.config_for(args)
-    f = pb.config_fields(cfg)
-    ls = launches(kp, args, cfg, P, int(f["MG"]) * int(f["CL"]))
+def probe(ks, kp, rms, D, P, cfg):
+    T, P, args, cfg, blocks = ph.case_args(ks, rms, D, P, cfg)
+    ls = launches(kp, args, cfg, P, blocks)
     print("%s %dx%d P=%d [%s], %d blocks stamped" % ("rmsnorm" if rms else "layernorm", T, D, P, cfg, len(ls[0])))
     report(ls)
 
 
-def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__.split("Usage: ")[1])
-    rt = ktune.Runtime(mode="tune")
-    ks = [rt.kernel("layernorm_fwd"), rt.kernel("layernorm_bwd")]
-    tree = ph.stamped_tree()
-    try:
-        kp = rt.kernel(os.path.join(tree, "layernorm_bwd.json"))
-        for spec in sys.argv[1:]:
-            norm, _, d = spec.partition(":")
-            if norm not in ("ln", "rms") or not d.isdigit():
-                sys.exit("probe_bwd_sms.py: %r is not ln:D or rms:D" % spec)
-            probe(ks, kp, norm == "rms", int(d))
-            torch.cuda.empty_cache()
-    finally:
-        shutil.rmtree(tree, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    main()
+    ph.each_spec("probe_bwd_sms.py", __doc__.split("Usage: ")[1], probe)

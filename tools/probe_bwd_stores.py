@@ -358,9 +358,7 @@ def main():
     rows, frows = [], []
 
     def one(c):
-        P = pb.shipped_programs(c)
-        name = "%s P=%d" % (pb.case_name(c), P)
-        cfg = pb.run([], copy_gbs, name, "shipped", shipped, red, c, P)
+        name, P, cfg = pb.shipped_pick(copy_gbs, shipped, red, c)
         if cfg and fused:
             frows.append(fused_row(fused, shipped, red, c, P, cfg, copy_gbs))
             print("  %s: with reduce %.2f us %.1f%%, alone %.2f us %.1f%%, fused %.2f us %.1f%%; "

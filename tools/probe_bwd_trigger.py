@@ -50,9 +50,7 @@ def main():
     rows = []
 
     def one(c):
-        P = pb.shipped_programs(c)
-        name = "%s P=%d" % (pb.case_name(c), P)
-        cfg = pb.run([], copy_gbs, name, "shipped", shipped, red, c, P)
+        name, P, cfg = pb.shipped_pick(copy_gbs, shipped, red, c)
         if not cfg:
             return
         outs, bargs, rargs = pb.bwd_buffers(c, P, c.w, c.b)

@@ -203,6 +203,15 @@ def case_name(c):
     return "%s %dx%d" % ("rmsnorm" if c.rms else "layernorm", c.T, c.D)
 
 
+def shipped_pick(copy_gbs, bwd, red, c):
+    """Case c at the P that ktune.ops passes, bwd tuned there (run(), its
+    row printed, not kept): (the case's label with P, P, the pick or None
+    where ktune refused the run)."""
+    P = shipped_programs(c)
+    name = "%s P=%d" % (case_name(c), P)
+    return name, P, run([], copy_gbs, name, "shipped", bwd, red, c, P)
+
+
 def each_case(fwd, cases, fn):
     """fn(c) for the weighted_case of each (T, D, rms) of cases in turn, its
     memory given back before the next case is made."""
