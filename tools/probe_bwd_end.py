@@ -2,15 +2,14 @@
 probe for issue 17's backward target, not part of `make bench`. Three
 parts (PARTS, comma-separated: change, skew, noend; default all).
 
-First, what a change to layernorm.cu (the sixty-first run) gains against
+First, what a change to layernorm.cu (the sixty-sixth run) gains against
 the code before it: a pipelined program of ROWS > 1 subgroups (STAGES >
-0) adds their dw/db sums in shared memory (merge_sums, in the free
-pipeline slots) and writes its partial row once, where each subgroup in
-turn added its sums into the partial row in global memory, waiting for
-the one before's to come back from L2. (The run's first version of the
-probe also took a thread's two 16-byte halves in add_sums in the other
-order in threads 4 to 7 of every 8, against bank conflicts; that part was
-left out: docs/kernels.md, the sixty-first run.)
+0) adds their dw/db sums in shared memory with every thread at once
+(fold_subgroups: each subgroup writes its sums to a place of its own in
+the free pipeline slots, then each thread adds a few columns over the
+subgroups in order), where each subgroup in turn added its sums into one
+place, one subgroup at work a turn (add_in_turn; ROWS turns, a barrier
+each). The additions are the same, in the same order.
 
 The other side of the change (CHANGE: the code before where the shipped
 source holds it, else the code after) is a patched copy under another
@@ -65,8 +64,8 @@ import ktune  # noqa: E402
 # The change, as (before, after) pairs of layernorm.cu's text: the probe
 # makes the other side of whichever the shipped source holds.
 CHANGE = [
-    ("  constexpr bool MERGE = (MG > 1 || (ROWS > 1 && sizeof(PT) != 4)) && (HAS_DW || HAS_BIAS);\n",
-     "  constexpr bool MERGE =\n      (MG > 1 || (ROWS > 1 && (sizeof(PT) != 4 || STAGES > 0))) && (HAS_DW || HAS_BIAS);\n"),
+    ("    merge_sums<VEC, NACC, TPR, ROWS, MG, false, HAS_DW, HAS_BIAS>(",
+     "    merge_sums<VEC, NACC, TPR, ROWS, MG, FOLD, HAS_DW, HAS_BIAS>("),
 ]
 
 
@@ -103,13 +102,21 @@ ENDS = [
      [("  kt::grid_trigger();\n  if constexpr (SACC) {",
        "  kt::grid_trigger();\n  if (rms != 0x7fffffff) {\n  } else if constexpr (SACC) {")]),
     ("merged, not stored", "layernorm_bwd_nostore",
-     [("                                           int sub, int LEN, PT *dwp, PT *dbp) {",
-       "                                           int sub, int LEN, PT *dwp, PT *dbp, int rms) {"),
+     [("lane,\n                                           int sub, int LEN, PT *dwp, PT *dbp) {",
+       "lane,\n                                           int sub, int LEN, PT *dwp, PT *dbp, int rms) {"),
+      # fold_subgroups's stores first: the merge's, guarded, hold their text.
+      ("                                               int sub, int LEN, PT *dwp, PT *dbp) {",
+       "                                               int sub, int LEN, PT *dwp, PT *dbp, int rms) {"),
+      ("(ms, dwa, dba, lane, sub, LEN, dwp, dbp);", "(ms, dwa, dba, lane, sub, LEN, dwp, dbp, rms);"),
+      ("      if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n"
+       "      if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n",
+       "      if (rms == 0x7fffffff) {\n        if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n"
+       "        if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n      }\n"),
       ("    if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n    if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n",
        "    if (rms == 0x7fffffff) {\n      if constexpr (HAS_DW) kt::vstore<C>(dwp + c, w);\n"
        "      if constexpr (HAS_BIAS) kt::vstore<C>(dbp + c, b);\n    }\n"),
-      ("                                                          LEN, dwp, dbp);",
-       "                                                          LEN, dwp, dbp, rms);")]),
+      ("                                                                LEN, dwp, dbp);",
+       "                                                                LEN, dwp, dbp, rms);")]),
     ("dx stored evict-first", "layernorm_bwd_dxcs",
      [("// The subgroups' dw/db sums (of the thread's NACC items)",
        "template <int VEC, typename T> __device__ __forceinline__ void vstore_cs(T *dst, const float *src) {\n"

@@ -6,7 +6,9 @@ gets `%globaltimer` reads (PATCHES below; each anchor must be found once):
 when each block starts, when its first tile lands, when its last tile is
 done, the steps of its merge (merge_sums: sums written to shared memory,
 the cluster barrier, the other blocks' share added and the partial row
-written, the last barrier) and when it ends. Block r of program p writes
+written, the last barrier; where fold_subgroups writes the partial row
+itself, one block a program, the three stamps at once after it) and
+when it ends. Block r of program p writes
 its eight stamps over the first 16 floats of its rank's place in dw_part
 row p, so the stamped launch's partial rows are not a result.
 
@@ -45,11 +47,15 @@ PATCHES = [
      "      const T *sx = mine + slot * SLOT;"),
     ("  kt::grid_trigger();\n  if constexpr (SACC) {",
      "  " + STAMP % 2 + "\n  kt::grid_trigger();\n  if constexpr (SACC) {"),
-    ("                                           int sub, int LEN, PT *dwp, PT *dbp) {",
-     "                                           int sub, int LEN, PT *dwp, PT *dbp, unsigned long long *ts) {"),
-    ("  add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n",
-     "  add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n  "
+    ("lane,\n                                           int sub, int LEN, PT *dwp, PT *dbp) {",
+     "lane,\n                                           int sub, int LEN, PT *dwp, PT *dbp, unsigned long long *ts) {"),
+    ("    add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n  }\n",
+     "    add_in_turn<VEC, NACC, TPR, ROWS, HAS_DW, HAS_BIAS>(mw, mb, dwa, dba, lane, sub, LEN);\n  }\n  "
      + STAMP % 4 + "\n"),
+    # Sums folded and written by fold_subgroups (MG == 1): the merge's
+    # later steps take no time of their own.
+    ("    if constexpr (MG == 1) return;  // written\n",
+     "    if constexpr (MG == 1) {\n      " + " ".join(STAMP % k for k in (4, 5, 6)) + "\n      return;\n    }\n"),
     ("    __syncthreads();\n  const int rank = (int)blockIdx.x % MG, per",
      "    __syncthreads();\n  " + STAMP % 5 + "\n  const int rank = (int)blockIdx.x % MG, per"),
     ("  if constexpr (MG > 1) kt::cluster_sync();  // no block leaves",
