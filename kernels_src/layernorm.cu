@@ -841,6 +841,12 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   // less than the fold's extra pass (H100, LayerNorm 10923x1536, ROWS = 2,
   // MG = 2: 41.30 us in turn, 41.57 folded).
   constexpr bool FOLD = STAGES > 0 && (MG == 1 || ROWS >= 4);
+  // Its ROWS places of LEN floats a sum fit in the stages (STAGES slots of
+  // ROWS rows of x, dy and dres, each row's at least LEN values: the spec's
+  // ITEMS * TPR * VEC >= L / CL) where a slot's row of each is as many bytes.
+  static_assert(!MERGE || !FOLD || ROWS == 1 ||
+                    STAGES * (HAS_DRESIDUAL ? 3 : 2) * sizeof(T) >= 4 * (HAS_DW + HAS_BIAS),
+                "the subgroups' sums fit in the pipeline's slots");
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
   // Dynamic shared memory: the weight's sums, the bias's, then the stages.
