@@ -723,7 +723,7 @@ __device__ __forceinline__ void merge_sums(float *ms, const float (*dwa)[VEC], c
   constexpr int C = VEC < 4 ? VEC : 4;
   float *mw = ms, *mb = ms + (HAS_DW ? LEN : 0);
   __syncthreads();
-  if constexpr (FOLD && ROWS > 1) {
+  if constexpr (FOLD) {
     fold_subgroups<VEC, NACC, TPR, ROWS, MG, HAS_DW, HAS_BIAS>(ms, dwa, dba, lane, sub, LEN, dwp, dbp);
     if constexpr (MG == 1) return;  // written
   } else {
@@ -840,12 +840,11 @@ norm_bwd(T *__restrict__ dx, PT *__restrict__ dw_part, PT *__restrict__ db_part,
   // a cluster of two subgroups a block meets after them: its turns cost
   // less than the fold's extra pass (H100, LayerNorm 10923x1536, ROWS = 2,
   // MG = 2: 41.30 us in turn, 41.57 folded).
-  constexpr bool FOLD = STAGES > 0 && (MG == 1 || ROWS >= 4);
+  constexpr bool FOLD = STAGES > 0 && ROWS > 1 && (MG == 1 || ROWS >= 4);
   // Its ROWS places of LEN floats a sum fit in the stages (STAGES slots of
   // ROWS rows of x, dy and dres, each row's at least LEN values: the spec's
   // ITEMS * TPR * VEC >= L / CL) where a slot's row of each is as many bytes.
-  static_assert(!MERGE || !FOLD || ROWS == 1 ||
-                    STAGES * (HAS_DRESIDUAL ? 3 : 2) * sizeof(T) >= 4 * (HAS_DW + HAS_BIAS),
+  static_assert(!MERGE || !FOLD || STAGES * (HAS_DRESIDUAL ? 3 : 2) * sizeof(T) >= 4 * (HAS_DW + HAS_BIAS),
                 "the subgroups' sums fit in the pipeline's slots");
   __shared__ float2 part[2][BLOCK / 32];
   extern __shared__ float4 stage_mem[];
