@@ -144,13 +144,7 @@ def dyn_spec(spec):
 
 def grads(k, red, bargs, rargs, outs, config):
     """dx, dw and db (poisoned first) of one launch of k and the reduce."""
-    for t in outs:
-        if t is not None:
-            t.fill_(float("nan"))
-    k.launch(bargs, config=config)
-    red.launch(rargs)
-    torch.cuda.synchronize()
-    return [None if t is None else t.clone() for t in outs]
+    return pb.poisoned_outputs(lambda: (k.launch(bargs, config=config), red.launch(rargs)), outs)
 
 
 def main():
