@@ -461,6 +461,17 @@ static void an_arch_is_read_whole_and_checked(void) {
   ASSERT_STATUS(kt__nvrtc_target(NULL, "sm_89", opt, sizeof opt, err, sizeof err), KT_OK);
   ASSERT_STR_EQ(opt, "--gpu-architecture=sm_89");
   kt__nvrtc_cap_archs(0);
+  /* One reading of an arch, the runtime's and NVRTC's target's. */
+  static const struct {
+    const char *arch;
+    int cc;
+  } arch_forms[] = {{"sm_90", 90},  {"sm_90a", 90}, {"sm_100f", 100}, {"sm_121a", 121}, {"sm_9", -1},   {"sm90", -1},
+               {"sm_", -1},    {"sm_90x", -1}, {"sm_90af", -1},  {"sm_10000", -1},  {"sm_a90", -1}, {"", -1},
+               {"compute_90", -1}};
+  for (size_t i = 0; i < sizeof arch_forms / sizeof arch_forms[0]; i++)
+    ASSERT_EQ(kt__arch_cc(arch_forms[i].arch), arch_forms[i].cc);
+  ASSERT_STATUS(kt__nvrtc_target(NULL, "90", opt, sizeof opt, err, sizeof err), KT_ERR_INVALID);
+  ASSERT_STR_EQ(err, "arch \"90\" is not of the form sm_90, sm_90a or sm_100f");
 
   char dir[700], path[1024], out[800];
   snprintf(dir, sizeof dir, "%s", t_tmpdir());

@@ -131,11 +131,24 @@ static int listed(int *list) {
   return n;
 }
 
+int kt__arch_cc(const char *arch) {
+  int major = 0;
+  if (strncmp(arch, "sm_", 3) || strlen(arch) < 5 || strlen(arch) > 7) return -1;
+  const char *p = arch + 3;
+  for (; *p >= '0' && *p <= '9'; p++) major = major * 10 + (*p - '0');
+  return p < arch + 5 || (*p && ((*p != 'a' && *p != 'f') || p[1])) ? -1 : major;
+}
+
 kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, size_t optlen, char *err,
                            size_t errlen) {
+  int cc = kt__arch_cc(arch);
+  if (cc < 0) {
+    snprintf(err, errlen, "arch \"%s\" is not of the form sm_90, sm_90a or sm_100f", arch);
+    return KT_ERR_INVALID;
+  }
   kt_status st = kt__nvrtc_load(cuda_home, err, errlen);
   if (st) return st;
-  int list[64], n = listed(list), cc = atoi(arch + (strncmp(arch, "sm_", 3) ? 0 : 3)), in = 0;
+  int list[64], n = listed(list), in = 0;
   for (int i = 0; i < n; i++) in |= list[i] == cc;
   /* Listed, or NVRTC lists none: the arch itself. */
   if (in || !n) return snprintf(opt, optlen, "--gpu-architecture=%s", arch), KT_OK;

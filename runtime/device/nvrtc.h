@@ -25,14 +25,21 @@ int kt__nvrtc_version(void);
 ** into out; "" and -1 when none is loaded. */
 int kt__nvrtc_name(char *out, size_t n);
 
+/* The compute capability of an arch of the form sm_90, sm_90a or sm_100f
+** ("sm_90a": sm_90 with its arch-specific instructions; "sm_100f": code
+** for sm_100's family, with its family's instructions); -1 for any other
+** text. */
+int kt__arch_cc(const char *arch);
+
 /* The NVRTC option that targets arch ("sm_90", "sm_90a") with the NVRTC
 ** loaded from cuda_home (as kt__nvrtc_load), into opt:
 ** "--gpu-architecture=sm_90" where NVRTC lists the arch (or lists none);
 ** "--gpu-architecture=compute_121" for an arch newer than every one it
 ** lists (a GPU newer than the toolkit: PTX, compiled by the driver at
 ** load); else KT_ERR_INVALID and "NVRTC 13.0 does not compile for sm_35
-** (it compiles for sm_75, sm_80, ..., and newer archs through PTX)".
-** NVRTC's load error where it does not load. */
+** (it compiles for sm_75, sm_80, ..., and newer archs through PTX)";
+** KT_ERR_INVALID for an arch not of kt__arch_cc's form. NVRTC's load
+** error where it does not load. */
 kt_status kt__nvrtc_target(const char *cuda_home, const char *arch, char *opt, size_t optlen, char *err,
                            size_t errlen);
 /* kt__nvrtc_target, and for an arch with a suffix ("sm_90a", "sm_100f"),

@@ -37,18 +37,6 @@ static kt_mode mode_from_env(const kt__logger *log) {
   return KT_MODE_TUNE;
 }
 
-static int parse_arch(const char *arch, int *cc) {
-  int major = 0;
-  if (strncmp(arch, "sm_", 3) || strlen(arch) < 5 || strlen(arch) > 7) return -1;
-  const char *p = arch + 3;
-  for (; *p >= '0' && *p <= '9'; p++) major = major * 10 + (*p - '0');
-  /* "sm_90a": sm_90 with its arch-specific instructions; "sm_100f": code
-  ** for sm_100's family (sm_100 and sm_103), with its family's. */
-  if (p < arch + 5 || (*p && ((*p != 'a' && *p != 'f') || p[1]))) return -1;
-  *cc = major;
-  return 0;
-}
-
 /* The options as given, over the defaults, checked. */
 static kt_status read_options(const kt_options *opts, kt_options *o) {
   kt_options_init(o);
@@ -192,7 +180,7 @@ kt_status kt_runtime_open(kt_runtime **out, const kt_options *opts) {
       (o.cache_path && !(rt->cache_path = kt__strdup(o.cache_path))) ||
       (sys && *sys && !(rt->system_cache_path = kt__strdup(sys))))
     return kt__err(rt->env.id, KT_ERR_NOMEM, "kt_runtime_open: out of memory");
-  if (o.arch && parse_arch(o.arch, &rt->env.cc))
+  if (o.arch && (rt->env.cc = kt__arch_cc(o.arch)) < 0)
     return kt__err(rt->env.id, KT_ERR_INVALID, "kt_runtime_open: arch \"%s\" is not of the form sm_90, sm_90a or sm_100f",
                    o.arch);
   if (o.arch) snprintf(rt->env.arch, sizeof rt->env.arch, "%s", o.arch);
