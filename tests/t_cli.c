@@ -65,6 +65,21 @@ static void usage_errors(void) {
   char one[700];
   snprintf(one, sizeof one, "%s/one.db", dir);
   ASSERT_EQ(t_db_int(one, "SELECT count(*) FROM binaries"), 8);
+  /* Without -o the cache is all compile makes: one it cannot write fails
+  ** it before anything compiles; with -o it warns and writes the files. */
+  ASSERT_EQ(t_sh(out, sizeof out, "mkdir %s/dir.db && %s compile --arch sm_90 tests/specs/small.json --cache %s/dir.db",
+                 dir, t_bin(), dir),
+            1);
+  char want[1024];
+  snprintf(want, sizeof want, "ktune compile: %s/dir.db: is a directory, not a cache file\n", dir);
+  ASSERT_STR_EQ(out, want);
+  ASSERT_EQ(t_sh(out, sizeof out, "%s compile --arch sm_90 tests/specs/small.json --cache %s/dir.db -o %s/files 2>&1",
+                 t_bin(), dir, dir),
+            0);
+  ASSERT_CONTAINS(out, "ktune: warn: running without a config cache: ");
+  ASSERT_CONTAINS(out, "8 variants compiled for sm_90, 0 failed\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "ls %s/files | grep -c cubin", dir), 0);
+  ASSERT_STR_EQ(out, "8\n");
   /* A shape too long to keep whole is refused, never tuned cut. */
   static char shape[4200];
   snprintf(shape, sizeof shape, "N=%04100d", 1);

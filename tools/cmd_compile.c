@@ -16,7 +16,8 @@ static const char help[] =
     "Runs without a GPU when --arch is given; otherwise the arch of GPU 0.\n"
     "Writes the cache: each cubin goes to its binaries table (with its size\n"
     "and digest), where a GPU machine of that arch loads it without NVRTC;\n"
-    "ktune gc keeps the cubins of the specs it is given.\n"
+    "ktune gc keeps the cubins of the specs it is given. Without -o, a cache\n"
+    "that cannot be written fails the command before anything compiles.\n"
     "Prints one line per variant: status, name, cubin bytes, compile time.\n"
     "\n"
     "  --arch sm_XY  target architecture (e.g. sm_90)\n"
@@ -121,6 +122,9 @@ int cmd_compile(int argc, char **argv) {
   kt_options o;
   cli_options(&o, a.arch, a.arch != NULL);
   o.cache_path = a.cache;
+  /* Without -o the cache is what the command makes: one that cannot be
+  ** written fails it at once, not after compiling for nothing. */
+  o.cache_required = a.out == NULL;
   o.progress = progress;
   kt_runtime *rt;
   if (kt_runtime_open(&rt, &o)) {
