@@ -147,20 +147,7 @@ test-asan: $(B)/asan/ktune-test $(B)/asan/ktune $(B)/asan/ktune-nvrtc $(FAKE_TOR
 	UBSAN_OPTIONS=print_stacktrace=1 KTUNE_BIN=$(B)/asan/ktune $(B)/asan/ktune-test
 
 gpu-test: all $(B)/ktune-gpu-test
-	KTUNE_BIN=$(B)/ktune $(B)/ktune-gpu-test
-	@if python3 -c 'import torch' 2>/dev/null; then \
-	  d=$$(mktemp -d) && KTUNE_LIB=$(CURDIR)/$(B)/libktune.so KTUNE_CACHE=$$d/ktune.db python3 tests/python/test_ops.py; \
-	  rc=$$?; rm -rf $$d; exit $$rc; \
-	else echo "tests/python: torch does not import here; the PyTorch tests are skipped"; fi
-	@if python3 -c 'import jax' 2>/dev/null; then \
-	  $(MAKE) --no-print-directory jax && d=$$(mktemp -d) && export KTUNE_LIB=$(CURDIR)/$(B)/libktune.so \
-	  PYTHONPATH=$(CURDIR)/tools/python KTUNE_CACHE=$$d/ktune.db XLA_PYTHON_CLIENT_PREALLOCATE=false && \
-	  python3 tests/python/test_jax.py && \
-	  KTUNE_MODE=tune KTUNE_JAX_GRAPHS=0 python3 tests/python/test_jax.py inplace && \
-	  KTUNE_MODE=tune python3 tests/python/test_jax.py cmdbuf && \
-	  python3 tests/python/test_jax.py prewarmed; \
-	  rc=$$?; rm -rf $$d; exit $$rc; \
-	else echo "tests/python/test_jax.py: jax does not import here; the JAX tests are skipped"; fi
+	sh tests/gpu_test.sh $(B)
 
 # The XLA FFI handler of ktune.jax, in C against jaxlib's C API header;
 # where jax does not import, says so and builds nothing. It links the

@@ -60,7 +60,7 @@ int t_run(const kt_test *const *suites, const char *filter) {
   }
   for (int s = 0; suites[s]; s++)
     for (const kt_test *t = suites[s]; t->name; t++) {
-      if (filter && !strstr(t->name, filter)) continue;
+      if (filter && (*filter == '!') == !!strstr(t->name, filter + (*filter == '!'))) continue;
       cur_failed = cur_skipped = 0;
       printf("  %s\n", t->name);
       fflush(stdout);

@@ -14,7 +14,8 @@ typedef struct kt_test {
 void t_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void t_skip(const char *why);
 int t_failed(void);
-/* Run tests whose name contains filter (NULL: all); print the summary. */
+/* Run tests whose name contains filter (NULL: all; "!text": those whose
+** name does not contain text); print the summary. */
 int t_run(const kt_test *const *suites, const char *filter);
 
 /* Run a shell command; its stdout and stderr together go to out. Returns

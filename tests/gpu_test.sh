@@ -1,0 +1,61 @@
+#!/bin/sh
+# make gpu-test: the C GPU tests, the PyTorch tests (when torch imports) and
+# the JAX tests (when jax imports), as four lanes that share the GPU, each a
+# process with a cache of its own: the norm sweep (norm_backward_tile), the
+# other C tests, tests/python/test_ops.py, and the four test_jax.py runs in
+# turn (they share one cache: the last finds what the first tuned). One
+# after another these take longer than a device call is allowed; side by
+# side the GPU is busy while each waits on NVRTC and Python.
+# GPU_TEST_SERIAL=1 runs the lanes one after another, each log as it comes.
+# Each lane's log is printed whole when it ends, then a last line adds up
+# every "N passed, N failed, N skipped" the lanes printed; the exit status
+# is nonzero when any lane's is.
+B=${1:-build}
+ROOT=$(pwd)
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+export KTUNE_BIN="$ROOT/$B/ktune"
+
+tile() { "$B/ktune-gpu-test" norm_backward_tile; }
+rest() { "$B/ktune-gpu-test" '!norm_backward_tile'; }
+torch() {
+  if ! python3 -c 'import torch' 2>/dev/null; then
+    echo "tests/python: torch does not import here; the PyTorch tests are skipped"
+    return 0
+  fi
+  KTUNE_LIB="$ROOT/$B/libktune.so" KTUNE_CACHE="$d/torch.db" python3 tests/python/test_ops.py
+}
+jax() {
+  if ! python3 -c 'import jax' 2>/dev/null; then
+    echo "tests/python/test_jax.py: jax does not import here; the JAX tests are skipped"
+    return 0
+  fi
+  make --no-print-directory B="$B" jax || return 1
+  export KTUNE_LIB="$ROOT/$B/libktune.so" PYTHONPATH="$ROOT/tools/python" KTUNE_CACHE="$d/jax.db" \
+    XLA_PYTHON_CLIENT_PREALLOCATE=false
+  python3 tests/python/test_jax.py &&
+    KTUNE_MODE=tune KTUNE_JAX_GRAPHS=0 python3 tests/python/test_jax.py inplace &&
+    KTUNE_MODE=tune python3 tests/python/test_jax.py cmdbuf &&
+    python3 tests/python/test_jax.py prewarmed
+}
+
+LANES="tile rest torch jax"
+start=$(date +%s)
+for l in $LANES; do
+  if [ "$GPU_TEST_SERIAL" = 1 ]; then
+    echo "== $l"
+    { $l; echo $? >"$d/$l.rc"; } 2>&1 | tee "$d/$l.log"
+  else
+    ( $l >"$d/$l.log" 2>&1; echo $? >"$d/$l.rc"; echo "== $l ended after $(($(date +%s) - start)) s" ) &
+  fi
+done
+wait
+rc=0
+for l in $LANES; do
+  [ "$GPU_TEST_SERIAL" = 1 ] || { echo "== $l"; cat "$d/$l.log"; }
+  r=$(cat "$d/$l.rc" 2>/dev/null || echo 1)
+  [ "$r" = 0 ] || { echo "== $l exited $r"; rc=1; }
+done
+cat "$d"/*.log | awk '/^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { p += $1; f += $3; s += $5 }
+  END { printf "gpu-test: %d passed, %d failed, %d skipped (every lane)\n", p, f, s; exit f > 0 }' || rc=1
+exit $rc
