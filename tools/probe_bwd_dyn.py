@@ -142,11 +142,6 @@ def dyn_spec(spec):
     spec["params"].append({"name": "ctr", "type": "ptr", "dtype": "i32", "access": "inout", "extent": "2"})
 
 
-def grads(k, red, bargs, rargs, outs, config):
-    """dx, dw and db (poisoned first) of one launch of k and the reduce."""
-    return pb.poisoned_outputs(lambda: (k.launch(bargs, config=config), red.launch(rargs)), outs)
-
-
 def main():
     rt, _, copy_gbs, tmp = pb.probe_start(6)
     fwd, shipped, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_reduce"))
@@ -165,9 +160,9 @@ def main():
         outs, bargs, rargs = pb.bwd_buffers(c, P, c.w, c.b)
         ctr = torch.zeros(2, dtype=torch.int32, device=bk.dev)
         dargs = bargs + [ctr]
-        ref = grads(shipped, red, bargs, rargs, outs, cfg)
-        got = grads(dyn, red, dargs, rargs, outs, cfg)
-        again = grads(dyn, red, dargs, rargs, outs, cfg)
+        ref = pb.grads(shipped, red, bargs, rargs, outs, cfg)
+        got = pb.grads(dyn, red, dargs, rargs, outs, cfg)
+        again = pb.grads(dyn, red, dargs, rargs, outs, cfg)
         same_dx = torch.equal(ref[0].view(torch.int16), got[0].view(torch.int16))
         err = pb.grads_error(c, *got)
         stable = all(a is None or torch.equal(a, b) for a, b in zip(got[1:], again[1:]))

@@ -129,6 +129,12 @@ def poisoned_outputs(launch, outs):
     return [None if t is None else t.clone() for t in outs]
 
 
+def grads(k, red, bargs, rargs, outs, config):
+    """dx, dw and db (outs, poisoned first; None among them kept) of one
+    launch of k at config and of the reduce: copies."""
+    return poisoned_outputs(lambda: (k.launch(bargs, config=config), red.launch(rargs)), outs)
+
+
 def fastest(runs, rounds):
     """The GPU time of each of runs (functions that launch), rounds times
     in turn, the fastest of each."""
