@@ -6,10 +6,11 @@
 # turn (they share one cache: the last finds what the first tuned). One
 # after another these take longer than a device call is allowed; side by
 # side the GPU is busy while each waits on NVRTC and Python.
-# GPU_TEST_SERIAL=1 runs the lanes one after another, each log as it comes.
-# Each lane's log is printed whole when it ends, then a last line adds up
-# every "N passed, N failed, N skipped" the lanes printed; the exit status
-# is nonzero when any lane's is.
+# A line says when each lane ends; once all have, their logs are printed
+# whole, in the order above, then a last line adds up every "N passed, N
+# failed, N skipped" the lanes printed; the exit status is nonzero when any
+# lane's is. GPU_TEST_SERIAL=1 runs the lanes one after another, each log as
+# it comes.
 B=${1:-build}
 ROOT=$(pwd)
 d=$(mktemp -d)

@@ -465,9 +465,9 @@ static void an_arch_is_read_whole_and_checked(void) {
   static const struct {
     const char *arch;
     int cc;
-  } arch_forms[] = {{"sm_90", 90},  {"sm_90a", 90}, {"sm_100f", 100}, {"sm_121a", 121}, {"sm_9", -1},   {"sm90", -1},
-               {"sm_", -1},    {"sm_90x", -1}, {"sm_90af", -1},  {"sm_10000", -1},  {"sm_a90", -1}, {"", -1},
-               {"compute_90", -1}};
+  } arch_forms[] = {{"sm_90", 90},  {"sm_90a", 90}, {"sm_100f", 100},  {"sm_121a", 121}, {"sm_9", -1},
+                    {"sm90", -1},   {"sm_", -1},    {"sm_90x", -1},    {"sm_90af", -1},  {"sm_10000", -1},
+                    {"sm_a90", -1}, {"", -1},       {"compute_90", -1}};
   for (size_t i = 0; i < sizeof arch_forms / sizeof arch_forms[0]; i++)
     ASSERT_EQ(kt__arch_cc(arch_forms[i].arch), arch_forms[i].cc);
   ASSERT_STATUS(kt__nvrtc_target(NULL, "90", opt, sizeof opt, err, sizeof err), KT_ERR_INVALID);
