@@ -10,11 +10,18 @@
 # whole, in the order above, then a last line adds up every "N passed, N
 # failed, N skipped" the lanes printed; the exit status is nonzero when any
 # lane's is. GPU_TEST_SERIAL=1 runs the lanes one after another, each log as
-# it comes.
+# it comes. GPU_TEST_LOGS=DIR keeps each lane's log (LANE.log) and caches
+# there, so that a run cut short still leaves what each lane printed.
 B=${1:-build}
 ROOT=$(pwd)
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+if [ -n "$GPU_TEST_LOGS" ]; then
+  d=$GPU_TEST_LOGS
+  mkdir -p "$d" || exit 1
+  rm -f "$d"/*.log "$d"/*.rc "$d"/*.db "$d"/*.db-*   # each run starts cold
+else
+  d=$(mktemp -d)
+  trap 'rm -rf "$d"' EXIT
+fi
 export KTUNE_BIN="$ROOT/$B/ktune"
 
 tile() { "$B/ktune-gpu-test" norm_backward_tile; }
