@@ -28,7 +28,7 @@ graphs, the backward alone and with its reduce, ROUNDS times in turn, the
 fastest of each; bf16, with the weight (and the bias for LayerNorm), at
 the P that ktune.ops passes (tools/probe_bwd_programs.py times other P).
 
-PARTS (comma-separated: stores, fused; default both) adds a grid that
+PARTS (comma-separated: stores, fused, tail; default the first two) adds a grid that
 sums its own partial rows (layernorm_bwd_fused, params dwo, dbo and sync
 added): after its stores each block adds one to a counter and spins until
 every block of the launch has, then block b sums its share of the columns
@@ -37,7 +37,10 @@ The spin needs every block resident at once, which holds for the shipped
 picks at the shipped P on an idle GPU but is not safe in general: a probe
 only. It is timed against the shipped backward with its reduce and alone,
 and its dw and db compared with float64 (another order of additions than
-the reduce's, so not the same bytes).
+the reduce's, so not the same bytes). PARTS=tail adds copies in which only
+the last TAIL_NR blocks to arrive (comma-separated counts, default 33)
+wait and sum, each a share of the columns, and drop the partial rows'
+lines as the reduce does; the others leave at once.
 
 CASES as TxDxRMS, comma-separated. $KTUNE_CACHE should name a fresh cache."""
 import os
@@ -280,6 +283,79 @@ FUSED_PATCHES = [
      "  }\nKT_NORM_BWD_ENTRY(, CL * MG == 1)"),
 ]
 
+# The tail copy: only the last TAIL_NR blocks to arrive wait, and each sums
+# a share of the columns; every other block leaves at once.
+TAIL_FN = r'''
+// Probe (tools/probe_bwd_stores.py, PARTS=tail): each block takes a ticket
+// after its partial row; the last TAIL_NR to arrive wait for the rest (the
+// blocks they wait on can always be placed on the SMs the others left),
+// then each sums its share of the columns over the partial rows, in order,
+// into dw and db and drops their lines from L2, as the reduce does.
+__device__ __forceinline__ void drop_lines(float *a, int parts, int D, int lo, int hi);
+template <typename W, int BLOCK>
+__device__ __forceinline__ void tail_reduce(float *dw_part, float *db_part, W *dwo, W *dbo, int *sync,
+                                            int n_rows, int D, int P) {
+  __shared__ unsigned s_ticket;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    s_ticket = atomicAdd(reinterpret_cast<unsigned *>(sync), 1u);
+  }
+  __syncthreads();
+  const unsigned nb = gridDim.x, t = s_ticket;
+  const int nr = (int)nb < TAIL_NR ? (int)nb : TAIL_NR, pos = (int)(t % nb);
+  if (pos < (int)nb - nr) return;
+  const int r = pos - ((int)nb - nr);
+  if (threadIdx.x == 0) {
+    const unsigned target = (t / nb + 1) * nb;
+    unsigned v;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(sync) : "memory");
+    } while ((int)(v - target) < 0);
+  }
+  __syncthreads();
+  const int bs = (n_rows + P - 1) / P, parts = (n_rows + bs - 1) / bs;
+  const int per = ((D + nr - 1) / nr + 31) / 32 * 32;
+  const int C = per < BLOCK ? per : BLOCK, S = BLOCK / C;
+  const int c0 = r * per, c1 = min(D, c0 + per);
+  __shared__ float red[2][BLOCK];
+  const int j = (int)threadIdx.x % C, s = (int)threadIdx.x / C;
+  for (int cb = c0; cb < c1; cb += C) {
+    const int c = cb + j;
+    float a = 0.f, b = 0.f;
+    if (s < S && c < c1) {
+#pragma unroll 8
+      for (int p = s; p < parts; p += S) {
+        if (dwo) a += __ldcg(dw_part + (long long)p * D + c);
+        if (dbo) b += __ldcg(db_part + (long long)p * D + c);
+      }
+    }
+    red[0][threadIdx.x] = a;
+    red[1][threadIdx.x] = b;
+    __syncthreads();
+    if (s == 0 && c < c1) {
+      for (int k = 1; k < S; k++) {
+        a += red[0][k * C + j];
+        b += red[1][k * C + j];
+      }
+      if (dwo) dwo[c] = kt::from_f<W>(a);
+      if (dbo) dbo[c] = kt::from_f<W>(b);
+    }
+    __syncthreads();
+  }
+  if (c0 < c1 && dwo) drop_lines(dw_part, parts, D, c0, c1);
+  if (c0 < c1 && dbo) drop_lines(db_part, parts, D, c0, c1);
+}
+
+// The entry, twice: CL * MG == 1 without a cluster attribute, so those
+'''
+
+
+def tail_patches(nr):
+    """The fused copy's patches with tail_reduce in place of fused_reduce."""
+    return [(FUSED_AT, "\n#define TAIL_NR %d\n" % nr + TAIL_FN), FUSED_PATCHES[1],
+            (FUSED_PATCHES[2][0], FUSED_PATCHES[2][1].replace("fused_reduce", "tail_reduce"))]
+
 
 def fused_spec(spec):
     """layernorm_bwd's spec with the fused copy's outputs and its counter."""
@@ -291,6 +367,7 @@ CASES = pb.cases_from_env("1024x16384x0,1024x16384x1,2048x8192x0,2048x8192x1,136
                           "16778x1000x0,65536x256x0")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 PARTS = os.environ.get("PARTS", "stores,fused").split(",")
+TAIL_NR = [int(n) for n in os.environ.get("TAIL_NR", "33").split(",")]
 
 
 def bits(t):
@@ -318,24 +395,30 @@ def stores_row(ks, red, c, P, config):
     return same, pb.fastest(runs, ROUNDS)
 
 
-def fused_row(fused, shipped, red, c, P, config, copy_gbs):
-    """config forced on the fused copy, and on the shipped spec with and
-    without its reduce, ROUNDS times in turn: a row of the fastest of each
-    and the errors against float64."""
+def fused_row(fks, shipped, red, c, P, config, copy_gbs):
+    """config forced on each fused copy of fks ((label, kernel) pairs), and
+    on the shipped spec with and without its reduce, ROUNDS times in turn:
+    a row of the fastest of each with its % of the copy, and the errors
+    against float64 (the shipped pair's, then each copy's)."""
     (dx, dw, db), bargs, rargs = pb.bwd_buffers(c, P, c.w, c.b)
     dwo, dbo = torch.empty_like(dw), torch.empty_like(db) if db is not None else None
     fargs = bargs + [dwo, c.arg(dbo), torch.zeros(1, dtype=torch.int32, device=bk.dev)]
     shipped.launch(bargs, config=config)
     red.launch(rargs)
-    err = pb.grads_error(c, dx, dw, db)
-    fused.launch(fargs, config=config)
-    torch.cuda.synchronize()
-    ferr = pb.grads_error(c, dx, dwo, dbo)
+    errs = [pb.grads_error(c, dx, dw, db)]
+    for _, k in fks:
+        dwo.fill_(float("nan"))
+        if dbo is not None:
+            dbo.fill_(float("nan"))
+        k.launch(fargs, config=config)
+        torch.cuda.synchronize()
+        errs.append(pb.grads_error(c, dx, dwo, dbo))
     runs = [lambda: (shipped.launch(bargs, config=config), red.launch(rargs)),
-            lambda: shipped.launch(bargs, config=config), lambda: fused.launch(fargs, config=config)]
+            lambda: shipped.launch(bargs, config=config)]
+    runs += [lambda k=k: k.launch(fargs, config=config) for _, k in fks]
     best = pb.fastest(runs, ROUNDS)
-    pct = [pb.bwd_pct(c, us, copy_gbs) for us in best]
-    return ("%s P=%d" % (pb.case_name(c), P), best[0], pct[0], best[1], pct[1], best[2], pct[2], err, ferr, config)
+    cells = ["%.2f (%.1f%%)" % (us, pb.bwd_pct(c, us, copy_gbs)) for us in best]
+    return ("%s P=%d" % (pb.case_name(c), P),) + tuple(cells) + (" ".join("%.1e" % e for e in errs), config)
 
 
 def main():
@@ -350,15 +433,17 @@ def main():
         return rt.kernel(pb.patched_copy(ktune.kernels_dir(), d, "layernorm_bwd", name, patches, edit))
 
     ks = [shipped] + [copy_of(name, patches, edit) for _, name, patches, edit in STORES if "stores" in PARTS]
-    fused = copy_of("layernorm_bwd_fused", FUSED_PATCHES, fused_spec) if "fused" in PARTS else None
+    fks = [("fused", copy_of("layernorm_bwd_fused", FUSED_PATCHES, fused_spec))] if "fused" in PARTS else []
+    if "tail" in PARTS:
+        fks += [("last %d" % nr, copy_of("layernorm_bwd_tail%d" % nr, tail_patches(nr), fused_spec))
+                for nr in TAIL_NR]
     rows, frows = [], []
 
     def one(c):
         name, P, cfg = pb.shipped_pick(copy_gbs, shipped, red, c)
-        if cfg and fused:
-            frows.append(fused_row(fused, shipped, red, c, P, cfg, copy_gbs))
-            print("  %s: with reduce %.2f us %.1f%%, alone %.2f us %.1f%%, fused %.2f us %.1f%%; "
-                  "error %.1e, fused %.1e  [%s]" % frows[-1], flush=True)
+        if cfg and fks:
+            frows.append(fused_row(fks, shipped, red, c, P, cfg, copy_gbs))
+            print("  " + " | ".join(str(x) for x in frows[-1]), flush=True)
         if cfg and len(ks) > 1:
             same, best = stores_row(ks, red, c, P, cfg)
             print("  %s: same bytes %s" % (name, same), flush=True)
@@ -375,9 +460,9 @@ def main():
         pb.markdown_rows(("case",) + tuple(label + " µs, alone / with reduce:" for label in LABELS) + ("config",),
                          " | ".join(["%s"] * (len(LABELS) + 2)), rows)
     if frows:
-        pb.markdown_rows(("case", "with reduce µs:", "% of copy:", "alone µs:", "% of copy:", "fused µs:",
-                          "% of copy:", "error:", "fused error:", "config"),
-                         "%s | %.2f | %.1f%% | %.2f | %.1f%% | %.2f | %.1f%% | %.1e | %.1e | %s", frows)
+        labels = ("with reduce", "alone") + tuple(label for label, _ in fks)
+        pb.markdown_rows(("case",) + tuple(label + " µs:" for label in labels) + ("errors:", "config"),
+                         " | ".join(["%s"] * (len(labels) + 3)), frows)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
