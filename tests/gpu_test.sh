@@ -17,7 +17,8 @@ ROOT=$(pwd)
 if [ -n "$GPU_TEST_LOGS" ]; then
   d=$GPU_TEST_LOGS
   mkdir -p "$d" || exit 1
-  rm -f "$d"/*.log "$d"/*.rc "$d"/*.db "$d"/*.db-*   # each run starts cold
+  # Only what the lanes write, so that each run starts cold.
+  for f in tile rest torch jax; do rm -f "$d/$f.log" "$d/$f.rc" "$d/$f.db" "$d/$f.db-wal" "$d/$f.db-shm"; done
 else
   d=$(mktemp -d)
   trap 'rm -rf "$d"' EXIT
