@@ -216,6 +216,41 @@ STORES = [
     ("stored evict-last", "layernorm_bwd_endlast", [WITH_HELPERS, END_EVICT_LAST], same_spec),
 ]
 LABELS = ["shipped"] + [s[0] for s in STORES]
+SHARE_FN = r'''
+// Probe (tools/probe_bwd_stores.py): columns [c0, c1) of dw and db (a share
+// of per columns), the sums over the first `parts` partial rows in order,
+// U loads of each in flight a thread.
+template <typename W, int BLOCK, int U>
+__device__ __forceinline__ void share_sums(const float *dw_part, const float *db_part, W *dwo, W *dbo, int parts,
+                                           int D, int c0, int c1, int per) {
+  const int C = per < BLOCK ? per : BLOCK, S = BLOCK / C;
+  __shared__ float red[2][BLOCK];
+  const int j = (int)threadIdx.x % C, s = (int)threadIdx.x / C;
+  for (int cb = c0; cb < c1; cb += C) {
+    const int c = cb + j;
+    float a = 0.f, b = 0.f;
+    if (s < S && c < c1) {
+#pragma unroll U
+      for (int p = s; p < parts; p += S) {
+        if (dwo) a += __ldcg(dw_part + (long long)p * D + c);
+        if (dbo) b += __ldcg(db_part + (long long)p * D + c);
+      }
+    }
+    red[0][threadIdx.x] = a;
+    red[1][threadIdx.x] = b;
+    __syncthreads();
+    if (s == 0 && c < c1) {
+      for (int k = 1; k < S; k++) {
+        a += red[0][k * C + j];
+        b += red[1][k * C + j];
+      }
+      if (dwo) dwo[c] = kt::from_f<W>(a);
+      if (dbo) dbo[c] = kt::from_f<W>(b);
+    }
+    __syncthreads();
+  }
+}
+'''
 # The fused copy: its reduce beside the entry, called after norm_bwd.
 FUSED_AT = "\n// The entry, twice: CL * MG == 1 without a cluster attribute, so those\n"
 FUSED_FN = r'''
@@ -238,40 +273,14 @@ __device__ __forceinline__ void fused_reduce(const float *dw_part, const float *
   }
   __syncthreads();
   const int bs = (n_rows + P - 1) / P, parts = (n_rows + bs - 1) / bs;
-  const int nb = (int)gridDim.x, per = (D + nb - 1) / nb;
-  const int C = per < BLOCK ? per : BLOCK, S = BLOCK / C;
-  const int c0 = (int)blockIdx.x * per, c1 = min(D, c0 + per);
-  __shared__ float red[2][BLOCK];
-  const int j = (int)threadIdx.x % C, s = (int)threadIdx.x / C;
-  for (int cb = c0; cb < c1; cb += C) {
-    const int c = cb + j;
-    float a = 0.f, b = 0.f;
-    if (s < S && c < c1) {
-#pragma unroll 4
-      for (int p = s; p < parts; p += S) {
-        if (dwo) a += __ldcg(dw_part + (long long)p * D + c);
-        if (dbo) b += __ldcg(db_part + (long long)p * D + c);
-      }
-    }
-    red[0][threadIdx.x] = a;
-    red[1][threadIdx.x] = b;
-    __syncthreads();
-    if (s == 0 && c < c1) {
-      for (int k = 1; k < S; k++) {
-        a += red[0][k * C + j];
-        b += red[1][k * C + j];
-      }
-      if (dwo) dwo[c] = kt::from_f<W>(a);
-      if (dbo) dbo[c] = kt::from_f<W>(b);
-    }
-    __syncthreads();
-  }
+  const int nb = (int)gridDim.x, per = (D + nb - 1) / nb, c0 = (int)blockIdx.x * per;
+  share_sums<W, BLOCK, 4>(dw_part, db_part, dwo, dbo, parts, D, c0, min(D, c0 + per), per);
 }
 
 // The entry, twice: CL * MG == 1 without a cluster attribute, so those
 '''
 FUSED_PATCHES = [
-    (FUSED_AT, FUSED_FN),
+    (FUSED_AT, SHARE_FN + FUSED_FN),
     ("                int n_rows, int D, int G, int P, int rms) {                                                        \\\n"
      "    norm_bwd<T, W, float,",
      "                int n_rows, int D, int G, int P, int rms, W *dwo, W *dbo, int *sync) {                           \\\n"
@@ -316,33 +325,8 @@ __device__ __forceinline__ void tail_reduce(float *dw_part, float *db_part, W *d
   __syncthreads();
   const int bs = (n_rows + P - 1) / P, parts = (n_rows + bs - 1) / bs;
   const int per = ((D + nr - 1) / nr + 31) / 32 * 32;
-  const int C = per < BLOCK ? per : BLOCK, S = BLOCK / C;
   const int c0 = r * per, c1 = min(D, c0 + per);
-  __shared__ float red[2][BLOCK];
-  const int j = (int)threadIdx.x % C, s = (int)threadIdx.x / C;
-  for (int cb = c0; cb < c1; cb += C) {
-    const int c = cb + j;
-    float a = 0.f, b = 0.f;
-    if (s < S && c < c1) {
-#pragma unroll 8
-      for (int p = s; p < parts; p += S) {
-        if (dwo) a += __ldcg(dw_part + (long long)p * D + c);
-        if (dbo) b += __ldcg(db_part + (long long)p * D + c);
-      }
-    }
-    red[0][threadIdx.x] = a;
-    red[1][threadIdx.x] = b;
-    __syncthreads();
-    if (s == 0 && c < c1) {
-      for (int k = 1; k < S; k++) {
-        a += red[0][k * C + j];
-        b += red[1][k * C + j];
-      }
-      if (dwo) dwo[c] = kt::from_f<W>(a);
-      if (dbo) dbo[c] = kt::from_f<W>(b);
-    }
-    __syncthreads();
-  }
+  share_sums<W, BLOCK, 8>(dw_part, db_part, dwo, dbo, parts, D, c0, c1, per);
   if (c0 < c1 && dwo) drop_lines(dw_part, parts, D, c0, c1);
   if (c0 < c1 && dbo) drop_lines(db_part, parts, D, c0, c1);
 }
@@ -353,7 +337,7 @@ __device__ __forceinline__ void tail_reduce(float *dw_part, float *db_part, W *d
 
 def tail_patches(nr):
     """The fused copy's patches with tail_reduce in place of fused_reduce."""
-    return [(FUSED_AT, "\n#define TAIL_NR %d\n" % nr + TAIL_FN), FUSED_PATCHES[1],
+    return [(FUSED_AT, "\n#define TAIL_NR %d\n" % nr + SHARE_FN + TAIL_FN), FUSED_PATCHES[1],
             (FUSED_PATCHES[2][0], FUSED_PATCHES[2][1].replace("fused_reduce", "tail_reduce"))]
 
 
