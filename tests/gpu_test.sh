@@ -14,11 +14,12 @@
 # there, so that a run cut short still leaves what each lane printed.
 B=${1:-build}
 ROOT=$(pwd)
+LANES="tile rest torch jax"
 if [ -n "$GPU_TEST_LOGS" ]; then
   d=$GPU_TEST_LOGS
   mkdir -p "$d" || exit 1
   # Only what the lanes write, so that each run starts cold.
-  for f in tile rest torch jax; do rm -f "$d/$f.log" "$d/$f.rc" "$d/$f.db" "$d/$f.db-wal" "$d/$f.db-shm"; done
+  for f in $LANES; do rm -f "$d/$f.log" "$d/$f.rc" "$d/$f.db" "$d/$f.db-wal" "$d/$f.db-shm"; done
 else
   d=$(mktemp -d)
   trap 'rm -rf "$d"' EXIT
@@ -48,7 +49,6 @@ jax() {
     python3 tests/python/test_jax.py prewarmed
 }
 
-LANES="tile rest torch jax"
 start=$(date +%s)
 for l in $LANES; do
   if [ "$GPU_TEST_SERIAL" = 1 ]; then
@@ -65,6 +65,6 @@ for l in $LANES; do
   r=$(cat "$d/$l.rc" 2>/dev/null || echo 1)
   [ "$r" = 0 ] || { echo "== $l exited $r"; rc=1; }
 done
-cat "$d"/*.log | awk '/^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { p += $1; f += $3; s += $5 }
+for l in $LANES; do cat "$d/$l.log"; done | awk '/^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { p += $1; f += $3; s += $5 }
   END { printf "gpu-test: %d passed, %d failed, %d skipped (every lane)\n", p, f, s; exit f > 0 }' || rc=1
 exit $rc
