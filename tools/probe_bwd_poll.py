@@ -111,12 +111,6 @@ def poll_spec(spec):
                        {"name": "K", "type": "i32", "key": "ignore"}]
 
 
-def parts(T, P):
-    """The programs that own rows, as the kernels count them."""
-    bs = -(-T // P)
-    return -(-T // bs)
-
-
 def outputs(pair, outs):
     """dx, dw and db (outs, poisoned first; None among them kept) of one
     launch of pair (a function), as bytes."""
@@ -156,7 +150,7 @@ def main():
         runs += [lambda b=b, r=r: (b.launch(fargs, config=cfg), r.launch(pargs, config=rcfg)) for _, (b, r) in pairs]
         ref = outputs(runs[0], outs)
         same = [all(torch.equal(a, b) for a, b in zip(ref, outputs(run, outs)) if a is not None) for run in runs[1:]]
-        left = "%d, %d" % (int(flags[:parts(c.T, P) * K].count_nonzero()), int(done.item()))
+        left = "%d, %d" % (int(flags[:pb.owning_programs(c.T, P) * K].count_nonzero()), int(done.item()))
         t = pb.fastest(runs, ROUNDS)
         cells = ["%.2f (%.1f%%)" % (us, pb.bwd_pct(c, us, copy_gbs)) for us in t]
         rows.append((name,) + tuple(cells) + (" ".join("yes" if s else "NO" for s in same), left, cfg, rcfg))

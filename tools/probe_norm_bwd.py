@@ -129,6 +129,12 @@ def poisoned_outputs(launch, outs):
     return [None if t is None else t.clone() for t in outs]
 
 
+def owning_programs(T, P):
+    """The programs of a backward launch of T rows at P that own rows (and
+    write a partial row), as the kernels count them."""
+    return -(-T // -(-T // P))
+
+
 def grads(k, red, bargs, rargs, outs, config):
     """dx, dw and db (outs, poisoned first; None among them kept) of one
     launch of k at config and of the reduce: copies."""
