@@ -28,18 +28,19 @@ export KTUNE_BIN="$ROOT/$B/ktune"
 
 tile() { "$B/ktune-gpu-test" norm_backward_tile; }
 rest() { "$B/ktune-gpu-test" '!norm_backward_tile'; }
+# Whether python3 imports module $1; where it does not, says that the tests
+# of $2 ($3 names them) are skipped.
+imports() {
+  python3 -c "import $1" 2>/dev/null && return 0
+  echo "$2: $1 does not import here; the $3 tests are skipped"
+  return 1
+}
 torch() {
-  if ! python3 -c 'import torch' 2>/dev/null; then
-    echo "tests/python: torch does not import here; the PyTorch tests are skipped"
-    return 0
-  fi
+  imports torch tests/python PyTorch || return 0
   KTUNE_LIB="$ROOT/$B/libktune.so" KTUNE_CACHE="$d/torch.db" python3 tests/python/test_ops.py
 }
 jax() {
-  if ! python3 -c 'import jax' 2>/dev/null; then
-    echo "tests/python/test_jax.py: jax does not import here; the JAX tests are skipped"
-    return 0
-  fi
+  imports jax tests/python/test_jax.py JAX || return 0
   make --no-print-directory B="$B" jax || return 1
   export KTUNE_LIB="$ROOT/$B/libktune.so" PYTHONPATH="$ROOT/tools/python" KTUNE_CACHE="$d/jax.db" \
     XLA_PYTHON_CLIENT_PREALLOCATE=false
