@@ -71,9 +71,9 @@ __device__ __forceinline__ void wait_flags(int *flags, int n) {
   if (threadIdx.y == 0 && threadIdx.x < 32) {
     for (int i = threadIdx.x; i < n; i += 32) {
       unsigned v;
-      for (int n = 0;; n++) {  // bounded: a flag never set shows as other bytes, not a hang
+      for (int spins = 0;; spins++) {  // bounded: a flag never set shows as other bytes, not a hang
         asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + i) : "memory");
-        if (v || n > (1 << 22)) break;
+        if (v || spins > (1 << 22)) break;
         __nanosleep(32);
       }
     }
