@@ -552,6 +552,13 @@ def odd_norm_arguments_raise_in_the_packages_words():
               "cuda:0; x has (8, 256) on cuda:0"),
              (dict(weight=torch.rand(256)), "ktune.ops: weight has 256 elements on cpu; the rows have 256 on "
               "cuda:0"),
+             # a bias of another dtype than the weight's: refused, never read
+             # as the weight's type
+             (dict(weight=torch.rand(256, device="cuda"), bias=torch.rand(256, device="cuda", dtype=torch.bfloat16)),
+              "layernorm_fwd: arg 5 (b) is bf16, but W=f32 from arg 4 (w)"),
+             (dict(weight=torch.rand(256, device="cuda", dtype=torch.float16),
+                   bias=torch.rand(256, device="cuda", dtype=torch.bfloat16)),
+              "layernorm_fwd: arg 5 (b) is bf16, but W=f16 from arg 4 (w)"),
              (dict(groups=3), "ktune.ops: groups=3 does not split the rows' 256 elements into equal parts"),
              (dict(groups=0), "ktune.ops: groups=0 does not split the rows' 256 elements into equal parts")]
     for kw, want in cases:

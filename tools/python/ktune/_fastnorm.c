@@ -208,7 +208,12 @@ static int fwd_run(fwd_args *f, int stats, fwd_out *o) {
   int x = f->xi.code, wd = f->w != Py_None ? f->wi.code : f->b != Py_None ? f->bi.code : x;
   fa_fwd v = {.x = ref_in(f->x, &f->xi), .res = ref_in(f->res, &f->ri), .w = ref_in(f->w, &f->wi),
               .b = ref_in(f->b, &f->bi), .T = f->T, .D = f->D, .groups = f->groups, .eps = f->eps, .rms = f->rms};
-  v.w.code = v.b.code = wd;
+  /* An absent weight or bias is a null pointer of the other's dtype (as
+  ** ops passes ktune.null(wd)); a present one keeps its own, so that the
+  ** library refuses a bias whose dtype is not the weight's rather than
+  ** read its bytes as the weight's type. */
+  if (f->w == Py_None) v.w.code = wd;
+  if (f->b == Py_None) v.b.code = wd;
   if (ref_t(&v.y, x, o->y, 0) || ref_t(&v.h, x, o->h, x) || ref_t(&v.mean, KT_F32, o->mean, 0) ||
       ref_t(&v.rstd, KT_F32, o->rstd, 0))
     return -1;
