@@ -349,7 +349,11 @@ __device__ __forceinline__ void copy_mine(T *dst, const T *src, int lane, int L)
 }
 }  // namespace kt
 
-// h = x (+ res), VEC elements from xs and rs.
+// h = x (+ res), VEC elements from xs and rs. The sum is rounded to T, as
+// res_out stores it: the statistics and y are those of the h the backward
+// reads back (one of unrounded sums differs from it by a rounding, which
+// rstd magnifies up to 1 / sqrt(eps) in a row of equal values), and those
+// of torch's x + res followed by the norm.
 template <int VEC, int HAS_RESIDUAL, typename T>
 __device__ __forceinline__ void load_h(float *h, const T *xs, const T *rs) {
   kt::vload<VEC>(h, xs);
@@ -357,7 +361,7 @@ __device__ __forceinline__ void load_h(float *h, const T *xs, const T *rs) {
     float r[VEC];
     kt::vload<VEC>(r, rs);
 #pragma unroll
-    for (int k = 0; k < VEC; k++) h[k] += r[k];
+    for (int k = 0; k < VEC; k++) h[k] = kt::to_f(kt::from_f<T>(h[k] + r[k]));
   }
 }
 

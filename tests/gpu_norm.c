@@ -87,17 +87,16 @@ static int nb_make_skewed(nbufs *n, kt_runtime *rt, ncase c, int P, uint64_t see
   n->rdw = calloc((size_t)c.D, sizeof(double));
   n->rdb = calloc((size_t)c.D, sizeof(double));
   if (!n->h || !n->ry || !n->rdx || !n->rmean || !n->rrstd || !n->rdw || !n->rdb) return -1;
-  /* The backward sees the forward's stored h = x + res, rounded to dt. */
+  /* h = x + res rounded to dt, as the forward stores it: the forward
+  ** normalises it and the backward reads it back. */
   for (size_t i = 0; i < N; i++) n->h[i] = n->x.h[i] + (c.res ? n->res.h[i] : 0);
   memcpy(n->bx.h, n->h, N * sizeof(double));
   g_buf_round(&n->bx);
   const double *hr = n->bx.h;
   for (size_t s = 0; s < S; s++) {
-    const double *v = n->h + s * L, *vb = hr + s * L;
+    const double *u = hr + s * L;
     size_t wb = (s % (size_t)c.G) * L;
-    /* forward on the exact h; backward on the rounded one it is given */
     for (int pass = 0; pass < 2; pass++) {
-      const double *u = pass ? vb : v;
       double mu = 0, q = 0, rs;
       if (!pass) {
         if (!c.rms) {

@@ -539,6 +539,43 @@ def batches_of_no_rows():
 
 
 @test
+def a_residual_sum_is_normalised_as_it_is_stored():
+    """With a residual, the forward normalises x + residual rounded to x's
+    dtype: what it returns, what the backward reads back, and what torch's
+    x + residual followed by the norm gives. Sums that round to one value
+    make a row of equal values, normalised to exactly the bias; a row of one
+    element has dx and dresidual of exactly 0. (Statistics of the unrounded
+    sums left a rounding in x - mean, which rstd magnifies up to
+    1 / sqrt(eps).)"""
+    torch.manual_seed(0)
+    for dt in (torch.bfloat16, torch.float16):
+        for T, D in ((5, 64), (300, 1000)):
+            x = torch.ones(T, D, device="cuda", dtype=dt)
+            r = ((torch.rand(T, D, device="cuda") - 0.5) * 2 ** -11).to(dt)  # 1 + r rounds to 1
+            assert bool(((x + r) == 1).all()) and bool((r != 0).any())
+            w = torch.rand(D, device="cuda", dtype=dt) + 0.5
+            b = torch.randn(D, device="cuda", dtype=dt)
+            for grad in (False, True):
+                xs = x.detach().requires_grad_(grad)
+                y, h = ops.layer_norm(xs, w, b, 1e-5, residual=r, return_residual=True)
+                assert torch.equal(h, x + r), dt
+                assert torch.equal(y, b.expand(T, D)), (dt, T, D, grad, float((y.float() - b.float()).abs().max()))
+                assert torch.equal(y, F.layer_norm(x + r, (D,), w, b, 1e-5)), (dt, T, D)
+        for T in (7, 1031):
+            x = torch.randn(T, 1, device="cuda", dtype=dt, requires_grad=True)
+            r = torch.randn(T, 1, device="cuda", dtype=dt, requires_grad=True)
+            w = (torch.rand(1, device="cuda", dtype=dt) + 0.5).requires_grad_(True)
+            b = torch.randn(1, device="cuda", dtype=dt, requires_grad=True)
+            for eps in (1e-6, 1e-3):
+                y = ops.layer_norm(x, w, b, eps, residual=r)
+                assert torch.equal(y, b.detach().expand(T, 1)), (dt, T, eps)
+                dy = torch.randn(T, 1, device="cuda", dtype=dt)
+                dx, dr, dw, db = torch.autograd.grad(y, (x, r, w, b), dy)
+                assert not dx.any() and not dr.any() and not dw.any(), (dt, T, eps, float(dx.float().abs().max()))
+                close("db", db, dy.double().sum(0), 1e-2 * T ** 0.5, 1e-2)
+
+
+@test
 def odd_norm_arguments_raise_in_the_packages_words():
     """A weight, a bias or a residual that does not match the rows raises
     (before anything reads past them), naming it, on both paths; so does
