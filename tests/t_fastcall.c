@@ -24,7 +24,7 @@ static void the_c_launch_path_packs_as_ctypes_does(void) {
 }
 
 static void the_c_norm_bodies_launch_as_ops_does(void) {
-  python_script("test_fastnorm.py", "8 passed, 0 failed, 0 skipped\n");
+  python_script("test_fastnorm.py", "9 passed, 0 failed, 0 skipped\n");
 }
 
 static void the_torch_norms_run_the_kernels_under_torchs_operators(void) {

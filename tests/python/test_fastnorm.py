@@ -19,7 +19,7 @@ ktune.lib()
 fc = _capi.fastcall()
 if fc is None:
     print("ktune._fastcall was not built here")
-    sys.exit(summary(skipped=7))
+    sys.exit(summary(skipped=9))
 
 P, I32, F32K = _capi.KT_ARG_PTR, _capi.KT_ARG_I32, _capi.KT_ARG_F32
 KINDS = {"fwd": [P] * 8 + [I32, I32, I32, F32K, I32], "row": [P] * 9 + [I32] * 4, "bwd": [P] * 9 + [I32] * 5,
@@ -157,6 +157,21 @@ def eager_packs_the_python_bodys_args():
     assert launches[-1] == (1, want), (launches[-1][1].hex(), want.hex())
     assert len(launches) == 3 and python_calls == []
     assert (sys.getrefcount(x), sys.getrefcount(w)) == refs
+
+
+def a_weight_and_a_bias_keep_their_own_dtypes():
+    """Each passes its own dtype code, so that the library refuses a weight
+    and a bias of two dtypes rather than read one as the other's type; an
+    absent one is a null pointer of the present one's dtype."""
+    reset()
+    x, w, b = Tensor((4, 256)), Tensor((256,)), Tensor((256,), F32)
+    y, _ = fc.norm_eager(x, None, w, b, 1, 1e-5, False, False)
+    tail = ptr(None) + ptr(None) + i32(4) + i32(256) + i32(1) + f32(1e-5) + i32(0)
+    assert launches[-1] == (1, ptr(y) + ptr(x) + ptr(None) + ptr(None, 3) + ptr(w) + ptr(b, 1) + tail), \
+        launches[-1][1].hex()
+    y, _ = fc.norm_eager(x, None, None, b, 1, 1e-5, False, False)
+    assert launches[-1] == (1, ptr(y) + ptr(x) + ptr(None) + ptr(None, 3) + ptr(None, 1) + ptr(b, 1) + tail), \
+        launches[-1][1].hex()
 
 
 def forward_saves_what_the_backward_reads():
@@ -321,6 +336,7 @@ def the_backward_passes_dh_only_where_h_was_stored():
 
 
 check("the eager body packs the Python body's kt_args", eager_packs_the_python_bodys_args)
+check("a weight and a bias keep their own dtypes", a_weight_and_a_bias_keep_their_own_dtypes)
 check("the forward saves what the backward reads", forward_saves_what_the_backward_reads)
 check("the backward launches one program, or P and a reduce", backward_launches_one_program_or_p_and_a_reduce)
 check("a frozen weight or bias is read, not summed", a_frozen_weight_or_bias_is_read_not_summed)
