@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -697,6 +698,59 @@ static void paths(void) {
   setenv("KTUNE_CACHE", tmpfile_in("default.db"), 1);
 }
 
+/* kt_runtime_info names the user cache's file as asked for also where
+** none opened, so that a command that may make one can ask whether one
+** is there; a caller of the first version gets the fields it knows. */
+static void info_names_the_cache_file_where_none_is(void) {
+  const char *base = t_tmpdir();
+  ASSERT_TRUE(base);
+  char dir[800], p[820];
+  snprintf(dir, sizeof dir, "%s/none", base);
+  snprintf(p, sizeof p, "%s/ktune.db", dir);
+  kt_options o;
+  kt_options_init(&o);
+  o.no_device = 1;
+  o.cache_path = p;
+  o.cache_readonly = 1;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt;
+  kt_runtime_info in = {.size = sizeof in};
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
+  ASSERT_STR_EQ(in.cache_path, "");
+  ASSERT_STR_EQ(in.cache_file, p);
+  ASSERT_CONTAINS(in.cache_error, "no cache there (nothing was created)");
+  kt_runtime_info old;
+  memset(&old, 0xA5, sizeof old);
+  old.size = offsetof(kt_runtime_info, cache_file);
+  ASSERT_STATUS(kt_runtime_get_info(rt, &old), KT_OK);
+  ASSERT_EQ(old.size, offsetof(kt_runtime_info, cache_file));
+  ASSERT_CONTAINS(old.cache_error, "no cache there");
+  unsigned char poison[sizeof old.cache_file];
+  memset(poison, 0xA5, sizeof poison);
+  ASSERT_EQ(memcmp(&old.cache_file, poison, sizeof poison), 0);
+  kt_runtime_close(rt);
+  struct stat sb;
+  ASSERT_TRUE(stat(dir, &sb) != 0);
+  /* From $KTUNE_CACHE where cache_path is NULL; "" with no cache asked for. */
+  char saved[4096];
+  snprintf(saved, sizeof saved, "%s", getenv("KTUNE_CACHE") ? getenv("KTUNE_CACHE") : "");
+  setenv("KTUNE_CACHE", p, 1);
+  o.cache_path = NULL;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
+  ASSERT_STR_EQ(in.cache_file, p);
+  kt_runtime_close(rt);
+  o.cache_readonly = 0;
+  o.no_cache = 1;
+  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+  ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
+  ASSERT_STR_EQ(in.cache_file, "");
+  kt_runtime_close(rt);
+  if (saved[0]) setenv("KTUNE_CACHE", saved, 1);
+  else unsetenv("KTUNE_CACHE");
+}
+
 static void untrusted_file_gives_no_binaries(void) {
   const char *p = tmpfile_in("ww.db");
   kt_store *s;
@@ -1024,6 +1078,7 @@ const kt_test t_store_tests[] = {
     {"cache: a killed writer loses nothing committed", killed_writer_loses_nothing_committed},
     {"cache: corrupt and truncated files are reported and kept", damaged_files_are_reported_and_kept},
     {"cache: paths: created, a directory, a file as parent, defaults", paths},
+    {"cache: kt_runtime_info names the cache's file where none is", info_names_the_cache_file_where_none_is},
     {"cache: a world-writable file gives no binaries", untrusted_file_gives_no_binaries},
     {"cache: the system cache is read after the user's, never written", system_cache_is_read_after_and_never_written},
     {"cache: export then import gives identical rows", export_import_round_trip},

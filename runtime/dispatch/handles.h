@@ -39,6 +39,7 @@ struct kt_runtime {
   char *cache_path, *system_cache_path;
   int no_cache;
   char cache_error[KT_ERRMAX]; /* why no cache is used, when none is */
+  char cache_file[4096];  /* the user cache's path as asked for, or "" */
   pthread_mutex_t lock;   /* kernels, async */
   kt_kernel **kernels;
   int nkernels, capkernels;

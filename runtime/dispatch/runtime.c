@@ -106,6 +106,14 @@ static kt_status open_cache(kt_runtime *rt, int readonly, int required) {
     snprintf(rt->cache_error, sizeof rt->cache_error, "the cache is disabled (no_cache)");
     return KT_OK;
   }
+  /* The file asked for, which kt_runtime_info gives also where none opens
+  ** (a command that may make one asks where it would be). */
+  char e[KT_ERRMAX];
+  if (rt->cache_path) {
+    if (strlen(rt->cache_path) < sizeof rt->cache_file) strcpy(rt->cache_file, rt->cache_path);
+  } else if (kt__store_default_path(rt->cache_file, sizeof rt->cache_file, e, sizeof e)) {
+    rt->cache_file[0] = 0;
+  }
   kt__store_opts so = {rt->cache_path, rt->system_cache_path, readonly, required,
                        {cache_log, &rt->env.log, rt->env.log.level}};
   kt_status st = kt__store_open(&rt->env.store, &so, rt->cache_error, sizeof rt->cache_error);
@@ -270,9 +278,9 @@ kt_status kt_runtime_stats(kt_runtime *rt, kt_stats *out) {
   return KT_OK;
 }
 
-/* The size of kt_runtime_info's first version (this one; once fields are
-** appended, the offset of the first of them). */
-#define INFO_V1 sizeof(kt_runtime_info)
+/* The size of kt_runtime_info's first version: the offset of the first
+** field appended since. */
+#define INFO_V1 offsetof(kt_runtime_info, cache_file)
 
 kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
   const char *why = !rt ? "rt is NULL"
@@ -293,6 +301,7 @@ kt_status kt_runtime_get_info(kt_runtime *rt, kt_runtime_info *out) {
       .nvrtc_version = kt__nvrtc_load(env->cuda_home, err, sizeof err) ? 0 : kt__nvrtc_version(),
       .cache_path = kt_cache_path(rt),
       .cache_error = env->store ? "" : rt->cache_error,
+      .cache_file = rt->cache_file,
   };
   kt__copy_sized(out, &all, sizeof all);
   return KT_OK;
