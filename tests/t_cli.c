@@ -270,6 +270,31 @@ static void cache_commands(void) {
   snprintf(want, sizeof want, "ktune import: %s/fifo: cannot read: not a regular file\n", dir);
   ASSERT_STR_EQ(out, want);
   ASSERT_EQ(t_sh(out, sizeof out, "ls %s/new.db*", dir), 2);
+  /* Nor does a file that is not a whole export: it goes into a scratch
+  ** cache first, which is removed; not in a folder not there yet, not
+  ** from standard input. */
+  static const char not_export[] =
+      ": not a ktune cache export (expected \"format\": \"ktune-cache\", \"version\": 1)\n";
+  ASSERT_EQ(t_sh(out, sizeof out, "mkdir %s/tmp && TMPDIR=%s/tmp %s import kernels_src/rmsnorm.json --cache %s/new/c.db",
+                 dir, dir, t_bin(), dir),
+            1);
+  snprintf(want, sizeof want, "ktune import: kernels_src/rmsnorm.json%s", not_export);
+  ASSERT_STR_EQ(out, want);
+  ASSERT_EQ(t_sh(out, sizeof out, "TMPDIR=%s/tmp %s import - --cache %s/new.db < kernels_src/rmsnorm.json", dir, t_bin(),
+                 dir),
+            1);
+  snprintf(want, sizeof want, "ktune import: standard input%s", not_export);
+  ASSERT_STR_EQ(out, want);
+  ASSERT_EQ(t_sh(out, sizeof out, "ls -A %s/tmp", dir), 0);
+  ASSERT_STR_EQ(out, "");
+  ASSERT_EQ(t_sh(out, sizeof out, "ls -d %s/new %s/new.db*", dir, dir), 2);
+  /* A whole one from standard input makes the cache, the rows as they
+  ** were exported. */
+  ASSERT_EQ(t_sh(out, sizeof out, "TMPDIR=%s/tmp %s import - --cache %s/e.db < %s/out.json", dir, t_bin(), dir, dir), 0);
+  ASSERT_STR_EQ(out, "2 added, 0 kept, 0 replaced, 0 binaries added\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache %s/e.db | cmp - %s/out.json && ls -A %s/tmp", t_bin(), dir, dir, dir),
+            0);
+  ASSERT_STR_EQ(out, "");
   ASSERT_EQ(t_sh(out, sizeof out, "%s import kernels_src/rmsnorm.json --cache %s/c.db", t_bin(), dir), 1);
   ASSERT_CONTAINS(out, "not a ktune cache export");
   ASSERT_EQ(t_sh(out, sizeof out, "%s show --cache %s/c.db", t_bin(), dir), 2);

@@ -1,6 +1,8 @@
 /* ktune list, show, export, import, gc: the cache as people and scripts see it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@ static const char import_help[] =
     "An export's cubins run on the GPU as they are: --binaries adds them,\n"
     "for an export from a source you trust like your own code; without it\n"
     "they are checked and left out (each is compiled again when needed).\n"
+    "Where there is no cache, one is made only for a file that imports whole.\n"
     "Reports configs added, kept and replaced, binaries added and left out.\n";
 static const char gc_help[] =
     "usage: ktune gc [SPEC...] [--json] [--cache PATH]\n"
@@ -277,6 +280,68 @@ static int import_readable(const char *path) {
   return why != NULL;
 }
 
+/* 1 where the cache the command would write is not there yet (no file at
+** its path), else 0: there, or not to be told here (the open that follows
+** says why). Asked through a read-only open, which makes nothing. */
+static int cache_missing(const args *a) {
+  kt_options o;
+  cli_options(&o, NULL, 1);
+  o.cache_path = a->cache;
+  o.cache_readonly = 1;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = NULL;
+  kt_runtime_info in = {.size = sizeof in};
+  struct stat st;
+  int missing = !kt_runtime_open(&rt, &o) && !kt_runtime_get_info(rt, &in) && !in.cache_path[0] &&
+                in.cache_file[0] && lstat(in.cache_file, &st) && errno == ENOENT;
+  kt_runtime_close(rt);
+  return missing;
+}
+
+/* path merged into rt's cache: 0, or EXIT_FAIL after saying why. */
+static int merge(kt_runtime *rt, const char *path, int binaries, long n[5]) {
+  return !rt ? EXIT_FAIL : kt_cache_import(rt, path, binaries, n) ? cli_fail("import", "%s", cli_errmsg(rt)) : 0;
+}
+
+/* A scratch folder's files, then the folder, removed. */
+static void remove_scratch(const char *dir) {
+  DIR *d = opendir(dir);
+  char p[PATH_MAX];
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < PATH_MAX)
+      unlink(p);
+  if (d) closedir(d);
+  rmdir(dir);
+}
+
+/* An import where there is no cache yet: into a scratch cache first, so
+** that a file that is not a whole export makes none; then the scratch
+** cache's export into the new one. Binaries left out are the first
+** import's count (the export holds only what it added). */
+static int import_new(const args *a, long n[5]) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[PATH_MAX], db[PATH_MAX + 16], out[PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/ktune-import-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp");
+  if (!mkdtemp(dir)) return cli_fail("import", "%s: cannot make a scratch folder: %s", dir, strerror(errno));
+  snprintf(db, sizeof db, "%s/scratch.db", dir);
+  snprintf(out, sizeof out, "%s/export.json", dir);
+  args s = *a;
+  s.cache = db;
+  long first[5];
+  kt_runtime *rt = open_cache("import", &s, 0);
+  int rc = merge(rt, a->pos.v[0], a->binaries, first);
+  if (!rc && kt_cache_export(rt, out, a->binaries)) rc = cli_fail("import", "%s", cli_errmsg(rt));
+  kt_runtime_close(rt);
+  if (!rc) {
+    rt = open_cache("import", a, 0);
+    rc = merge(rt, out, a->binaries, n);
+    kt_runtime_close(rt);
+    n[4] = first[4];
+  }
+  remove_scratch(dir);
+  return rc;
+}
+
 int cmd_import(int argc, char **argv) {
   args a = {0};
   const cli_opt opts[] = {{"json", 0, NULL, NULL, &a.json},
@@ -287,13 +352,16 @@ int cmd_import(int argc, char **argv) {
   int rc = cli_parse(&c, argc, argv);
   if (rc) return rc < 0 ? EXIT_OK : rc;
   if (import_readable(a.pos.v[0])) return EXIT_FAIL;
-  kt_runtime *rt = open_cache("import", &a, 0);
-  if (!rt) return EXIT_FAIL;
   long n[5];
-  kt_status st = kt_cache_import(rt, a.pos.v[0], a.binaries, n);
-  if (st) {
-    cli_fail("import", "%s", cli_errmsg(rt));
-  } else if (a.json) {
+  if (cache_missing(&a)) {
+    if (import_new(&a, n)) return EXIT_FAIL;
+  } else {
+    kt_runtime *rt = open_cache("import", &a, 0);
+    rc = merge(rt, a.pos.v[0], a.binaries, n);
+    kt_runtime_close(rt);
+    if (rc) return EXIT_FAIL;
+  }
+  if (a.json) {
     cJSON *o = cJSON_CreateObject();
     static const char *names[5] = {"added", "kept", "replaced", "binaries_added", "binaries_left_out"};
     for (int i = 0; o && i < 5; i++) cJSON_AddNumberToObject(o, names[i], n[i]);
@@ -303,8 +371,7 @@ int cmd_import(int argc, char **argv) {
     if (n[4]) printf(", %ld left out (--binaries adds an export's cubins)", n[4]);
     putchar('\n');
   }
-  kt_runtime_close(rt);
-  return st || rc ? EXIT_FAIL : EXIT_OK;
+  return rc ? EXIT_FAIL : EXIT_OK;
 }
 
 int cmd_gc(int argc, char **argv) {
