@@ -1,4 +1,5 @@
-"""Differential fuzzing of ktune.ops on a GPU: random calls (shapes, dtypes,
+"""Differential fuzzing of ktune.ops on a GPU (and of torch's own norms
+with ktune.torch_norms installed): random calls (shapes, dtypes,
 layouts, storage offsets, optional inputs, gradients asked of a random
 subset) against a float64 reference, each case twice (the first call may
 run a stand-in while its key tunes in the background; the second, later,
@@ -296,7 +297,66 @@ def run_inplace(rng, T, D, dt, has_w):
     close("x", x, ref_norm(x0, w.double() if has_w else None, None, 1e-6, True, 1), TOL[dt], TOL[dt])
 
 
-CASES = [(norm_case, 6), (permute_case, 2), (softmax_case, 2), (inplace_case, 1)]
+def aten_case(rng):
+    rms = rng.random() < 0.5
+    T, D = rng.choice(TS), rng.choice(DS)
+    split = rng.random() < 0.3 and D % 2 == 0
+    norm_shape = [2, D // 2] if split else [D]
+    dt = rng.choice(DT)
+    wdt = dt if not rms or rng.random() < 0.8 else rng.choice(DT)  # RMSNorm's other dtypes: torch's own code
+    has_w, has_b = rng.random() < 0.75, (not rms) and rng.random() < 0.6
+    eps = rng.choice([None, 1e-5, 1e-6]) if rms else rng.choice([1e-5, 1e-6])
+    wants = {k: rng.random() < 0.6 for k in ("x", "w", "b")}
+    desc = dict(aten=True, rms=rms, shape=[T] + norm_shape, dt=str(dt)[6:], wdt=str(wdt)[6:], w=has_w, b=has_b,
+                eps=eps, grads=[k for k, v in wants.items() if v])
+    return desc, lambda: run_aten(rng, rms, [T] + norm_shape, norm_shape, dt, wdt, has_w, has_b, eps, wants)
+
+
+def run_aten(rng, rms, shape, norm_shape, dt, wdt, has_w, has_b, eps, wants):
+    """F.rms_norm and F.layer_norm with ktune.torch_norms installed: torch's
+    own operators run by ktune's kernels (or torch's code where they do
+    not take the call)."""
+    from ktune import torch_norms
+    torch_norms.install()  # for this case alone: ops' calls go through it while it is installed
+    try:
+        aten_calls(rng, rms, shape, norm_shape, dt, wdt, has_w, has_b, eps, wants)
+    finally:
+        torch_norms.uninstall()
+
+
+def aten_calls(rng, rms, shape, norm_shape, dt, wdt, has_w, has_b, eps, wants):
+    import torch.nn.functional as F
+    D, T = math.prod(norm_shape), shape[0]
+    bufs = []
+    buf, x, span = guarded(rng, shape, dt, lambda *s: torch.randn(*s, device="cuda"))
+    bufs.append(("x", buf, span))
+    w = (torch.rand(*norm_shape, device="cuda") + 0.5).to(wdt) if has_w else None
+    b = torch.randn(*norm_shape, device="cuda").to(wdt) if has_b else None
+    ins = [(k, t) for k, t in (("x", x), ("w", w), ("b", b)) if t is not None]
+    leaves = {k: (t.detach().requires_grad_(True) if wants[k] else t) for k, t in ins}
+    xs, ws, bs = (leaves.get(k) for k in ("x", "w", "b"))
+    y = F.rms_norm(xs, norm_shape, ws, eps) if rms else F.layer_norm(xs, norm_shape, ws, bs, eps)
+    dy = torch.randn(*shape, device="cuda").to(dt)
+    asked = [k for k, t in ins if wants[k]]
+    grads = torch.autograd.grad(y, [leaves[k] for k in asked], dy, allow_unused=True) if asked and T else []
+    torch.cuda.synchronize()
+    for name, bb, sp in bufs:
+        untouched(name, bb, sp)
+    x64 = {k: t.detach().double().requires_grad_(wants[k]) for k, t in ins}
+    h = x64["x"].reshape(T, D)
+    e = eps if eps is not None else 1.1920928955078125e-07  # the float epsilon, which both compute in
+    y64 = ref_norm(h, x64["w"].reshape(D) if has_w else None, x64["b"].reshape(D) if has_b else None, e, rms, 1)
+    y64 = y64.reshape(shape)
+    tol = max(TOL[dt], TOL[wdt] if has_w or has_b else 0)
+    close("y", y, y64, tol, tol)
+    if grads:
+        want = torch.autograd.grad(y64, [x64[k] for k in asked], dy.double(), allow_unused=True)
+        for k, g, g64 in zip(asked, grads, want):
+            s = 1 + (T ** 0.5 if k in ("w", "b") else 0)
+            close("d" + k, g, g64 if g64 is not None else torch.zeros_like(x64[k]), tol * s * 4, tol)
+
+
+CASES = [(norm_case, 6), (aten_case, 2), (permute_case, 2), (softmax_case, 2), (inplace_case, 1)]
 
 
 def attempt(kind, seed, desc, when):
