@@ -295,6 +295,9 @@ static void cache_commands(void) {
   ASSERT_EQ(t_sh(out, sizeof out, "%s export --cache %s/e.db | cmp - %s/out.json && ls -A %s/tmp", t_bin(), dir, dir, dir),
             0);
   ASSERT_STR_EQ(out, "");
+  /* Where no scratch cache can be made, straight into the new one. */
+  ASSERT_EQ(t_sh(out, sizeof out, "TMPDIR=%s/nope %s import %s/out.json --cache %s/f.db", dir, t_bin(), dir, dir), 0);
+  ASSERT_STR_EQ(out, "2 added, 0 kept, 0 replaced, 0 binaries added\n");
   ASSERT_EQ(t_sh(out, sizeof out, "%s import kernels_src/rmsnorm.json --cache %s/c.db", t_bin(), dir), 1);
   ASSERT_CONTAINS(out, "not a ktune cache export");
   ASSERT_EQ(t_sh(out, sizeof out, "%s show --cache %s/c.db", t_bin(), dir), 2);

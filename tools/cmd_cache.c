@@ -314,28 +314,50 @@ static void remove_scratch(const char *dir) {
   rmdir(dir);
 }
 
+/* A cache in a new scratch folder (dir), opened; NULL, with nothing left
+** behind, where none can be made there ($TMPDIR full, say). */
+static kt_runtime *open_scratch(char *dir, size_t n) {
+  const char *tmp = getenv("TMPDIR");
+  char db[PATH_MAX + 16];
+  snprintf(dir, n, "%s/ktune-import-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp");
+  if (!mkdtemp(dir)) return NULL;
+  snprintf(db, sizeof db, "%s/scratch.db", dir);
+  kt_options o;
+  cli_options(&o, NULL, 1);
+  o.cache_path = db;
+  o.cache_required = 1;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = NULL;
+  if (!kt_runtime_open(&rt, &o)) return rt;
+  kt_runtime_close(rt);
+  remove_scratch(dir);
+  return NULL;
+}
+
+/* path merged into the cache a names: 0, or EXIT_FAIL after saying why. */
+static int import_into(const args *a, const char *path, int binaries, long n[5]) {
+  kt_runtime *rt = open_cache("import", a, 0);
+  int rc = merge(rt, path, binaries, n);
+  kt_runtime_close(rt);
+  return rc;
+}
+
 /* An import where there is no cache yet: into a scratch cache first, so
 ** that a file that is not a whole export makes none; then the scratch
-** cache's export into the new one. Binaries left out are the first
-** import's count (the export holds only what it added). */
+** cache's export into the new one (straight into it where no scratch
+** cache can be made). Binaries left out are the first import's count
+** (the export holds only what it added). */
 static int import_new(const args *a, long n[5]) {
-  const char *tmp = getenv("TMPDIR");
-  char dir[PATH_MAX], db[PATH_MAX + 16], out[PATH_MAX + 16];
-  snprintf(dir, sizeof dir, "%s/ktune-import-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp");
-  if (!mkdtemp(dir)) return cli_fail("import", "%s: cannot make a scratch folder: %s", dir, strerror(errno));
-  snprintf(db, sizeof db, "%s/scratch.db", dir);
+  char dir[PATH_MAX], out[PATH_MAX + 16];
+  kt_runtime *rt = open_scratch(dir, sizeof dir);
+  if (!rt) return import_into(a, a->pos.v[0], a->binaries, n);
   snprintf(out, sizeof out, "%s/export.json", dir);
-  args s = *a;
-  s.cache = db;
   long first[5];
-  kt_runtime *rt = open_cache("import", &s, 0);
   int rc = merge(rt, a->pos.v[0], a->binaries, first);
   if (!rc && kt_cache_export(rt, out, a->binaries)) rc = cli_fail("import", "%s", cli_errmsg(rt));
   kt_runtime_close(rt);
   if (!rc) {
-    rt = open_cache("import", a, 0);
-    rc = merge(rt, out, a->binaries, n);
-    kt_runtime_close(rt);
+    rc = import_into(a, out, a->binaries, n);
     n[4] = first[4];
   }
   remove_scratch(dir);
@@ -353,14 +375,7 @@ int cmd_import(int argc, char **argv) {
   if (rc) return rc < 0 ? EXIT_OK : rc;
   if (import_readable(a.pos.v[0])) return EXIT_FAIL;
   long n[5];
-  if (cache_missing(&a)) {
-    if (import_new(&a, n)) return EXIT_FAIL;
-  } else {
-    kt_runtime *rt = open_cache("import", &a, 0);
-    rc = merge(rt, a.pos.v[0], a.binaries, n);
-    kt_runtime_close(rt);
-    if (rc) return EXIT_FAIL;
-  }
+  if (cache_missing(&a) ? import_new(&a, n) : import_into(&a, a.pos.v[0], a.binaries, n)) return EXIT_FAIL;
   if (a.json) {
     cJSON *o = cJSON_CreateObject();
     static const char *names[5] = {"added", "kept", "replaced", "binaries_added", "binaries_left_out"};
