@@ -25,9 +25,12 @@ import traceback
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_here, "python"))
+sys.path.insert(1, os.path.join(_here, "..", "tests", "python"))
 import ktune  # noqa: E402
 from ktune import ops  # noqa: E402
+from test_ops import ref_norm  # noqa: E402  (the GPU tests' float64 norm)
 
 DT = [torch.bfloat16, torch.float16, torch.float32]
 TOL = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2}
@@ -92,22 +95,6 @@ def close(name, got, want, atol, rtol):
         i = int(bad.flatten().nonzero()[0])
         raise Bad("%s: %d of %d differ; first [%d] %.6g vs %.6g" % (name, int(bad.sum()), bad.numel(), i,
                                                                     g.flatten()[i], w.flatten()[i]))
-
-
-def ref_norm(x, w, b, eps, rms, groups):
-    D = x.shape[-1]
-    xs = x.reshape(-1, groups, D // groups)
-    if rms:
-        y = xs * torch.rsqrt((xs * xs).mean(-1, keepdim=True) + eps)
-    else:
-        mu = xs.mean(-1, keepdim=True)
-        y = (xs - mu) * torch.rsqrt(((xs - mu) ** 2).mean(-1, keepdim=True) + eps)
-    y = y.reshape(x.shape)
-    if w is not None:
-        y = y * w
-    if b is not None:
-        y = y + b
-    return y
 
 
 def norm_case(rng):
