@@ -189,25 +189,21 @@ def run_permute(rng, N, D, M, dt, probs):
     m = np.array([rows[j] if j < N else -1 for j in range(M)], np.int32)
     p = jnp.asarray(np.random.default_rng(rng.getrandbits(32)).random(N), jnp.float32) if probs else None
     out, pout = jax.jit(lambda x, p: kj.permute_rows(x, jnp.asarray(m), p))(x, p)
-    xn = np.asarray(x.astype(jnp.float32))
+    js = np.flatnonzero((m >= 0) & (m < N))  # the output rows named, and the rows they take
+    src = m[js]
     want = np.zeros((M, D), np.float32)
-    for j, i in enumerate(m):
-        if 0 <= i < N:
-            want[j] = xn[i]
+    want[js] = np.asarray(x.astype(jnp.float32))[src]
     close("out", out, want, 0, 0)
     if probs:
-        pn = np.asarray(p)
-        pw = np.array([pn[i] if 0 <= i < N else 0.0 for i in m], np.float32)
+        pw = np.zeros(M, np.float32)
+        pw[js] = np.asarray(p)[src]
         close("probs_out", pout, pw, 0, 0)
     if M and D and N:
         dout = rand(rng, (M, D), dt)
         g = jax.grad(lambda x: jnp.sum(kj.permute_rows(x, jnp.asarray(m), None)[0].astype(jnp.float32) *
                                        dout.astype(jnp.float32)))(x)
-        dn = np.asarray(dout.astype(jnp.float32))
         dx = np.zeros((N, D), np.float32)
-        for j, i in enumerate(m):
-            if 0 <= i < N:
-                dx[i] = dn[j]
+        dx[src] = np.asarray(dout.astype(jnp.float32))[js]
         close("dx", g, dx, 0, 0)
 
 
