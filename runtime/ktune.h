@@ -543,13 +543,13 @@ typedef struct kt_runtime_info {
   int nvrtc_version;       /* e.g. 13000; 0 when NVRTC cannot be loaded */
   const char *cache_path;  /* "" without a cache */
   const char *cache_error; /* why there is no cache, or ""; UTF-8 */
-  const char *cache_file;  /* the user cache's file as asked for (cache_path,
-                              else $KTUNE_CACHE, else the default), also
-                              where none opened or none is there yet; as
-                              given, not made absolute (a relative one is
-                              from kt_runtime_open's working directory);
-                              "" with no_cache or where no path resolves.
-                              Appended in the second version */
+  const char *cache_file;  /* the user cache's file as asked for (cache_path
+                              where not empty, else $KTUNE_CACHE, else the
+                              default), also where none opened or none is
+                              there yet; as given, not made absolute (a
+                              relative one is from kt_runtime_open's working
+                              directory); "" with no_cache or where no path
+                              resolves. Appended in the second version */
 } kt_runtime_info;
 /* Fill *out, up to out->size bytes (out->size then says how many): a
 ** caller built against an older header gets the fields it knows, and one

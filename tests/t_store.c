@@ -732,15 +732,18 @@ static void info_names_the_cache_file_where_none_is(void) {
   kt_runtime_close(rt);
   struct stat sb;
   ASSERT_TRUE(stat(dir, &sb) != 0);
-  /* From $KTUNE_CACHE where cache_path is NULL; "" with no cache asked for. */
+  /* From $KTUNE_CACHE where cache_path is NULL or empty; "" with no cache
+  ** asked for. */
   char saved[4096];
   snprintf(saved, sizeof saved, "%s", getenv("KTUNE_CACHE") ? getenv("KTUNE_CACHE") : "");
   setenv("KTUNE_CACHE", p, 1);
-  o.cache_path = NULL;
-  ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
-  ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
-  ASSERT_STR_EQ(in.cache_file, p);
-  kt_runtime_close(rt);
+  for (int i = 0; i < 2; i++) { /* NULL, and "": both the default, as the store takes them */
+    o.cache_path = i ? "" : NULL;
+    ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);
+    ASSERT_STATUS(kt_runtime_get_info(rt, &in), KT_OK);
+    ASSERT_STR_EQ(in.cache_file, p);
+    kt_runtime_close(rt);
+  }
   o.cache_readonly = 0;
   o.no_cache = 1;
   ASSERT_STATUS(kt_runtime_open(&rt, &o), KT_OK);

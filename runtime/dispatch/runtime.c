@@ -106,15 +106,18 @@ static kt_status open_cache(kt_runtime *rt, int readonly, int required) {
     snprintf(rt->cache_error, sizeof rt->cache_error, "the cache is disabled (no_cache)");
     return KT_OK;
   }
-  /* The file asked for, which kt_runtime_info gives also where none opens
-  ** (a command that may make one asks where it would be). */
+  /* The file asked for, resolved once: the store opens it, and
+  ** kt_runtime_info gives it also where none opens (a command that may make
+  ** one asks where it would be). A path that does not resolve or fit is
+  ** left to the store, which says why. */
   char e[KT_ERRMAX];
-  if (rt->cache_path) {
-    if (strlen(rt->cache_path) < sizeof rt->cache_file) strcpy(rt->cache_file, rt->cache_path);
-  } else if (kt__store_default_path(rt->cache_file, sizeof rt->cache_file, e, sizeof e)) {
+  const char *asked = rt->cache_path && *rt->cache_path ? rt->cache_path : NULL;
+  if (asked ? strlen(asked) >= sizeof rt->cache_file
+            : kt__store_default_path(rt->cache_file, sizeof rt->cache_file, e, sizeof e))
     rt->cache_file[0] = 0;
-  }
-  kt__store_opts so = {rt->cache_path, rt->system_cache_path, readonly, required,
+  else if (asked)
+    strcpy(rt->cache_file, asked);
+  kt__store_opts so = {rt->cache_file[0] ? rt->cache_file : rt->cache_path, rt->system_cache_path, readonly, required,
                        {cache_log, &rt->env.log, rt->env.log.level}};
   kt_status st = kt__store_open(&rt->env.store, &so, rt->cache_error, sizeof rt->cache_error);
   kt__as_utf8(rt->cache_error, sizeof rt->cache_error, 0); /* kt_runtime_info hands it out */
