@@ -280,20 +280,30 @@ static int import_readable(const char *path) {
   return why != NULL;
 }
 
+/* A runtime on the cache at path (NULL: the default) that logs only
+** errors; NULL where it cannot be opened as asked. */
+static kt_runtime *open_quiet(const char *path, int readonly, int required) {
+  kt_options o;
+  cli_options(&o, NULL, 1);
+  o.cache_path = path;
+  o.cache_readonly = readonly;
+  o.cache_required = required;
+  o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = NULL;
+  if (!kt_runtime_open(&rt, &o)) return rt;
+  kt_runtime_close(rt);
+  return NULL;
+}
+
 /* 1 where the cache the command would write is not there yet (no file at
 ** its path), else 0: there, or not to be told here (the open that follows
 ** says why). Asked through a read-only open, which makes nothing. */
 static int cache_missing(const args *a) {
-  kt_options o;
-  cli_options(&o, NULL, 1);
-  o.cache_path = a->cache;
-  o.cache_readonly = 1;
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *rt = NULL;
+  kt_runtime *rt = open_quiet(a->cache, 1, 0);
   kt_runtime_info in = {.size = sizeof in};
   struct stat st;
-  int missing = !kt_runtime_open(&rt, &o) && !kt_runtime_get_info(rt, &in) && !in.cache_path[0] &&
-                in.cache_file[0] && lstat(in.cache_file, &st) && errno == ENOENT;
+  int missing = rt && !kt_runtime_get_info(rt, &in) && !in.cache_path[0] && in.cache_file[0] &&
+                lstat(in.cache_file, &st) && errno == ENOENT;
   kt_runtime_close(rt);
   return missing;
 }
@@ -322,16 +332,9 @@ static kt_runtime *open_scratch(char *dir, size_t n) {
   snprintf(dir, n, "%s/ktune-import-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp");
   if (!mkdtemp(dir)) return NULL;
   snprintf(db, sizeof db, "%s/scratch.db", dir);
-  kt_options o;
-  cli_options(&o, NULL, 1);
-  o.cache_path = db;
-  o.cache_required = 1;
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *rt = NULL;
-  if (!kt_runtime_open(&rt, &o)) return rt;
-  kt_runtime_close(rt);
-  remove_scratch(dir);
-  return NULL;
+  kt_runtime *rt = open_quiet(db, 0, 1);
+  if (!rt) remove_scratch(dir);
+  return rt;
 }
 
 /* path merged into the cache a names: 0, or EXIT_FAIL after saying why. */
