@@ -1,7 +1,8 @@
-// RMSNorm forward: y = (x + res) / sqrt(mean((x + res)^2) + eps) * w, one
-// group of TPR = BLOCK / ROWS threads (whole warps) per row, ROWS rows per
-// block. Accumulation is in fp32 whatever the storage type. Rows are read
-// twice; the second read hits L2 for any row a block has in flight.
+// RMSNorm forward: y = h / sqrt(mean(h^2) + eps) * w, h = x + res rounded to
+// the storage type (x alone without a residual), one group of TPR = BLOCK /
+// ROWS threads (whole warps) per row, ROWS rows per block. Accumulation is
+// in fp32 whatever the storage type. Rows are read twice; the second read
+// hits L2 for any row a block has in flight.
 #include "kt_device.cuh"
 
 template <typename T, int BLOCK, int ROWS, int VEC, int HAS_RES>
@@ -16,16 +17,21 @@ rmsnorm_fwd(T *__restrict__ y, const T *x, const T *res, const T *__restrict__ w
   const bool live = row < n_rows;
   const T *xr = x + row * D;
   const T *rr = HAS_RES ? res + row * D : nullptr;
+  // x + res rounded to T, as torch's x + res followed by the norm (and
+  // layernorm_fwd) take it.
+  auto h_at = [](T a, T b) {
+    return HAS_RES ? kt::to_f(kt::from_f<T>(kt::to_f(a) + kt::to_f(b))) : kt::to_f(a);
+  };
 
   float ss = 0.f;
   if (live) {
     for (int i = lane * VEC; i < D; i += TPR * VEC) {
       V a = *reinterpret_cast<const V *>(xr + i);
-      V b;
+      V b = a;  // read only with a residual
       if (HAS_RES) b = *reinterpret_cast<const V *>(rr + i);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
-        float v = kt::to_f(a.v[k]) + (HAS_RES ? kt::to_f(b.v[k]) : 0.f);
+        const float v = h_at(a.v[k], b.v[k]);
         ss += v * v;
       }
     }
@@ -46,13 +52,13 @@ rmsnorm_fwd(T *__restrict__ y, const T *x, const T *res, const T *__restrict__ w
   T *yr = y + row * D;
   for (int i = lane * VEC; i < D; i += TPR * VEC) {
     V a = *reinterpret_cast<const V *>(xr + i);
-    V b;
+    V b = a;
     if (HAS_RES) b = *reinterpret_cast<const V *>(rr + i);
     V g = *reinterpret_cast<const V *>(w + i);
     V o;
 #pragma unroll
     for (int k = 0; k < VEC; k++) {
-      float v = kt::to_f(a.v[k]) + (HAS_RES ? kt::to_f(b.v[k]) : 0.f);
+      const float v = h_at(a.v[k], b.v[k]);
       o.v[k] = kt::from_f<T>(v * rstd * kt::to_f(g.v[k]));
     }
     *reinterpret_cast<V *>(yr + i) = o;

@@ -66,17 +66,16 @@ static int bufs_make(bufs *b, kt_runtime *rt, shape s, uint64_t seed) {
   for (size_t i = 0; i < b->n; i++) b->hres[i] = g_load(s.dt, b->stage, i);
   g_store(s.dt, b->stage, b->hw, (size_t)s.D);
   for (int i = 0; i < s.D; i++) b->hw[i] = g_load(s.dt, b->stage, (size_t)i);
+  /* h = x + res rounded to the dtype, as the kernel normalises it (ref
+  ** holds h until the row's reference replaces it). */
+  for (size_t i = 0; i < b->n; i++) b->ref[i] = b->hx[i] + (s.res ? b->hres[i] : 0);
+  g_store(s.dt, b->stage, b->ref, b->n);
+  for (size_t i = 0; i < b->n; i++) b->ref[i] = g_load(s.dt, b->stage, i);
   for (int r = 0; r < s.T; r++) {
-    double ss = 0;
-    for (int i = 0; i < s.D; i++) {
-      double v = b->hx[(size_t)r * s.D + i] + (s.res ? b->hres[(size_t)r * s.D + i] : 0);
-      ss += v * v;
-    }
+    double *h = b->ref + (size_t)r * s.D, ss = 0;
+    for (int i = 0; i < s.D; i++) ss += h[i] * h[i];
     double rstd = 1.0 / sqrt(ss / s.D + 1e-6);
-    for (int i = 0; i < s.D; i++) {
-      double v = b->hx[(size_t)r * s.D + i] + (s.res ? b->hres[(size_t)r * s.D + i] : 0);
-      b->ref[(size_t)r * s.D + i] = v * rstd * b->hw[i];
-    }
+    for (int i = 0; i < s.D; i++) h[i] = h[i] * rstd * b->hw[i];
   }
   if (kt_device_alloc(rt, bytes, &b->x) || kt_device_alloc(rt, bytes, &b->y) ||
       kt_device_alloc(rt, bytes, &b->res) || kt_device_alloc(rt, bytes, &b->w))
