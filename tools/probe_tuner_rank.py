@@ -12,6 +12,11 @@ replays), in one process, and the table says:
   same_bytes_copy_us), the yardstick at this size, beside make bench's
   (1 GiB).
 
+WITH_REDUCE=1: each backward trial is timed followed by
+layernorm_bwd_reduce at its own pick, as `make bench` times the pair (the
+tuner times the backward alone): whether tuning the pair would pick
+another config.
+
 `row` ranks layernorm_bwd_row's trials instead (one program, a few rows:
 the shapes ktune.ops sends it), in the dtype PROBE_DTYPE (default bf16).
 
@@ -45,14 +50,20 @@ def trials(db, kernel, key):
     return [(",".join("%s=%s" % kv for kv in json.loads(cfg).items()), us) for cfg, us in rows]
 
 
-def rank(k, args, db):
-    """The tuner's pick and every valid trial timed through graphs."""
+def rank(k, args, db, after=None):
+    """The tuner's pick and every valid trial timed through graphs, each
+    launch followed by after() where given."""
     pick = k.config_for(args)
     rows = trials(db, k.name, k.key(args))
     timed = []
+
+    def call(cfg):
+        k.launch(args, config=cfg)
+        if after:
+            after()
     for cfg, tuner_us in rows:
         try:
-            timed.append((bk.graph_time_us(lambda cfg=cfg: k.launch(args, config=cfg)), tuner_us, cfg))
+            timed.append((bk.graph_time_us(lambda cfg=cfg: call(cfg)), tuner_us, cfg))
         except ktune.KtuneError as e:
             print("    %s: %s" % (cfg, e), flush=True)
     timed.sort()
@@ -91,7 +102,9 @@ def main():
     tmp = tempfile.mkdtemp()
     db = os.path.join(tmp, "probe.db")
     rt = ktune.Runtime(mode="tune", budget_s=budget, cache_path=db)
-    fwd, bwd, row = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_row"))
+    fwd, bwd, row, red = (rt.kernel(n) for n in ("layernorm_fwd", "layernorm_bwd", "layernorm_bwd_row",
+                                                 "layernorm_bwd_reduce"))
+    with_reduce = os.environ.get("WITH_REDUCE") == "1"
     dtype = os.environ.get("PROBE_DTYPE", "bf16")
     copy_gbs = bk.copy_bandwidth()
     print("device: %s; copy %.0f GB/s (1 GiB); budget %.0f s a key"
@@ -126,8 +139,15 @@ def main():
                 dbp = torch.empty(P, D, device=bk.dev) if c.b is not None else None
                 args = [dx, dwp, dbp, dy, c.x, c.w, mean, rstd, None, T, D, 1, P, rms]
                 bwd.launch(args)
-                pick, timed = rank(bwd, args, db)
-                report("%s bwd P=%d" % (name, P), 3 * T * D * c.es, copy_gbs, pick, timed, out)
+                after = None
+                if with_reduce:
+                    dw, dbias = torch.empty_like(c.w), torch.empty_like(c.b) if c.b is not None else None
+                    rargs = [dw, c.arg(dbias), dwp, dbp, T, D, P]
+                    red.launch(rargs)
+                    after = lambda rargs=rargs: red.launch(rargs)  # noqa: E731
+                pick, timed = rank(bwd, args, db, after)
+                report("%s bwd%s P=%d" % (name, "+reduce" if after else "", P), 3 * T * D * c.es, copy_gbs, pick,
+                       timed, out)
             del c
             torch.cuda.empty_cache()
     print("\n| case | trials | pick µs | % of copy | pick's rank | best µs | % of copy | tuner's µs for best"
