@@ -1,9 +1,10 @@
 #!/bin/sh
 # make gpu-test: the C GPU tests, the PyTorch tests (when torch imports) and
-# the JAX tests (when jax imports), as four lanes that share the GPU, each a
+# the JAX tests (when jax imports), as five lanes that share the GPU, each a
 # process with a cache of its own: the norm sweep (norm_backward_tile), the
-# other C tests, tests/python/test_ops.py, and the four test_jax.py runs in
-# turn (they share one cache: the last finds what the first tuned). One
+# other C tests, tests/python/test_ops.py in two interleaved halves (alone
+# it took longer than the other lanes together), and the four test_jax.py
+# runs in turn (they share one cache: the last finds what the first tuned). One
 # after another these take longer than a device call is allowed; side by
 # side the GPU is busy while each waits on NVRTC and Python.
 # A line says when each lane ends; once all have, their logs are printed
@@ -14,7 +15,7 @@
 # there, so that a run cut short still leaves what each lane printed.
 B=${1:-build}
 ROOT=$(pwd)
-LANES="tile rest torch jax"
+LANES="tile rest torch1 torch2 jax"
 if [ -n "$GPU_TEST_LOGS" ]; then
   d=$GPU_TEST_LOGS
   mkdir -p "$d" || exit 1
@@ -35,10 +36,13 @@ imports() {
   echo "$2: $1 does not import here; the $3 tests are skipped"
   return 1
 }
-torch() {
+# Half $1 of test_ops.py's checks (every other one), with a cache of its own.
+torch_half() {
   imports torch tests/python PyTorch || return 0
-  KTUNE_LIB="$ROOT/$B/libktune.so" KTUNE_CACHE="$d/torch.db" python3 tests/python/test_ops.py
+  KTUNE_LIB="$ROOT/$B/libktune.so" KTUNE_CACHE="$d/torch$1.db" python3 tests/python/test_ops.py --part="$1/2"
 }
+torch1() { torch_half 1; }
+torch2() { torch_half 2; }
 jax() {
   imports jax tests/python/test_jax.py JAX || return 0
   make --no-print-directory B="$B" jax || return 1

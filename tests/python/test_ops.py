@@ -1121,19 +1121,30 @@ def two_devices():
         close("device %s" % y.device, y, ref_norm(x.double(), w.double(), None, 1e-6, True), 1e-4, 1e-4)
 
 
+def selected(arg):
+    """The tests arg names: those whose name holds it, or with --part=K/N
+    the K-th of N interleaved shares (1-based), which make gpu-test runs
+    side by side; every test where arg is None. Exits naming a bad --part."""
+    if not arg or not arg.startswith("--part="):
+        return [fn for fn in TESTS if not arg or arg in fn.__name__]
+    k, _, n = arg[len("--part="):].partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        sys.exit("test_ops.py: %s: give --part=K/N with 1 <= K <= N" % arg)
+    return TESTS[int(k) - 1::int(n)]
+
+
 def main():
-    if not torch.cuda.is_available():
-        print("no CUDA device visible to torch: %d skipped" % len(TESTS))
-        print("0 passed, 0 failed, %d skipped" % len(TESTS))
-        return 0
     flt = sys.argv[1] if len(sys.argv) > 1 else None
     if flt == "--compare-c-and-python-bodies":
         ops.rms_norm(torch.randn(2, 64, device="cuda"))
         compare_c_and_python_bodies()
         return 0
-    for fn in TESTS:
-        if flt and flt not in fn.__name__:
-            continue
+    tests = selected(flt)
+    if not torch.cuda.is_available():
+        print("no CUDA device visible to torch: %d skipped" % len(tests))
+        print("0 passed, 0 failed, %d skipped" % len(tests))
+        return 0
+    for fn in tests:
         print("  python: %s" % fn.__name__, flush=True)
         t0 = time.monotonic()
         try:
