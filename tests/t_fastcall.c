@@ -20,7 +20,7 @@ static void python_script(const char *script, const char *last_line) {
 }
 
 static void the_c_launch_path_packs_as_ctypes_does(void) {
-  python_script("test_fastcall.py", "5 passed, 0 failed, 0 skipped\n");
+  python_script("test_fastcall.py", "6 passed, 0 failed, 0 skipped\n");
 }
 
 static void the_c_norm_bodies_launch_as_ops_does(void) {

@@ -258,11 +258,26 @@ def load():
     return lib
 
 
-@functools.lru_cache(maxsize=1)
+_fastcall_found = []  # fastcall()'s answer, once it can no longer change
+
+
 def fastcall():
     """ktune._fastcall (the launch path in C), or None: where it was not
     built, where $KTUNE_FASTCALL is 0, or where its kt_arg differs from
-    this file's. Looked for in the package, then beside the library."""
+    this file's. Looked for in the package, then beside the library. The
+    answer is kept once the module was found or the library is loaded: a
+    None from before (ktune.torch_norms.uninstall() as a process's first
+    call) would otherwise leave the process without the C path for good,
+    though the module sits beside the library loaded later."""
+    if not _fastcall_found:
+        mod = _find_fastcall()
+        if mod is None and loaded_path is None:
+            return None
+        _fastcall_found.append(mod)  # two threads may both look; the first answer stays
+    return _fastcall_found[0]
+
+
+def _find_fastcall():
     if os.environ.get("KTUNE_FASTCALL", "1") == "0":
         return None
     import importlib.machinery
