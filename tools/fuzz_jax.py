@@ -233,15 +233,17 @@ def main():
     seeds = [int(v) for v in sys.argv[2].split(",")] if len(sys.argv) > 2 and "," in sys.argv[2] else None
     seed0 = int(sys.argv[2]) if len(sys.argv) > 2 and not seeds else int(time.time())
     kinds = [f for f, w in CASES for _ in range(w)]
-    t0, n, refused, failed = time.monotonic(), 0, 0, 0
+    t0, n, refused, failed, ran = time.monotonic(), 0, 0, 0, {}
     print("seed %d" % seed0)
     while (n < len(seeds)) if seeds else time.monotonic() - t0 < seconds:
         seed = seeds[n] if seeds else seed0 + n
         n += 1
         kind = random.Random(-seed).choice(kinds)
+        ran[kind.__name__] = ran.get(kind.__name__, 0) + 1
         r = attempt(kind, seed, kind(random.Random(seed))[0])
         refused += r == "refused"
         failed += r is not None and r != "refused"
+    print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(ran.items())))
     print("%d cases, %d refused, %d failed" % (n, refused, failed))
     return 1 if failed else 0
 

@@ -373,13 +373,14 @@ def main():
     seed0 = int(sys.argv[2]) if len(sys.argv) > 2 and not seeds else int(time.time())
     wait = float(sys.argv[3]) if len(sys.argv) > 3 else 300
     kinds = [f for f, w in CASES for _ in range(w)]
-    t0, n, refused, failed, later = time.monotonic(), 0, 0, 0, []
+    t0, n, refused, failed, later, ran = time.monotonic(), 0, 0, 0, [], {}
     print("seed %d" % seed0)
     while (n < len(seeds)) if seeds else time.monotonic() - t0 < seconds:
         seed = seeds[n] if seeds else seed0 + n
         n += 1
         kind = random.Random(-seed).choice(kinds)
         desc = kind(random.Random(seed))[0]
+        ran[kind.__name__] = ran.get(kind.__name__, 0) + 1
         err = attempt(kind, seed, desc, "first")
         if err == "refused":
             refused += 1
@@ -394,6 +395,7 @@ def main():
         print("tunings still running after %g s: %s" % (wait, e))
     for seed, kind, desc in later:
         failed += attempt(kind, seed, desc, "again") is not None
+    print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(ran.items())))
     print("%d cases, %d refused, %d failed" % (n, refused, failed))
     return 1 if failed else 0
 
