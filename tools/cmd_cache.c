@@ -51,21 +51,29 @@ typedef struct args {
   int json, binaries;
 } args;
 
+/* A runtime on the cache at path (NULL: the default); NULL where it
+** cannot be opened as asked, after cmd says why. quiet: the runtime logs
+** only errors, and a failure is not said (as cli_offline's). */
+static kt_runtime *open_at(const char *cmd, const char *path, int readonly, int required, int quiet) {
+  kt_options o;
+  cli_options(&o, NULL, 1);
+  o.cache_path = path;
+  o.cache_readonly = readonly;
+  o.cache_required = required;
+  if (quiet) o.log_level = KT_LOG_ERROR;
+  kt_runtime *rt = NULL;
+  if (!kt_runtime_open(&rt, &o)) return rt;
+  if (!quiet) cli_fail(cmd, "%s", cli_errmsg(rt));
+  kt_runtime_close(rt);
+  return NULL;
+}
+
 /* The cache of a command, which these commands cannot do without (so the
 ** open fails with its reason, not a warning beside it): read-only for
 ** those that only read, so that they never create, change or convert a
 ** file. */
 static kt_runtime *open_cache(const char *cmd, const args *a, int readonly) {
-  kt_options o;
-  cli_options(&o, NULL, 1);
-  o.cache_path = a->cache;
-  o.cache_readonly = readonly;
-  o.cache_required = 1;
-  kt_runtime *rt;
-  if (!kt_runtime_open(&rt, &o)) return rt;
-  cli_fail(cmd, "%s", cli_errmsg(rt));
-  kt_runtime_close(rt);
-  return NULL;
+  return open_at(cmd, a->cache, readonly, 1, 0);
 }
 
 /* A canonical JSON text as a value; a string when it is not JSON, or not
@@ -280,26 +288,11 @@ static int import_readable(const char *path) {
   return why != NULL;
 }
 
-/* A runtime on the cache at path (NULL: the default) that logs only
-** errors; NULL where it cannot be opened as asked. */
-static kt_runtime *open_quiet(const char *path, int readonly, int required) {
-  kt_options o;
-  cli_options(&o, NULL, 1);
-  o.cache_path = path;
-  o.cache_readonly = readonly;
-  o.cache_required = required;
-  o.log_level = KT_LOG_ERROR;
-  kt_runtime *rt = NULL;
-  if (!kt_runtime_open(&rt, &o)) return rt;
-  kt_runtime_close(rt);
-  return NULL;
-}
-
 /* 1 where the cache the command would write is not there yet (no file at
 ** its path), else 0: there, or not to be told here (the open that follows
 ** says why). Asked through a read-only open, which makes nothing. */
 static int cache_missing(const args *a) {
-  kt_runtime *rt = open_quiet(a->cache, 1, 0);
+  kt_runtime *rt = open_at("import", a->cache, 1, 0, 1);
   kt_runtime_info in = {.size = sizeof in};
   struct stat st;
   int missing = rt && !kt_runtime_get_info(rt, &in) && !in.cache_path[0] && in.cache_file[0] &&
@@ -332,7 +325,7 @@ static kt_runtime *open_scratch(char *dir, size_t n) {
   snprintf(dir, n, "%s/ktune-import-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp");
   if (!mkdtemp(dir)) return NULL;
   snprintf(db, sizeof db, "%s/scratch.db", dir);
-  kt_runtime *rt = open_quiet(db, 0, 1);
+  kt_runtime *rt = open_at("import", db, 0, 1, 1);
   if (!rt) remove_scratch(dir);
   return rt;
 }
