@@ -14,17 +14,19 @@ import math
 import os
 import random
 import sys
-import time
 import traceback
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_gpu_enable_command_buffer="
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_here, "python"))
+sys.path.insert(1, _here)
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+import fuzz_seeds  # noqa: E402
 from ktune import jax as kj  # noqa: E402
 
 DT = [jnp.bfloat16, jnp.float16, jnp.float32]
@@ -229,24 +231,13 @@ def attempt(kind, seed, desc):
 
 
 def main():
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60
-    seeds = [int(v) for v in sys.argv[2].split(",")] if len(sys.argv) > 2 and "," in sys.argv[2] else None
-    seed0 = int(sys.argv[2]) if len(sys.argv) > 2 and not seeds else int(time.time())
-    kinds = [f for f, w in CASES for _ in range(w)]
-    t0, n, refused, failed, ran = time.monotonic(), 0, 0, 0, {}
-    print("seed %d" % seed0)
-    while (n < len(seeds)) if seeds else time.monotonic() - t0 < seconds:
-        seed = seeds[n] if seeds else seed0 + n
-        n += 1
-        kind = random.Random(-seed).choice(kinds)
-        ran[kind.__name__] = ran.get(kind.__name__, 0) + 1
+    run = fuzz_seeds.Run(sys.argv[1:3], CASES)
+    refused, failed = 0, 0
+    for seed, kind in run:
         r = attempt(kind, seed, kind(random.Random(seed))[0])
         refused += r == "refused"
         failed += r is not None and r != "refused"
-    print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(ran.items())))
-    print("%d cases, %d refused, %d failed" % (n, refused, failed))
-    return 1 if failed else 0
-
+    return run.close(refused, failed)
 
 if __name__ == "__main__":
     sys.exit(main())

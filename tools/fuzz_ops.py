@@ -20,7 +20,6 @@ import math
 import os
 import random
 import sys
-import time
 import traceback
 
 import torch
@@ -28,6 +27,8 @@ import torch
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_here, "python"))
 sys.path.insert(1, os.path.join(_here, "..", "tests", "python"))
+sys.path.insert(2, _here)
+import fuzz_seeds  # noqa: E402
 import ktune  # noqa: E402
 from ktune import ops  # noqa: E402
 from test_ops import ref_norm  # noqa: E402  (the GPU tests' float64 norm)
@@ -368,19 +369,11 @@ def attempt(kind, seed, desc, when):
 
 
 def main():
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60
-    seeds = [int(v) for v in sys.argv[2].split(",")] if len(sys.argv) > 2 and "," in sys.argv[2] else None
-    seed0 = int(sys.argv[2]) if len(sys.argv) > 2 and not seeds else int(time.time())
+    run = fuzz_seeds.Run(sys.argv[1:3], CASES)
     wait = float(sys.argv[3]) if len(sys.argv) > 3 else 300
-    kinds = [f for f, w in CASES for _ in range(w)]
-    t0, n, refused, failed, later, ran = time.monotonic(), 0, 0, 0, [], {}
-    print("seed %d" % seed0)
-    while (n < len(seeds)) if seeds else time.monotonic() - t0 < seconds:
-        seed = seeds[n] if seeds else seed0 + n
-        n += 1
-        kind = random.Random(-seed).choice(kinds)
+    refused, failed, later = 0, 0, []
+    for seed, kind in run:
         desc = kind(random.Random(seed))[0]
-        ran[kind.__name__] = ran.get(kind.__name__, 0) + 1
         err = attempt(kind, seed, desc, "first")
         if err == "refused":
             refused += 1
@@ -395,10 +388,7 @@ def main():
         print("tunings still running after %g s: %s" % (wait, e))
     for seed, kind, desc in later:
         failed += attempt(kind, seed, desc, "again") is not None
-    print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(ran.items())))
-    print("%d cases, %d refused, %d failed" % (n, refused, failed))
-    return 1 if failed else 0
-
+    return run.close(refused, failed)
 
 if __name__ == "__main__":
     sys.exit(main())
