@@ -13,8 +13,8 @@ import time
 class Run:
     """The cases of one run. args: [SECONDS, SEED or s1,s2,...], either
     absent (60 s from the time's seed). cases: (builder, weight) pairs; a
-    seed's kind is drawn from them with another stream than the case's own,
-    so that a kind's cases do not follow one another's seeds."""
+    seed's kind is drawn from a stream of its own (Random(-seed)), so that
+    the builder gets Random(seed) whole and a seed rebuilds its case."""
 
     def __init__(self, args, cases):
         self.seconds = float(args[0]) if args else 60
