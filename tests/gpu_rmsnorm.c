@@ -60,17 +60,13 @@ static int bufs_make(bufs *b, kt_runtime *rt, shape s, uint64_t seed) {
   }
   for (int i = 0; i < s.D; i++) b->hw[i] = g_uniform(&seed, 0.5, 1.5);
   /* Round inputs to the dtype so the reference sees what the GPU sees. */
-  g_store(s.dt, b->stage, b->hx, b->n);
-  for (size_t i = 0; i < b->n; i++) b->hx[i] = g_load(s.dt, b->stage, i);
-  g_store(s.dt, b->stage, b->hres, b->n);
-  for (size_t i = 0; i < b->n; i++) b->hres[i] = g_load(s.dt, b->stage, i);
-  g_store(s.dt, b->stage, b->hw, (size_t)s.D);
-  for (int i = 0; i < s.D; i++) b->hw[i] = g_load(s.dt, b->stage, (size_t)i);
+  g_round(s.dt, b->stage, b->hx, b->n);
+  g_round(s.dt, b->stage, b->hres, b->n);
+  g_round(s.dt, b->stage, b->hw, (size_t)s.D);
   /* h = x + res rounded to the dtype, as the kernel normalises it (ref
   ** holds h until the row's reference replaces it). */
   for (size_t i = 0; i < b->n; i++) b->ref[i] = b->hx[i] + (s.res ? b->hres[i] : 0);
-  g_store(s.dt, b->stage, b->ref, b->n);
-  for (size_t i = 0; i < b->n; i++) b->ref[i] = g_load(s.dt, b->stage, i);
+  g_round(s.dt, b->stage, b->ref, b->n);
   for (int r = 0; r < s.T; r++) {
     double *h = b->ref + (size_t)r * s.D, ss = 0;
     for (int i = 0; i < s.D; i++) ss += h[i] * h[i];

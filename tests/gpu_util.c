@@ -85,10 +85,12 @@ void g_buf_rand(g_buf *b, uint64_t *seed, double lo, double hi) {
   g_buf_round(b);
 }
 
-void g_buf_round(g_buf *b) {
-  g_store(b->dt, b->stage, b->h, b->n);
-  for (size_t i = 0; i < b->n; i++) b->h[i] = g_load(b->dt, b->stage, i);
+void g_round(kt_dtype t, void *stage, double *h, size_t n) {
+  g_store(t, stage, h, n);
+  for (size_t i = 0; i < n; i++) h[i] = g_load(t, stage, i);
 }
+
+void g_buf_round(g_buf *b) { g_round(b->dt, b->stage, b->h, b->n); }
 
 int g_buf_upload(g_buf *b) {
   if (kt_device_fill(b->rt, b->alloc, 0xff, b->bytes)) return -1;

@@ -22,6 +22,8 @@ double g_uniform(uint64_t *state, double lo, double hi);
 ** kt_dtype_load). */
 void g_store(kt_dtype t, void *dst, const double *src, size_t n);
 double g_load(kt_dtype t, const void *src, size_t i);
+/* Each of h's n values rounded to dtype t, through stage (room for n). */
+void g_round(kt_dtype t, void *stage, double *h, size_t n);
 
 /* A device buffer of n elements with its host copy h (as doubles). The
 ** allocation has room for offset elements before ptr (to break alignment)
