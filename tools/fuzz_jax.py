@@ -239,5 +239,6 @@ def main():
         failed += r is not None and r != "refused"
     return run.close(refused, failed)
 
+
 if __name__ == "__main__":
     sys.exit(main())

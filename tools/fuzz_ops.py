@@ -390,5 +390,6 @@ def main():
         failed += attempt(kind, seed, desc, "again") is not None
     return run.close(refused, failed)
 
+
 if __name__ == "__main__":
     sys.exit(main())
