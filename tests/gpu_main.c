@@ -17,5 +17,5 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--exit-child")) return exit_child(argv[2]);
   const kt_test *const suites[] = {gpu_rmsnorm_tests, gpu_tune_tests, gpu_alias_tests, gpu_async_tests,
                                    gpu_norm_tests,    gpu_ops_tests,  gpu_cli_tests,   NULL};
-  return t_run(suites, argc > 1 ? argv[1] : getenv("KT_TEST_FILTER"));
+  return t_main(suites, argc, argv);
 }

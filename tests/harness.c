@@ -3,6 +3,7 @@
 #include "ktune.h"
 #include "base/clock.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -46,8 +47,8 @@ static void run_dir_end(int failed) {
   run_dir[0] = 0;
 }
 
-int t_run(const kt_test *const *suites, const char *filter) {
-  int passed = 0, failed = 0, skipped = 0;
+int t_run(const kt_test *const *suites, const char *filter, int part, int parts) {
+  int passed = 0, failed = 0, skipped = 0, chosen = 0;
   snprintf(run_dir, sizeof run_dir, "%s/ktune-test-XXXXXX", tmp_base());
   if (!mkdtemp(run_dir) || chmod(run_dir, 0755)) run_dir[0] = 0; /* a test runs a child as nobody */
   /* Tests never touch the user's own cache. */
@@ -64,6 +65,7 @@ int t_run(const kt_test *const *suites, const char *filter) {
   for (int s = 0; suites[s]; s++)
     for (const kt_test *t = suites[s]; t->name; t++) {
       if (text && (strstr(t->name, text) != NULL) == negated) continue;
+      if (chosen++ % parts != part - 1) continue;
       cur_failed = cur_skipped = 0;
       printf("  %s\n", t->name);
       fflush(stdout);
@@ -85,6 +87,37 @@ int t_run(const kt_test *const *suites, const char *filter) {
   run_dir_end(failed);
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
+}
+
+/* K and N of "K/N" with 1 <= K <= N; 0, or -1 when text is not that. */
+static int part_of(const char *text, int *k, int *n) {
+  char *end;
+  if (!isdigit((unsigned char)*text)) return -1;
+  long a = strtol(text, &end, 10), b = 0;
+  if (*end != '/' || a < 1 || !isdigit((unsigned char)end[1])) return -1;
+  b = strtol(end + 1, &end, 10);
+  if (*end || b < a || b > 1000) return -1;
+  *k = (int)a, *n = (int)b;
+  return 0;
+}
+
+int t_main(const kt_test *const *suites, int argc, char **argv) {
+  const char *filter = NULL;
+  int k = 1, n = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strncmp(argv[i], "--part=", 7)) {
+      if (part_of(argv[i] + 7, &k, &n)) {
+        fprintf(stderr, "%s: %s: give --part=K/N with 1 <= K <= N\n", argv[0], argv[i]);
+        return 2;
+      }
+    } else if (!filter) {
+      filter = argv[i];
+    } else {
+      fprintf(stderr, "%s: %s: one filter only (%s is the first)\n", argv[0], argv[i], filter);
+      return 2;
+    }
+  }
+  return t_run(suites, filter ? filter : getenv("KT_TEST_FILTER"), k, n);
 }
 
 int t_sh(char *out, size_t n, const char *fmt, ...) {

@@ -15,8 +15,14 @@ void t_fail(const char *file, int line, const char *fmt, ...) __attribute__((for
 void t_skip(const char *why);
 int t_failed(void);
 /* Run tests whose name contains filter (NULL: all; "!text": those whose
-** name does not contain text); print the summary. */
-int t_run(const kt_test *const *suites, const char *filter);
+** name does not contain text), of those the part-th of every parts (1-based;
+** 1 and 1: all); print the summary. */
+int t_run(const kt_test *const *suites, const char *filter, int part, int parts);
+/* A test program's main: the arguments are a filter as t_run takes it
+** (else $KT_TEST_FILTER) and --part=K/N, which runs the K-th of every N
+** tests the filter leaves (make gpu-test's lanes). Returns the exit status:
+** 1 when a test failed, 2 for arguments it does not take. */
+int t_main(const kt_test *const *suites, int argc, char **argv);
 
 /* Run a shell command; its stdout and stderr together go to out. Returns
 ** the exit status, or -1 when it could not run. */

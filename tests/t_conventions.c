@@ -6,6 +6,7 @@
 ** exists. */
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ktune.h"
@@ -260,6 +261,30 @@ static void the_package_never_writes_past_its_options(void) {
   ASSERT_TRUE(!strstr(out, "Fatal Python error"));
 }
 
+/* The test programs take a filter and --part=K/N, the K-th of every N
+** tests the filter leaves (make gpu-test runs its C tests as two lanes so);
+** the parts together are the whole, and a bad part or a second filter is
+** refused with exit status 2. */
+static void test_programs_run_a_part(void) {
+  char all[4096], part[4096], out[512], self[600];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_TRUE(n > 0);
+  self[n] = 0;
+  for (int k = 1; k <= 3; k++) {
+    ASSERT_EQ(t_sh(all, sizeof all, "KT_TEST_FILTER= %s 'expr: ' | grep '^  expr: ' | awk 'NR %% 3 == %d'", self, k % 3),
+              0);
+    ASSERT_EQ(t_sh(part, sizeof part, "KT_TEST_FILTER= %s 'expr: ' --part=%d/3 | grep '^  expr: '", self, k), 0);
+    ASSERT_TRUE(strlen(part) > 10);
+    ASSERT_STR_EQ(part, all);
+  }
+  ASSERT_EQ(t_sh(out, sizeof out, "%s --part=3/2", self), 2);
+  ASSERT_CONTAINS(out, ": --part=3/2: give --part=K/N with 1 <= K <= N\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s --part=+1/2", self), 2);
+  ASSERT_CONTAINS(out, ": --part=+1/2: give --part=K/N with 1 <= K <= N\n");
+  ASSERT_EQ(t_sh(out, sizeof out, "%s expr spec", self), 2);
+  ASSERT_CONTAINS(out, ": spec: one filter only (expr is the first)\n");
+}
+
 const kt_test t_convention_tests[] = {
     {"conventions: options as getopt_long reads them; - is standard input", options_as_getopt_reads_them},
     {"conventions: one exit-code rule, messages in the user's words", one_exit_code_rule},
@@ -270,5 +295,6 @@ const kt_test t_convention_tests[] = {
     {"conventions: pip install into a fresh venv; python -m ktune; library search", python_package_installs_with_pip},
     {"conventions: the Python package never writes past its kt_options", the_package_never_writes_past_its_options},
     {"conventions: docs name only flags, variables and columns that exist", docs_and_package_claims},
+    {"conventions: the test programs run a filter's K-th of every N tests", test_programs_run_a_part},
     {NULL, NULL},
 };

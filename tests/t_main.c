@@ -19,5 +19,5 @@ int main(int argc, char **argv) {
                                    t_tune_tests,     t_coord_tests,     t_record_tests,   t_jax_tests,
                                    t_jaxffi_tests,   t_fastcall_tests,  t_cli_tests,      t_convention_tests,
                                    NULL};
-  return t_run(suites, argc > 1 ? argv[1] : getenv("KT_TEST_FILTER"));
+  return t_main(suites, argc, argv);
 }
