@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -96,7 +97,7 @@ static int part_of(const char *text, int *k, int *n) {
   long a = strtol(text, &end, 10), b = 0;
   if (*end != '/' || a < 1 || !isdigit((unsigned char)end[1])) return -1;
   b = strtol(end + 1, &end, 10);
-  if (*end || b < a || b > 1000) return -1;
+  if (*end || b < a || b > INT_MAX) return -1;
   *k = (int)a, *n = (int)b;
   return 0;
 }
